@@ -1,0 +1,3 @@
+from dlbench.cli import main
+
+main()

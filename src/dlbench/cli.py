@@ -1,0 +1,200 @@
+"""Command line: parses arguments and calls into the package; nothing else lives here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from dlbench.errors import UserError
+
+app = typer.Typer(
+    help="Deep learning benchmarks for GPU machines. With no command, runs the `quick` suite "
+         "on the GPU if there is one (else the CPU), stores the results and prints the report.",
+    no_args_is_help=False, add_completion=False, pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+DbOption = typer.Option(None, "--db", help="Result store (SQLite). Default: $DLBENCH_DB or ./dlbench.db.")
+TagOption = typer.Option(None, "--tag", help="Free text stored with every result, to find runs later.")
+
+
+def _store(db: Optional[Path]):
+    from dlbench.results.store import Store
+
+    return Store(db)
+
+
+def _print_result(result) -> None:
+    m = result.metrics
+    if result.status == "ok":
+        line = (f"[green]ok[/] {result.spec['workload']} {result.spec['model']} on {result.system_label}: "
+                f"forward {m['forward_ms']:.2f} ms, backward {m['backward_ms']:.2f} ms, "
+                f"total {m['total_ms']:.2f} ms ({m['images_per_s']:.1f} img/s)")
+    elif result.status == "oom":
+        line = f"[yellow]oom[/] {result.spec['model']} at batch {m.get('batch_tried')}: out of memory"
+    else:
+        line = f"[red]{result.status}[/] {result.spec['model']}: {result.error}"
+    err.print(line, highlight=False)
+
+
+@app.callback(invoke_without_command=True)
+def _default(ctx: typer.Context, db: Optional[Path] = DbOption) -> None:
+    if ctx.invoked_subcommand is None:
+        suite(name="quick", device="auto", db=db, tag=None, list_only=False)
+
+
+@app.command()
+def run(
+    workload: str = typer.Argument(..., help="Workload: fwdbwd (forward + backward, seed 004)."),
+    model: str = typer.Option("resnet50", help="Model name (`dlbench models`), any torchvision classifier, or timm:<name>."),
+    batch: int = typer.Option(16, help="Batch size."),
+    input_shape: Optional[str] = typer.Option(None, help="Input shape without the batch, e.g. 3x224x224 (default: the model's)."),
+    precision: str = typer.Option("fp32", help="fp32, tf32 (TF32 matmuls/convolutions), fp16 or bf16 (autocast)."),
+    channels_last: bool = typer.Option(False, "--channels-last", help="Use the channels-last memory format."),
+    device: str = typer.Option("auto", help="auto (GPU if present), cpu, cuda or cuda:N."),
+    warmup: int = typer.Option(5, help="Warm-up steps (at least)."),
+    warmup_seconds: float = typer.Option(1.0, help="Warm-up seconds (at least)."),
+    steps: int = typer.Option(20, help="Measured steps (at least)."),
+    min_seconds: float = typer.Option(1.0, help="Measured seconds (at least)."),
+    seed: int = typer.Option(0, help="Random seed for weights and inputs."),
+    db: Optional[Path] = DbOption,
+    tag: Optional[str] = TagOption,
+) -> None:
+    """Run one benchmark and store its result."""
+    from dlbench.launch.inprocess import run_specs
+    from dlbench.spec import BenchmarkSpec
+
+    spec = BenchmarkSpec(workload=workload, model=model, batch=batch, input_shape=input_shape,
+                         precision=precision, channels_last=channels_last, device=device, warmup=warmup,
+                         warmup_seconds=warmup_seconds, steps=steps, min_seconds=min_seconds, seed=seed)
+    with _store(db) as store:
+        results = run_specs([spec], store, tag=tag, console=err)
+    _print_result(results[0])
+    if results[0].status == "error":
+        raise typer.Exit(1)
+
+
+@app.command()
+def suite(
+    name: str = typer.Argument("quick", help="Built-in suite name (quick, cnn-benchmarks) or a suite YAML file."),
+    device: str = typer.Option("auto", help="Run every spec on this device: auto, cpu, cuda or cuda:N."),
+    db: Optional[Path] = DbOption,
+    tag: Optional[str] = TagOption,
+    list_only: bool = typer.Option(False, "--list", help="Show the expanded specs and exit."),
+) -> None:
+    """Run a suite of benchmarks, store every result and print the report."""
+    from dlbench import suites
+    from dlbench.launch.inprocess import run_specs
+
+    loaded = suites.load(name, {"device": device} if device != "auto" else None)
+    if list_only:
+        for spec in loaded.specs:
+            out.print(spec.label(), highlight=False)
+        return
+    with _store(db) as store:
+        run_specs(loaded.specs, store, suite=loaded.name, tag=tag, console=err, on_result=_print_result)
+        out.print(_report_text(store, loaded.name), highlight=False, markup=False)
+
+
+def _report_text(store, suite_name: Optional[str]) -> str:
+    from dlbench.report import cnn
+
+    return cnn.render(store.results(suite=suite_name))
+
+
+@app.command()
+def report(
+    suite_name: Optional[str] = typer.Option(None, "--suite", help="Only results of this suite."),
+    db: Optional[Path] = DbOption,
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+) -> None:
+    """Print the seed-004 tables (one per model) from the results in the store."""
+    with _store(db) as store:
+        text = _report_text(store, suite_name)
+    if output:
+        output.write_text(text + "\n", encoding="utf-8")
+    else:
+        out.print(text, highlight=False, markup=False)
+
+
+@app.command()
+def results(db: Optional[Path] = DbOption, limit: int = typer.Option(50, help="Show the newest N results.")) -> None:
+    """List stored results, newest last."""
+    with _store(db) as store:
+        rows = store.results()[-limit:]
+    table = Table("id", "started", "status", "benchmark", "system", "total ms", "tag", box=None)
+    for r in rows:
+        total = r.metrics.get("total_ms")
+        benchmark = f"{r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}"
+        cells = (r.id[:8], r.started[:16].replace("T", " "), r.status, benchmark, r.system_label,
+                 f"{total:.2f}" if total else "-", r.tag or "")
+        table.add_row(*(Text(c) for c in cells))  # Text: stored strings are never read as markup
+    out.print(table)
+
+
+@app.command("export")
+def export_(
+    format: str = typer.Option("jsonl", "--format", help="jsonl (complete, importable) or csv (flat)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (default: stdout)."),
+    db: Optional[Path] = DbOption,
+) -> None:
+    """Export all stored results."""
+    from dlbench.results import exchange
+
+    writers = {"jsonl": exchange.write_jsonl, "csv": exchange.write_csv}
+    if format not in writers:
+        raise UserError(f"unknown export format {format!r}; choose jsonl or csv")
+    with _store(db) as store:
+        records = store.results()
+    if output:
+        with open(output, "w", encoding="utf-8", newline="") as f:
+            n = writers[format](records, f)
+        err.print(f"wrote {n} results to {output}")
+    else:
+        writers[format](records, sys.stdout)
+
+
+@app.command("import")
+def import_(files: list[Path] = typer.Argument(..., help="JSON-lines files written by `dlbench export`."),
+            db: Optional[Path] = DbOption) -> None:
+    """Merge results exported on other machines; results already stored are skipped."""
+    from dlbench.results import exchange
+
+    records = [r for path in files for r in exchange.read_jsonl(path)]  # all files checked before writing
+    with _store(db) as store:
+        added = store.add_many(records)
+    err.print(f"imported {added} new results ({len(records) - added} already stored)")
+
+
+@app.command()
+def models() -> None:
+    """List the registered models (any torchvision classifier and timm:<name> work too)."""
+    from dlbench.models import registry
+
+    for name in registry.names():
+        entry = registry.MODELS[name]
+        out.print(f"{name:12s} {entry.title:14s} input {'x'.join(map(str, entry.input_shape))}", highlight=False)
+
+
+@app.command()
+def system() -> None:
+    """Print this machine's fingerprint."""
+    from dlbench.system.info import fingerprint
+
+    out.print_json(json.dumps(fingerprint()))
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as error:
+        err.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(2)

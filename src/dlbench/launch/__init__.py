@@ -1,0 +1,1 @@
+"""Where specs run. `inprocess` runs them one after another in this process."""

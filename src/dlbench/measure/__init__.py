@@ -1,0 +1,1 @@
+"""Timers, the warm-up and measurement policy, and statistics of per-step samples."""

@@ -1,0 +1,99 @@
+"""One entry per model. Builders never download weights: every model starts from random init.
+
+Names that are not entries resolve to any torchvision classification model, or to
+`timm:<name>` when timm is installed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache, partial
+from typing import Callable
+
+import torch.nn as nn
+import torchvision.models as tvm
+from torchvision.models.resnet import Bottleneck, ResNet
+
+from dlbench.errors import UserError
+from dlbench.spec import suggest
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    title: str  # how reports name it, e.g. "ResNet-50"
+    build: Callable[[], nn.Module]
+    input_shape: tuple[int, ...] = (3, 224, 224)
+
+
+def _tv(name: str, **kwargs) -> Callable[[], nn.Module]:
+    return partial(tvm.get_model, name, weights=None, **kwargs)
+
+
+def _resnet200() -> nn.Module:
+    # fb.resnet.torch's ResNet-200: bottleneck blocks [3, 24, 36, 3].
+    return ResNet(Bottleneck, [3, 24, 36, 3])
+
+
+MODELS: dict[str, ModelEntry] = {}
+
+
+def register(entry: ModelEntry) -> ModelEntry:
+    MODELS[entry.name] = entry
+    return entry
+
+
+for _entry in (
+    ModelEntry("alexnet", "AlexNet", _tv("alexnet")),
+    ModelEntry("googlenet", "Inception-V1", _tv("googlenet", aux_logits=False, init_weights=True)),
+    ModelEntry("vgg16", "VGG-16", _tv("vgg16")),
+    ModelEntry("vgg19", "VGG-19", _tv("vgg19")),
+    ModelEntry("resnet18", "ResNet-18", _tv("resnet18")),
+    ModelEntry("resnet34", "ResNet-34", _tv("resnet34")),
+    ModelEntry("resnet50", "ResNet-50", _tv("resnet50")),
+    ModelEntry("resnet101", "ResNet-101", _tv("resnet101")),
+    ModelEntry("resnet152", "ResNet-152", _tv("resnet152")),
+    ModelEntry("resnet200", "ResNet-200", _resnet200),
+):
+    register(_entry)
+ALIASES = {"inception-v1": "googlenet", "inception_v1": "googlenet"}
+
+
+@lru_cache(maxsize=None)
+def _torchvision_classifiers() -> tuple[str, ...]:
+    return tuple(tvm.list_models(module=tvm))
+
+
+def _timm_entry(name: str) -> ModelEntry:
+    try:
+        import timm
+    except ImportError:
+        raise UserError(f"model {name!r} needs timm, which is not installed (pip install timm)") from None
+    timm_name = name.removeprefix("timm:")
+    known = timm.list_models()
+    if timm_name not in known:
+        raise UserError(f"unknown timm model {timm_name!r}{suggest(timm_name, known)}")
+    config = timm.get_pretrained_cfg(timm_name)
+    shape = tuple(config.input_size) if config is not None and config.input_size else (3, 224, 224)
+    return ModelEntry(name, timm_name, partial(timm.create_model, timm_name, pretrained=False), shape)
+
+
+def resolve(name: str) -> ModelEntry:
+    """The entry for `name`; an unknown name is a UserError that suggests close names."""
+    name = ALIASES.get(name, name)
+    if name in MODELS:
+        return MODELS[name]
+    if name.startswith("timm:"):
+        return _timm_entry(name)
+    if name in _torchvision_classifiers():
+        return ModelEntry(name, name, _tv(name))
+    known = sorted(set(MODELS) | set(_torchvision_classifiers()))
+    raise UserError(f"unknown model {name!r}{suggest(name, known)}; `dlbench models` lists them")
+
+
+def build(name: str) -> nn.Module:
+    return resolve(name).build()
+
+
+def names() -> list[str]:
+    return list(MODELS)

@@ -1,0 +1,1 @@
+"""Reports read the store and render tables; they never run anything."""

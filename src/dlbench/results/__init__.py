@@ -1,0 +1,1 @@
+"""The Result record and the store it lives in."""

@@ -1,0 +1,66 @@
+"""Export results as JSON lines (lossless, importable) or CSV (flat, for spreadsheets); import JSON lines."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Iterable, TextIO
+
+from dlbench.errors import UserError
+from dlbench.results.record import Result
+
+
+def write_jsonl(results: Iterable[Result], out: TextIO) -> int:
+    n = 0
+    for r in results:
+        out.write(json.dumps(r.to_dict(), sort_keys=True) + "\n")
+        n += 1
+    return n
+
+
+def flat_row(r: Result) -> dict[str, object]:
+    row: dict[str, object] = {
+        "id": r.id, "started": r.started, "status": r.status, "suite": r.suite, "tag": r.tag,
+        "system": r.system_label, "host": r.system.get("host"),
+    }
+    for key, value in r.spec.items():
+        if key != "options":
+            row[key] = "x".join(map(str, value)) if isinstance(value, list) else value
+    for key, value in r.metrics.items():
+        if isinstance(value, (int, float, str, bool)) or value is None:
+            row[key] = value
+    return row
+
+
+def write_csv(results: Iterable[Result], out: TextIO) -> int:
+    rows = [flat_row(r) for r in results]
+    columns: dict[str, None] = {}
+    for row in rows:
+        columns.update(dict.fromkeys(row))
+    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return len(rows)
+
+
+def read_jsonl(path: Path) -> list[Result]:
+    """Every record in an export file; any line that is not a dlbench result rejects the whole file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"import file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"cannot read import file {path}: {error}") from None
+    results = []
+    for number, line in enumerate(io.StringIO(text), 1):
+        if not line.strip():
+            continue
+        try:
+            results.append(Result.from_dict(json.loads(line)))
+        except (ValueError, TypeError) as error:
+            raise UserError(f"{path} is not a dlbench export (line {number}: {error})") from None
+    if not results:
+        raise UserError(f"{path} holds no dlbench results")
+    return results

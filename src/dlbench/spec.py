@@ -1,0 +1,102 @@
+"""BenchmarkSpec: everything that defines one benchmark, validated on construction.
+
+CLI flags and suite YAML build the same object through `BenchmarkSpec.from_dict`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlbench.errors import UserError
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+def parse_shape(text: str | list | tuple) -> tuple[int, ...]:
+    """'3x224x224' (or a list of ints) -> (3, 224, 224)."""
+    if isinstance(text, (list, tuple)):
+        parts = list(text)
+    else:
+        parts = str(text).lower().replace("×", "x").split("x")
+    try:
+        shape = tuple(int(p) for p in parts)
+    except (TypeError, ValueError):
+        raise UserError(f"bad shape {text!r}: expected sizes joined by 'x', e.g. 3x224x224") from None
+    if not shape or any(s <= 0 for s in shape):
+        raise UserError(f"bad shape {text!r}: every size must be a positive integer")
+    return shape
+
+
+def suggest(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    return f" (did you mean {', '.join(close)}?)" if close else ""
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    workload: str
+    model: str
+    batch: int = 16
+    input_shape: tuple[int, ...] | None = None  # None: the model's default
+    precision: str = "fp32"
+    channels_last: bool = False
+    device: str = "auto"
+    warmup: int = 5
+    warmup_seconds: float = 1.0
+    steps: int = 20
+    min_seconds: float = 1.0
+    seed: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from dlbench.models import registry
+        from dlbench.workloads import WORKLOADS
+
+        if self.workload not in WORKLOADS:
+            raise UserError(f"unknown workload {self.workload!r}{suggest(self.workload, list(WORKLOADS))}; known: {', '.join(WORKLOADS)}")
+        registry.resolve(self.model)  # raises UserError with suggestions
+        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch <= 0:
+            raise UserError(f"batch must be a positive integer, got {self.batch!r}")
+        if self.precision not in PRECISIONS:
+            raise UserError(f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}")
+        if not _DEVICE.match(str(self.device)):
+            raise UserError(f"bad device {self.device!r}: use auto, cpu, cuda or cuda:N")
+        if self.input_shape is not None:
+            object.__setattr__(self, "input_shape", parse_shape(self.input_shape))
+        for name in ("warmup", "steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "steps" else 0):
+                raise UserError(f"{name} must be an integer ≥ {1 if name == 'steps' else 0}, got {value!r}")
+        for name in ("warmup_seconds", "min_seconds"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value < 0:
+                raise UserError(f"{name} must be a number of seconds ≥ 0, got {value!r}")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BenchmarkSpec":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UserError(f"unknown spec key {unknown[0]!r}{suggest(unknown[0], sorted(known))}; known keys: {', '.join(sorted(known))}")
+        for required in ("workload", "model"):
+            if required not in data:
+                raise UserError(f"spec is missing {required!r}")
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["input_shape"] = list(self.input_shape) if self.input_shape else None
+        return data
+
+    def label(self) -> str:
+        """Short human name: 'fwdbwd resnet50 b16 fp32'."""
+        shape = "x".join(map(str, self.input_shape)) if self.input_shape else ""
+        parts = [self.workload, self.model, f"b{self.batch}", shape, self.precision]
+        if self.channels_last:
+            parts.append("cl")
+        return " ".join(p for p in parts if p)

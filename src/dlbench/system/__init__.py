@@ -1,0 +1,1 @@
+"""What the machine is: its fingerprint (and, later, its measured ceilings)."""

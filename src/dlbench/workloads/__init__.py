@@ -1,0 +1,51 @@
+"""Workloads: one module each, each with `run(spec, device, progress) -> (metrics, samples)`.
+
+`execute` wraps any of them into a Result: an out-of-memory error becomes a result with
+status 'oom', any other failure one with status 'error'. Only user errors propagate.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from typing import TYPE_CHECKING
+
+from dlbench.errors import UserError
+from dlbench.measure.loop import Progress, _no_progress
+from dlbench.results.record import Result, now
+from dlbench.workloads.runtime import is_oom, precision, release_memory, resolve_device
+
+if TYPE_CHECKING:
+    from dlbench.spec import BenchmarkSpec
+
+WORKLOADS = {
+    "fwdbwd": "dlbench.workloads.fwdbwd",
+}
+
+
+def execute(spec: "BenchmarkSpec", system: dict, *, progress: Progress = _no_progress,
+            suite: str | None = None, tag: str | None = None) -> Result:
+    device = resolve_device(spec.device)
+    module = importlib.import_module(WORKLOADS[spec.workload])
+    result = Result(spec=spec.to_dict(), system=system, suite=suite, tag=tag)
+    result.metrics["device"] = str(device)
+    try:
+        with precision(spec.precision, device):
+            metrics, samples = module.run(spec, device, progress)
+        result.metrics.update(metrics)
+        result.samples = samples
+    except UserError:
+        raise
+    except Exception as error:  # noqa: BLE001 - every failure becomes a stored result
+        if is_oom(error):
+            result.status = "oom"
+            result.metrics["batch_tried"] = spec.batch
+            result.error = str(error).splitlines()[0][:500]
+        else:
+            result.status = "error"
+            result.error = "".join(traceback.format_exception_only(type(error), error)).strip()[:2000]
+            result.traces["traceback"] = traceback.format_exc()[-8000:]
+    finally:
+        release_memory(device)
+    result.finished = now()
+    return result

@@ -1,0 +1,61 @@
+"""fwdbwd: the cnn-benchmarks method (seed 004).
+
+Model in training mode; forward on a random batch, backward from a random upstream
+gradient; forward and backward timed separately. No loss and no optimizer, so the
+figures are the network's own compute.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dlbench.measure.loop import Progress, run_steps
+from dlbench.measure.stats import summarize
+from dlbench.models import registry
+from dlbench.workloads.runtime import random_input
+
+
+def primary_output(out):
+    """The main logits of models that return extras in training mode (Inception's aux heads)."""
+    if isinstance(out, torch.Tensor):
+        return out
+    if hasattr(out, "logits"):
+        return out.logits
+    return out[0]
+
+
+def run(spec, device: torch.device, progress: Progress):
+    entry = registry.resolve(spec.model)
+    shape = spec.input_shape or entry.input_shape
+    torch.manual_seed(spec.seed)
+    model = entry.build().to(device).train()
+    if spec.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    x = random_input(spec.batch, shape, device, spec.channels_last, spec.seed)
+    grad = torch.randn_like(primary_output(model(x)))
+
+    def step(timer) -> None:
+        out = primary_output(model(x))
+        timer.mark("forward")
+        out.backward(grad)
+        timer.mark("backward")
+        model.zero_grad(set_to_none=True)
+
+    measured = run_steps(step, device, warmup=spec.warmup, warmup_seconds=spec.warmup_seconds,
+                         steps=spec.steps, min_seconds=spec.min_seconds, progress=progress)
+    samples = measured.samples
+    samples["total"] = [f + b for f, b in zip(samples["forward"], samples["backward"])]
+    stats = {phase: summarize(values) for phase, values in samples.items()}
+    window = sum(samples["step"])
+    metrics = {
+        "input_shape": [spec.batch, *shape],
+        "forward_ms": stats["forward"]["median"] * 1e3,
+        "backward_ms": stats["backward"]["median"] * 1e3,
+        "total_ms": stats["total"]["median"] * 1e3,
+        "images_per_s": spec.batch * len(samples["step"]) / window,
+        "steps": len(samples["step"]),
+        "warmup_steps": measured.warmup_steps,
+        "warmup_s": measured.warmup_s,
+        "stats": stats,
+    }
+    return metrics, samples

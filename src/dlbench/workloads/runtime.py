@@ -1,0 +1,70 @@
+"""What every workload needs around its steps: the device, precision switches, OOM detection."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+
+from dlbench.errors import UserError
+
+_AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' -> the first GPU if there is one, else the CPU; 'cuda' without a GPU is an error."""
+    if name == "auto":
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError(f"device {name!r} asked for, but no CUDA GPU is visible (use --device cpu)")
+        index = device.index or 0
+        if index >= torch.cuda.device_count():
+            raise UserError(f"device {name!r} asked for, but only {torch.cuda.device_count()} GPU(s) are visible")
+        return torch.device("cuda", index)
+    return device
+
+
+@contextlib.contextmanager
+def precision(mode: str, device: torch.device) -> Iterator[None]:
+    """TF32 on only for 'tf32'; autocast for the half types. Restores the global switches."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = mode == "tf32"
+    try:
+        if mode in _AUTOCAST:
+            with torch.autocast(device.type, dtype=_AUTOCAST[mode]):
+                yield
+        else:
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def is_oom(error: BaseException) -> bool:
+    if isinstance(error, torch.cuda.OutOfMemoryError):
+        return True
+    text = str(error)
+    return isinstance(error, (RuntimeError, MemoryError)) and (
+        "out of memory" in text or "can't allocate memory" in text or isinstance(error, MemoryError)
+    )
+
+
+def release_memory(device: torch.device) -> None:
+    import gc
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def random_input(batch: int, shape: tuple[int, ...], device: torch.device, channels_last: bool, seed: int) -> torch.Tensor:
+    """Random inputs, never zeros: zeros can run faster than real data."""
+    generator = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn((batch, *shape), device=device, generator=generator)
+    if channels_last and x.dim() == 4:
+        x = x.contiguous(memory_format=torch.channels_last)
+    elif channels_last and x.dim() == 5:
+        x = x.contiguous(memory_format=torch.channels_last_3d)
+    return x
