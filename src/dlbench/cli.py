@@ -33,16 +33,10 @@ def _store(db: Optional[Path]):
 
 
 def _print_result(result) -> None:
-    m = result.metrics
-    if result.status == "ok":
-        line = (f"[green]ok[/] {result.spec['workload']} {result.spec['model']} on {result.system_label}: "
-                f"forward {m['forward_ms']:.2f} ms, backward {m['backward_ms']:.2f} ms, "
-                f"total {m['total_ms']:.2f} ms ({m['images_per_s']:.1f} img/s)")
-    elif result.status == "oom":
-        line = f"[yellow]oom[/] {result.spec['model']} at batch {m.get('batch_tried')}: out of memory"
-    else:
-        line = f"[red]{result.status}[/] {result.spec['model']}: {result.error}"
-    err.print(line, highlight=False)
+    from dlbench.workloads import describe
+
+    style = {"ok": "green", "oom": "yellow"}.get(result.status, "red")
+    err.print(Text(describe(result), style=style))
 
 
 @app.callback(invoke_without_command=True)
@@ -51,35 +45,52 @@ def _default(ctx: typer.Context, db: Optional[Path] = DbOption) -> None:
         suite(name="quick", device="auto", db=db, tag=None, list_only=False)
 
 
-@app.command()
-def run(
-    workload: str = typer.Argument(..., help="Workload: fwdbwd (forward + backward, seed 004)."),
-    model: str = typer.Option("resnet50", help="Model name (`dlbench models`), any torchvision classifier, or timm:<name>."),
-    batch: int = typer.Option(16, help="Batch size."),
-    input_shape: Optional[str] = typer.Option(None, help="Input shape without the batch, e.g. 3x224x224 (default: the model's)."),
-    precision: str = typer.Option("fp32", help="fp32, tf32 (TF32 matmuls/convolutions), fp16 or bf16 (autocast)."),
-    channels_last: bool = typer.Option(False, "--channels-last", help="Use the channels-last memory format."),
-    device: str = typer.Option("auto", help="auto (GPU if present), cpu, cuda or cuda:N."),
-    warmup: int = typer.Option(5, help="Warm-up steps (at least)."),
-    warmup_seconds: float = typer.Option(1.0, help="Warm-up seconds (at least)."),
-    steps: int = typer.Option(20, help="Measured steps (at least)."),
-    min_seconds: float = typer.Option(1.0, help="Measured seconds (at least)."),
-    seed: int = typer.Option(0, help="Random seed for weights and inputs."),
-    db: Optional[Path] = DbOption,
-    tag: Optional[str] = TagOption,
-) -> None:
-    """Run one benchmark and store its result."""
+run_app = typer.Typer(help="Run one benchmark and store its result.", no_args_is_help=True)
+app.add_typer(run_app, name="run")
+
+# Options every workload shares; each `run` sub-command lists them in its signature.
+ModelOpt = typer.Option("resnet50", "--model", help="Model name (`dlbench models`), any torchvision classifier, or timm:<name>.")
+BatchOpt = typer.Option(16, "--batch", help="Batch size.")
+ShapeOpt = typer.Option(None, "--input-shape", help="Input shape without the batch, e.g. 3x224x224 (default: the model's).")
+PrecisionOpt = typer.Option("fp32", "--precision", help="fp32, tf32 (TF32 matmuls/convolutions), fp16 or bf16 (autocast).")
+ChannelsLastOpt = typer.Option(False, "--channels-last", help="Use the channels-last memory format.")
+DeviceOpt = typer.Option("auto", "--device", help="auto (GPU if present), cpu, cuda or cuda:N.")
+WarmupOpt = typer.Option(5, "--warmup", help="Warm-up steps (at least).")
+WarmupSecondsOpt = typer.Option(1.0, "--warmup-seconds", help="Warm-up seconds (at least).")
+StepsOpt = typer.Option(20, "--steps", help="Measured steps (at least).")
+MinSecondsOpt = typer.Option(1.0, "--min-seconds", help="Measured seconds (at least).")
+SeedOpt = typer.Option(0, "--seed", help="Random seed for weights and inputs.")
+
+_GENERAL = ("model", "batch", "input_shape", "precision", "channels_last", "device", "warmup",
+            "warmup_seconds", "steps", "min_seconds", "seed", "gpus", "timeout")
+
+
+def _run_one(workload: str, params: dict) -> None:
+    """Build the spec from a sub-command's parameters (the rest become options), run and store it."""
     from dlbench.launch.inprocess import run_specs
     from dlbench.spec import BenchmarkSpec
 
-    spec = BenchmarkSpec(workload=workload, model=model, batch=batch, input_shape=input_shape,
-                         precision=precision, channels_last=channels_last, device=device, warmup=warmup,
-                         warmup_seconds=warmup_seconds, steps=steps, min_seconds=min_seconds, seed=seed)
+    db, tag = params.pop("db"), params.pop("tag")
+    general = {k: params.pop(k) for k in _GENERAL if k in params}
+    options = {k: v for k, v in params.items() if v is not None}
+    spec = BenchmarkSpec(workload=workload, options=options, **general)
     with _store(db) as store:
         results = run_specs([spec], store, tag=tag, console=err)
     _print_result(results[0])
     if results[0].status == "error":
         raise typer.Exit(1)
+
+
+@run_app.command("fwdbwd")
+def run_fwdbwd(
+    model: str = ModelOpt, batch: int = BatchOpt, input_shape: Optional[str] = ShapeOpt,
+    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, device: str = DeviceOpt,
+    warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
+    min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, db: Optional[Path] = DbOption,
+    tag: Optional[str] = TagOption,
+) -> None:
+    """Forward and backward of a model in training mode, timed separately (seed 004's method)."""
+    _run_one("fwdbwd", locals())
 
 
 @app.command()

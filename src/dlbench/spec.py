@@ -51,7 +51,9 @@ class BenchmarkSpec:
     steps: int = 20
     min_seconds: float = 1.0
     seed: int = 0
-    options: dict[str, Any] = field(default_factory=dict)
+    gpus: int = 1  # processes (one per GPU) that run the benchmark together
+    timeout: float | None = None  # seconds before an isolated run is stopped
+    options: dict[str, Any] = field(default_factory=dict)  # workload-specific settings
 
     def __post_init__(self) -> None:
         from dlbench.models import registry
@@ -68,6 +70,12 @@ class BenchmarkSpec:
             raise UserError(f"bad device {self.device!r}: use auto, cpu, cuda or cuda:N")
         if self.input_shape is not None:
             object.__setattr__(self, "input_shape", parse_shape(self.input_shape))
+        if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 1:
+            raise UserError(f"gpus must be an integer ≥ 1, got {self.gpus!r}")
+        if self.timeout is not None and (not isinstance(self.timeout, (int, float)) or self.timeout <= 0):
+            raise UserError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
+        if not isinstance(self.options, dict):
+            raise UserError(f"options must be a mapping, got {self.options!r}")
         for name in ("warmup", "steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "steps" else 0):

@@ -1,4 +1,5 @@
-"""Workloads: one module each, each with `run(spec, device, progress) -> (metrics, samples)`.
+"""Workloads: one module each, with `run(spec, device, progress) -> (metrics, samples)` and
+`describe(metrics) -> str` (one line for the terminal).
 
 `execute` wraps any of them into a Result: an out-of-memory error becomes a result with
 status 'oom', any other failure one with status 'error'. Only user errors propagate.
@@ -49,3 +50,13 @@ def execute(spec: "BenchmarkSpec", system: dict, *, progress: Progress = _no_pro
         release_memory(device)
     result.finished = now()
     return result
+
+
+def describe(result: Result) -> str:
+    """One line about a result, for the terminal."""
+    if result.status == "ok":
+        module = importlib.import_module(WORKLOADS[result.workload])
+        return f"ok {result.spec['workload']} {result.model} on {result.system_label}: {module.describe(result.metrics)}"
+    if result.status == "oom":
+        return f"oom {result.workload} {result.model}: out of memory at batch {result.metrics.get('batch_tried')}"
+    return f"{result.status} {result.workload} {result.model}: {result.error or ''}"

@@ -59,3 +59,8 @@ def run(spec, device: torch.device, progress: Progress):
         "stats": stats,
     }
     return metrics, samples
+
+
+def describe(metrics: dict) -> str:
+    return (f"forward {metrics['forward_ms']:.2f} ms, backward {metrics['backward_ms']:.2f} ms, "
+            f"total {metrics['total_ms']:.2f} ms ({metrics['images_per_s']:.1f} img/s)")

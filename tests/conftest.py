@@ -1,0 +1,48 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlbench.results.record import Result
+
+TINY = dict(workload="fwdbwd", model="resnet18", batch=2, input_shape=(3, 32, 32), device="cpu",
+            warmup=1, warmup_seconds=0.0, steps=3, min_seconds=0.0)
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    return tmp_path / "results.db"
+
+
+def cli(*args, env=None, timeout=300) -> subprocess.CompletedProcess:
+    """Run the real `dlbench` entry point in a subprocess."""
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "dlbench", *map(str, args)], capture_output=True,
+                          text=True, env=full_env, timeout=timeout)
+
+
+def make_result(**overrides) -> Result:
+    """A crafted result, as a machine elsewhere might have stored it."""
+    spec = {"workload": "fwdbwd", "model": "resnet50", "batch": 16, "input_shape": [3, 224, 224],
+            "precision": "fp32", "device": "cuda"}
+    spec.update(overrides.pop("spec", {}))
+    system = {"host": "node1", "gpus": [{"name": "NVIDIA H200"}], "cudnn": "9.1.0",
+              "cpu": {"model": "Xeon", "cores": 8}}
+    system.update(overrides.pop("system", {}))
+    metrics = {"device": spec["device"], "forward_ms": 5.0, "backward_ms": 10.0, "total_ms": 15.0,
+               "input_shape": [spec["batch"], *spec["input_shape"]], "images_per_s": 1000.0}
+    metrics.update(overrides.pop("metrics", {}))
+    return Result(spec=spec, system=system, metrics=metrics, **overrides)
+
+
+def assert_user_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    """Exit 2, one line on stderr that says what is wrong, and no traceback."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in proc.stderr
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ")
+    for needle in needles:
+        assert needle in lines[0], lines[0]

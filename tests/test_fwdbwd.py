@@ -1,0 +1,96 @@
+import pytest
+import torch
+
+from dlbench.measure.timer import PhaseTimer
+from dlbench.models import registry
+from dlbench.spec import BenchmarkSpec
+from dlbench.system.info import fingerprint
+from dlbench.workloads import execute
+from dlbench.workloads.runtime import precision
+
+from conftest import TINY
+
+
+def test_fwdbwd_resnet18_tiny():
+    spec = BenchmarkSpec(**TINY)
+    result = execute(spec, fingerprint())
+    assert result.status == "ok", result.error
+    m, s = result.metrics, result.samples
+    assert m["input_shape"] == [2, 3, 32, 32]
+    assert len(s["forward"]) == len(s["backward"]) == len(s["step"]) == m["steps"] >= 3
+    assert all(v > 0 for v in s["forward"] + s["backward"])
+    # Phases lie inside their step; the step also holds zeroing the gradients.
+    for f, b, step in zip(s["forward"], s["backward"], s["step"]):
+        assert f + b <= step * 1.0001
+    assert m["total_ms"] == pytest.approx(m["stats"]["total"]["median"] * 1e3)
+    assert m["images_per_s"] == pytest.approx(2 * m["steps"] / sum(s["step"]))
+    assert m["warmup_steps"] >= 1
+
+
+def test_min_seconds_extends_the_window():
+    spec = BenchmarkSpec(**{**TINY, "steps": 1, "min_seconds": 0.5})
+    result = execute(spec, fingerprint())
+    assert sum(result.samples["step"]) >= 0.45 and result.metrics["steps"] > 1
+
+
+def test_out_of_memory_is_a_result():
+    # ~600 GB of input: the allocation fails at once on any machine we run on.
+    spec = BenchmarkSpec(**{**TINY, "batch": 1_000_000, "input_shape": (3, 224, 224)})
+    result = execute(spec, fingerprint())
+    assert result.status == "oom"
+    assert result.metrics["batch_tried"] == 1_000_000
+
+
+def test_a_failing_model_is_an_error_result(monkeypatch):
+    entry = registry.ModelEntry("broken", "Broken", lambda: torch.nn.Conv2d(5, 5, 3))  # wrong channel count
+    monkeypatch.setitem(registry.MODELS, "broken", entry)
+    result = execute(BenchmarkSpec(**{**TINY, "model": "broken"}), fingerprint())
+    assert result.status == "error" and "channels" in result.error
+
+
+def test_precision_switches_are_scoped():
+    before = torch.backends.cuda.matmul.allow_tf32
+    with precision("tf32", torch.device("cpu")):
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    with precision("fp32", torch.device("cpu")):
+        assert not torch.backends.cuda.matmul.allow_tf32
+    with precision("bf16", torch.device("cpu")):
+        assert torch.mm(torch.randn(4, 4), torch.randn(4, 4)).dtype == torch.bfloat16
+    assert torch.backends.cuda.matmul.allow_tf32 == before
+
+
+def test_bf16_channels_last_runs():
+    result = execute(BenchmarkSpec(**{**TINY, "precision": "bf16", "channels_last": True}), fingerprint())
+    assert result.status == "ok", result.error
+
+
+def test_host_timer_phases():
+    timer = PhaseTimer("cpu")
+    for _ in range(3):
+        timer.begin()
+        torch.randn(64, 64) @ torch.randn(64, 64)
+        timer.mark("a")
+        timer.mark("b")
+    timer.finish()
+    s = timer.samples()
+    assert len(s["a"]) == len(s["b"]) == len(s["step"]) == 3
+    assert all(a + b <= step + 1e-9 for a, b, step in zip(s["a"], s["b"], s["step"]))
+
+
+def test_resnet200_is_the_fb_resnet_depth():
+    model = registry.build("resnet200")
+    blocks = [len(getattr(model, f"layer{i}")) for i in range(1, 5)]
+    assert blocks == [3, 24, 36, 3]
+    assert sum(p.numel() for p in model.parameters()) == pytest.approx(64.7e6, rel=0.01)
+
+
+def test_inception_v1_training_output_is_the_logits():
+    model = registry.build("inception-v1").train()
+    out = model(torch.randn(2, 3, 64, 64))
+    assert isinstance(out, torch.Tensor) and out.shape == (2, 1000)
+
+
+@pytest.mark.parametrize("name", ["alexnet", "googlenet", "vgg16", "vgg19", "resnet18", "resnet34",
+                                  "resnet50", "resnet101", "resnet152", "resnet200"])
+def test_seed_models_are_registered(name):
+    assert registry.resolve(name).title

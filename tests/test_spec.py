@@ -1,0 +1,43 @@
+import pytest
+
+from dlbench.errors import UserError
+from dlbench.spec import BenchmarkSpec, parse_shape
+
+
+def test_shape_parsing():
+    assert parse_shape("3x224x224") == (3, 224, 224)
+    assert parse_shape([1, 40, 432, 432]) == (1, 40, 432, 432)
+    for bad in ("3x0x2", "axb", ""):
+        with pytest.raises(UserError):
+            parse_shape(bad)
+
+
+def test_valid_spec_round_trips_through_dict():
+    spec = BenchmarkSpec(workload="fwdbwd", model="resnet50", input_shape="3x64x64", precision="bf16")
+    again = BenchmarkSpec.from_dict(spec.to_dict())
+    assert again == spec and again.input_shape == (3, 64, 64)
+
+
+@pytest.mark.parametrize("overrides, needle", [
+    ({"model": "resnet5"}, "did you mean resnet50"),
+    ({"batch": 0}, "batch must be a positive integer"),
+    ({"batch": -3}, "batch must be a positive integer"),
+    ({"precision": "fp8"}, "unknown precision 'fp8'"),
+    ({"device": "gpu"}, "bad device 'gpu'"),
+    ({"workload": "fwdbwdd"}, "unknown workload"),
+    ({"steps": 0}, "steps must be an integer"),
+    ({"min_seconds": -1}, "min_seconds"),
+    ({"gpus": 0}, "gpus must be"),
+])
+def test_bad_specs_are_user_errors(overrides, needle):
+    with pytest.raises(UserError, match=needle.replace("(", r"\(")):
+        BenchmarkSpec.from_dict({"workload": "fwdbwd", "model": "resnet50", **overrides})
+
+
+def test_unknown_key_is_named():
+    with pytest.raises(UserError, match="unknown spec key 'bacth'.*did you mean batch"):
+        BenchmarkSpec.from_dict({"workload": "fwdbwd", "model": "resnet50", "bacth": 3})
+
+
+def test_any_torchvision_classifier_resolves():
+    assert BenchmarkSpec(workload="fwdbwd", model="mobilenet_v3_small").model == "mobilenet_v3_small"

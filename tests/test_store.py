@@ -1,0 +1,112 @@
+import json
+import multiprocessing as mp
+import signal
+import sqlite3
+import time
+
+import pytest
+
+from dlbench.errors import UserError
+from dlbench.results import exchange
+from dlbench.results.record import Result
+from dlbench.results.store import Store
+
+from conftest import cli, make_result
+
+
+def test_round_trip(db):
+    r = make_result(samples={"step": [0.1, 0.2]}, tag="a")
+    with Store(db) as store:
+        assert store.add(r)
+        assert not store.add(r)  # same id: not stored twice
+    with Store(db) as store:
+        (back,) = store.results()
+    assert back == r
+
+
+def test_export_import_dedupes(tmp_path, db):
+    results = [make_result(tag=str(i)) for i in range(3)]
+    with Store(db) as store:
+        store.add_many(results)
+        with open(tmp_path / "x.jsonl", "w") as f:
+            exchange.write_jsonl(store.results(), f)
+    other = tmp_path / "other.db"
+    first = cli("import", tmp_path / "x.jsonl", "--db", other)
+    assert first.returncode == 0 and "imported 3 new" in first.stderr
+    again = cli("import", tmp_path / "x.jsonl", "--db", other)
+    assert "imported 0 new results (3 already stored)" in again.stderr
+    with Store(other) as store:
+        assert sorted(r.id for r in store.results()) == sorted(r.id for r in results)
+
+
+def test_csv_export_is_flat(tmp_path, db):
+    with Store(db) as store:
+        store.add(make_result())
+    proc = cli("export", "--format", "csv", "--db", db)
+    header, row = proc.stdout.strip().splitlines()
+    assert "total_ms" in header.split(",") and "NVIDIA H200" in row
+
+
+def _writer(path: str, worker: int, n: int) -> None:
+    with Store(path) as store:
+        for i in range(n):
+            store.add(make_result(tag=f"{worker}-{i}"))
+
+
+def test_eight_processes_writing_at_once_lose_nothing(db):
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(db), w, 25)) for w in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    with Store(db) as store:
+        tags = {r.tag for r in store.results()}
+    assert len(tags) == 200
+
+
+def test_sigkill_mid_benchmark_keeps_earlier_results(tmp_path, db):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(
+        "defaults: {workload: fwdbwd, model: resnet18, batch: 2, input_shape: 3x32x32, device: cpu,"
+        " warmup: 1, warmup_seconds: 0, steps: 2, min_seconds: 0}\n"
+        "specs:\n  - {seed: 1}\n  - {seed: 2}\n  - {steps: 100000, min_seconds: 600}\n")
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "dlbench", "suite", str(suite), "--db", str(db)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        if db.exists() and _count(db) >= 2:
+            break
+        time.sleep(0.5)
+    time.sleep(1.0)  # well inside the long third benchmark
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    with Store(db) as store:
+        results = store.results()
+    assert [r.spec["seed"] for r in results] == [1, 2]
+    assert all(r.status == "ok" and r.samples["step"] for r in results)
+
+
+def _count(path) -> int:
+    try:
+        return sqlite3.connect(path, timeout=5).execute("SELECT COUNT(*) FROM results").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def test_a_file_that_is_not_sqlite_is_refused_untouched(tmp_path):
+    path = tmp_path / "notes.db"
+    path.write_text("my notes\n")
+    with pytest.raises(UserError, match="not a SQLite database"):
+        Store(path)
+    assert path.read_text() == "my notes\n"
+
+
+def test_result_from_dict_rejects_foreign_records():
+    for bad in ({}, {"format": "other"}, {"format": "dlbench-result", "schema": 99}):
+        with pytest.raises(ValueError):
+            Result.from_dict(bad)
