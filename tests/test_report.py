@@ -1,4 +1,4 @@
-from dlbench.report import cnn
+from dlbench.report import cnn, render_markdown
 from dlbench.report.markdown import cell
 
 from conftest import make_result
@@ -19,7 +19,7 @@ def test_seed_004_layout_sorted_by_total_with_cpu_and_oom_rows():
         make_result(system={"gpus": [{"name": "GTX 1080"}], "cudnn": "5.1.10"}, status="oom",
                     metrics={"batch_tried": 16}),
     ]
-    lines = _section(cnn.render(results), "ResNet-50")
+    lines = _section(render_markdown(results), "ResNet-50")
     assert lines[0] == "(input 16 x 3 x 224 x 224)"
     assert lines[2] == "|GPU|cuDNN|Forward (ms)|Backward (ms)|Total (ms)|"
     assert lines[3] == "|---|---|---:|---:|---:|"
@@ -33,22 +33,22 @@ def test_latest_result_per_system_and_precision_rows_apart():
     old = make_result(started="2026-01-01T00:00:00+00:00", metrics={"total_ms": 99.0})
     new = make_result(started="2026-02-01T00:00:00+00:00", metrics={"total_ms": 15.0})
     bf16 = make_result(spec={"precision": "bf16"}, metrics={"total_ms": 7.0})
-    lines = _section(cnn.render([old, new, bf16]), "ResNet-50")
+    lines = _section(render_markdown([old, new, bf16]), "ResNet-50")
     assert lines[4].startswith("|NVIDIA H200 (bf16)|") and lines[5].endswith("|15.00|")
     assert len(lines) == 6
 
 
 def test_models_in_seed_order_with_titles():
-    text = cnn.render([make_result(spec={"model": m}) for m in ("resnet200", "alexnet", "googlenet")])
+    text = render_markdown([make_result(spec={"model": m}) for m in ("resnet200", "alexnet", "googlenet")])
     assert text.index("## AlexNet") < text.index("## Inception-V1") < text.index("## ResNet-200")
 
 
 def test_text_from_results_is_escaped():
     evil = make_result(system={"gpus": [{"name": "<script>alert(1)</script>|x"}]})
-    text = cnn.render([evil])
+    text = render_markdown([evil])
     assert "<script>" not in text and "&lt;script&gt;" in text and "\\|x" in text
     assert cell(None) == "-"
 
 
 def test_empty_store_says_what_to_run():
-    assert "dlbench suite cnn-benchmarks" in cnn.render([])
+    assert "dlbench suite cnn-benchmarks" in render_markdown([])

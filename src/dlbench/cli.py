@@ -116,9 +116,9 @@ def suite(
 
 
 def _report_text(store, suite_name: Optional[str]) -> str:
-    from dlbench.report import cnn
+    from dlbench.report import render_markdown
 
-    return cnn.render(store.results(suite=suite_name))
+    return render_markdown(store.results(suite=suite_name))
 
 
 @app.command()
@@ -127,7 +127,7 @@ def report(
     db: Optional[Path] = DbOption,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
 ) -> None:
-    """Print the seed-004 tables (one per model) from the results in the store."""
+    """Print the report tables (seed 004: one per model) from the results in the store."""
     with _store(db) as store:
         text = _report_text(store, suite_name)
     if output:

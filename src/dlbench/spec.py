@@ -37,6 +37,19 @@ def suggest(name: str, known: list[str]) -> str:
     return f" (did you mean {', '.join(close)}?)" if close else ""
 
 
+def _workloads() -> dict[str, str]:
+    from dlbench.workloads import WORKLOADS
+
+    return WORKLOADS
+
+
+def workload_options(workload: str) -> dict[str, Any]:
+    """The options a workload accepts, with their defaults (its module's OPTIONS)."""
+    import importlib
+
+    return importlib.import_module(_workloads()[workload]).OPTIONS
+
+
 @dataclass(frozen=True)
 class BenchmarkSpec:
     workload: str
@@ -57,10 +70,10 @@ class BenchmarkSpec:
 
     def __post_init__(self) -> None:
         from dlbench.models import registry
-        from dlbench.workloads import WORKLOADS
 
-        if self.workload not in WORKLOADS:
-            raise UserError(f"unknown workload {self.workload!r}{suggest(self.workload, list(WORKLOADS))}; known: {', '.join(WORKLOADS)}")
+        known = _workloads()
+        if self.workload not in known:
+            raise UserError(f"unknown workload {self.workload!r}{suggest(self.workload, list(known))}; known: {', '.join(known)}")
         registry.resolve(self.model)  # raises UserError with suggestions
         if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch <= 0:
             raise UserError(f"batch must be a positive integer, got {self.batch!r}")
@@ -76,6 +89,10 @@ class BenchmarkSpec:
             raise UserError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
         if not isinstance(self.options, dict):
             raise UserError(f"options must be a mapping, got {self.options!r}")
+        known_options = workload_options(self.workload)
+        for key in self.options:
+            if key not in known_options:
+                raise UserError(f"workload {self.workload!r} has no option {key!r}{suggest(key, list(known_options))}")
         for name in ("warmup", "steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "steps" else 0):
@@ -87,14 +104,19 @@ class BenchmarkSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BenchmarkSpec":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise UserError(f"unknown spec key {unknown[0]!r}{suggest(unknown[0], sorted(known))}; known keys: {', '.join(sorted(known))}")
+        """From a suite entry or a stored spec; workload options may sit beside the general keys."""
         for required in ("workload", "model"):
             if required not in data:
                 raise UserError(f"spec is missing {required!r}")
-        return cls(**data)
+        general = {f.name for f in dataclasses.fields(cls)}
+        workload_keys = set(workload_options(data["workload"])) if data["workload"] in _workloads() else set()
+        unknown = sorted(set(data) - general - workload_keys)
+        if unknown:
+            known = sorted(general | workload_keys)
+            raise UserError(f"unknown spec key {unknown[0]!r}{suggest(unknown[0], known)}; known keys: {', '.join(known)}")
+        fields = {k: v for k, v in data.items() if k in general}
+        options = {**{k: v for k, v in data.items() if k not in general}, **(fields.pop("options", None) or {})}
+        return cls(**fields, options=options)
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

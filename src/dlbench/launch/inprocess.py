@@ -1,4 +1,5 @@
-"""Run specs in this process, one after another; store each result as soon as it ends."""
+"""Run specs one after another, in this process (or through torchrun for several GPUs);
+store each result as soon as it ends."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Callable, Iterable
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from dlbench.launch import torchrun
 from dlbench.results.record import Result, now
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
@@ -36,7 +38,10 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                 bar.update(current, description=f"{_label} [{stage}]", completed=min(done, total), total=total)
 
             try:
-                result = execute(spec, system, progress=progress, suite=suite, tag=tag)
+                if spec.gpus > 1:
+                    result = torchrun.run(spec, system, suite=suite, tag=tag)
+                else:
+                    result = execute(spec, system, progress=progress, suite=suite, tag=tag)
             except KeyboardInterrupt:
                 store.add(Result(spec=spec.to_dict(), system=system, status="interrupted",
                                  suite=suite, tag=tag, finished=now()))

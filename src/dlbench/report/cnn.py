@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from dlbench.models import registry
-from dlbench.report.markdown import ms, table
+from dlbench.report.markdown import ms
+from dlbench.report.tables import Table
 from dlbench.results.record import Result
 
 HEADER = ("GPU", "cuDNN", "Forward (ms)", "Backward (ms)", "Total (ms)")
@@ -25,7 +26,7 @@ def _title(model: str) -> str:
         return model
 
 
-def render(results: list[Result]) -> str:
+def tables(results: list[Result]) -> list[Table]:
     """Latest result per (model, input, system); OOM rows say so; sorted by total time."""
     groups: "OrderedDict[tuple, dict[tuple, Result]]" = OrderedDict()
     order = {name: i for i, name in enumerate(registry.names())}
@@ -34,13 +35,12 @@ def render(results: list[Result]) -> str:
     for r in chosen:
         shape = r.metrics.get("input_shape") or [r.spec["batch"], *(r.spec.get("input_shape") or [])]
         groups.setdefault((r.model, tuple(shape)), {})[_row_key(r)] = r
-    sections = []
+    out = []
     for (model, shape), by_system in groups.items():
         rows = sorted(by_system.items(), key=lambda kv: (kv[1].status != "ok", kv[1].metrics.get("total_ms", 0)))
-        body = [[label, cudnn, *_cells(r)] for (label, cudnn), r in rows]
-        sections.append(f"## {_title(model)}\n(input {' x '.join(map(str, shape))})\n\n"
-                        + table(HEADER, "llrrr", body))
-    return "\n\n".join(sections) if sections else "No fwdbwd results in the store yet: run `dlbench suite cnn-benchmarks`."
+        out.append(Table(_title(model), list(HEADER), "llrrr", [[label, cudnn, *_cells(r)] for (label, cudnn), r in rows],
+                         notes=[f"(input {' x '.join(map(str, shape))})"]))
+    return out
 
 
 def _cells(r: Result) -> list[str]:

@@ -14,6 +14,8 @@ from dlbench.measure.stats import summarize
 from dlbench.models import registry
 from dlbench.workloads.runtime import random_input
 
+OPTIONS: dict = {}  # fwdbwd has no settings beyond the general spec
+
 
 def primary_output(out):
     """The main logits of models that return extras in training mode (Inception's aux heads)."""

@@ -1,0 +1,38 @@
+"""Run a spec with one process per GPU through torchrun (torch.distributed.run)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from dlbench.results.record import Result, now
+from dlbench.spec import BenchmarkSpec
+
+
+def command(spec_file: Path, result_file: Path, nprocs: int, rendezvous: list[str] | None = None) -> list[str]:
+    """The torchrun command line; `rendezvous` (e.g. --nnodes/--rdzv-endpoint) spans several nodes."""
+    where = rendezvous or ["--standalone", "--nnodes=1"]
+    return [sys.executable, "-m", "torch.distributed.run", *where, f"--nproc-per-node={nprocs}",
+            "-m", "dlbench.launch.worker", str(spec_file), str(result_file)]
+
+
+def run(spec: BenchmarkSpec, system: dict, *, suite: str | None = None, tag: str | None = None,
+        timeout: float | None = None) -> Result:
+    """Launch `spec.gpus` processes and return rank 0's result (an error result if none came back)."""
+    with tempfile.TemporaryDirectory(prefix="dlbench-") as tmp:
+        spec_file, result_file = Path(tmp) / "spec.json", Path(tmp) / "result.json"
+        spec_file.write_text(json.dumps({"spec": spec.to_dict(), "suite": suite, "tag": tag}), encoding="utf-8")
+        try:
+            proc = subprocess.run(command(spec_file, result_file, spec.gpus), capture_output=True, text=True,
+                                  timeout=timeout or spec.timeout)
+            output = proc.stderr[-4000:]
+        except subprocess.TimeoutExpired as expired:
+            output = f"timed out after {expired.timeout:.0f} s"
+        if result_file.exists():
+            return Result.from_dict(json.loads(result_file.read_text(encoding="utf-8")))
+    return Result(spec=spec.to_dict(), system=system, status="error", suite=suite, tag=tag,
+                  error=f"torchrun with {spec.gpus} processes returned no result", traces={"stderr": output},
+                  finished=now())

@@ -1,0 +1,24 @@
+"""A report table, independent of the format it is rendered in (Markdown here; others build on it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dlbench.report.markdown import table
+
+
+@dataclass
+class Table:
+    title: str  # section heading, e.g. "ResNet-50"
+    header: list[str]
+    align: str  # one 'l' or 'r' per column
+    rows: list[list[object]]
+    notes: list[str] = field(default_factory=list)  # lines printed between heading and table
+
+    def markdown(self) -> str:
+        notes = "".join(f"{n}\n" for n in self.notes)
+        return f"## {self.title}\n{notes}\n{table(self.header, self.align, self.rows)}"
+
+
+def markdown(tables: list[Table]) -> str:
+    return "\n\n".join(t.markdown() for t in tables)
