@@ -24,6 +24,7 @@ class ModelEntry:
     title: str  # how reports name it, e.g. "ResNet-50"
     build: Callable[[], nn.Module]
     input_shape: tuple[int, ...] = (3, 224, 224)
+    task: str = "classify"  # what the output means, so training picks the loss: classify, affinities, mask, segment
 
 
 def _tv(name: str, **kwargs) -> Callable[[], nn.Module]:
@@ -75,7 +76,7 @@ def _timm_entry(name: str) -> ModelEntry:
         raise UserError(f"unknown timm model {timm_name!r}{suggest(timm_name, known)}")
     config = timm.get_pretrained_cfg(timm_name)
     shape = tuple(config.input_size) if config is not None and config.input_size else (3, 224, 224)
-    return ModelEntry(name, timm_name, partial(timm.create_model, timm_name, pretrained=False), shape)
+    return ModelEntry(name, timm_name, partial(timm.create_model, timm_name, pretrained=False), shape, "classify")
 
 
 def resolve(name: str) -> ModelEntry:

@@ -1,5 +1,7 @@
-"""Workloads: one module each, with `run(spec, device, progress) -> (metrics, samples)` and
-`describe(metrics) -> str` (one line for the terminal).
+"""Workloads: one module each, with `OPTIONS` (its settings beyond the general spec, with
+defaults), `run(spec, device, progress) -> (metrics, samples)` and `describe(metrics) -> str`
+(one line for the terminal). Every workload's metrics hold `throughput` and
+`throughput_unit` (img/s, Mvox/s, …) and its samples hold `step` (seconds per step).
 
 `execute` wraps any of them into a Result: an out-of-memory error becomes a result with
 status 'oom', any other failure one with status 'error'. Only user errors propagate.

@@ -55,6 +55,8 @@ def run(spec, device: torch.device, progress: Progress):
         "backward_ms": stats["backward"]["median"] * 1e3,
         "total_ms": stats["total"]["median"] * 1e3,
         "images_per_s": spec.batch * len(samples["step"]) / window,
+        "throughput": spec.batch * len(samples["step"]) / window,
+        "throughput_unit": "img/s",
         "steps": len(samples["step"]),
         "warmup_steps": measured.warmup_steps,
         "warmup_s": measured.warmup_s,
