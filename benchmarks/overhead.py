@@ -1,6 +1,6 @@
 """dlbench's fwdbwd against a plain hand-written PyTorch loop, side by side in one process.
 
-    PYTHONPATH=src python benchmarks/overhead.py [--models resnet50] [--batches 16,256] [--precisions fp32,bf16]
+    PYTHONPATH=src python benchmarks/overhead.py [--models resnet50] [--batches 16,256] [--precisions fp32,bf16] [--dlbench-first]
 
 Both time the same model, batch and precision with CUDA events around forward and backward;
 the runs alternate (plain, dlbench, plain, ...) so clock drift hits both alike. Ratio is
@@ -69,6 +69,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dlbench-first", action="store_true", help="Run dlbench before the plain loop in each pair.")
     args = parser.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}")
     rows = []
@@ -77,8 +78,11 @@ def main() -> None:
             for precision in args.precisions.split(","):
                 plain, ours = [], []
                 for _ in range(args.repeats):
+                    if args.dlbench_first:
+                        ours.append(dlbench_run(name, batch, precision, args.warmup, args.steps))
                     plain.append(plain_loop(name, batch, precision, args.warmup, args.steps))
-                    ours.append(dlbench_run(name, batch, precision, args.warmup, args.steps))
+                    if not args.dlbench_first:
+                        ours.append(dlbench_run(name, batch, precision, args.warmup, args.steps))
                 p_ms = statistics.median(t for t, _ in plain)
                 d_ms = statistics.median(t for t, _ in ours)
                 p_ips = statistics.median(r for _, r in plain)
