@@ -74,14 +74,14 @@ GPUS: list[GpuSpec] = [
     _gpu("Tesla P100 SXM2", 16, "HBM2", 732, "Pascal", 3584, 10.6, None, 21.2, None, None, "2016-04",
          r"p100sxm.*"),
     _gpu("Tesla P100 PCIe 16GB", 16, "HBM2", 732, "Pascal", 3584, 9.3, None, 18.7, None, None, "2016-06",
-         r"p100(?!\d).*"),
+         r"p100((?!\d)|\d+gb).*"),
     # Volta, Turing
     _gpu("Tesla V100S PCIe", 32, "HBM2", 1134, "Volta", 5120, 16.4, None, 130, None, None, "2019-11", r"v100s(?!xm).*"),
     _gpu("Tesla V100 PCIe", 16, "HBM2", 900, "Volta", 5120, 14.0, None, 112, None, None, "2017-06",
          r"v100pcie.*"),
     _gpu("Tesla V100 SXM2 32GB", 32, "HBM2", 900, "Volta", 5120, 15.7, None, 125, None, None, "2018-03",
          r"v100(sxm[23]|dgxs)?32gb.*"),
-    _gpu("Tesla V100 SXM2", 16, "HBM2", 900, "Volta", 5120, 15.7, None, 125, None, None, "2017-05", r"v100(?!\d).*"),
+    _gpu("Tesla V100 SXM2", 16, "HBM2", 900, "Volta", 5120, 15.7, None, 125, None, None, "2017-05", r"v100((?!\d)|\d+gb).*"),
     _gpu("TITAN V", 12, "HBM2", 652.8, "Volta", 5120, 14.9, None, 110, None, None, "2017-12", r"titanv"),
     _gpu("Tesla T4", 16, "GDDR6", 320, "Turing", 2560, 8.1, None, 65, None, None, "2018-09", r"t4"),
     _gpu("GeForce RTX 2080 Ti", 11, "GDDR6", 616, "Turing", 4352, 13.45, None, 53.8, None, None, "2018-09",
@@ -109,7 +109,7 @@ GPUS: list[GpuSpec] = [
          r"a100(sxm4?)?80gb.*"),
     _gpu("A100 PCIe 40GB", 40, "HBM2", 1555, "Ampere", 6912, 19.5, 156, 312, 312, None, "2020-06",
          r"a100(40gb)?pcie.*"),
-    _gpu("A100 SXM4 40GB", 40, "HBM2", 1555, "Ampere", 6912, 19.5, 156, 312, 312, None, "2020-05", r"a100(?!\d).*"),
+    _gpu("A100 SXM4 40GB", 40, "HBM2", 1555, "Ampere", 6912, 19.5, 156, 312, 312, None, "2020-05", r"a100((?!\d)|\d+gb).*"),
     # Ada Lovelace
     _gpu("GeForce RTX 4090", 24, "GDDR6X", 1008, "Ada Lovelace", 16384, 82.6, 82.6, 165.2, 165.2, 330.3,
          "2022-10", r"rtx4090"),
@@ -121,12 +121,12 @@ GPUS: list[GpuSpec] = [
     _gpu("H100 PCIe", 80, "HBM2e", 2000, "Hopper", 14592, 51.2, 378, 756, 756, 1513, "2022-09",
          r"h100(80gb)?pcie.*"),
     _gpu("H100 SXM5", 80, "HBM3", 3350, "Hopper", 16896, 67, 494.7, 989.4, 989.4, 1978.9, "2022-09",
-         r"h100(?!\d).*"),
-    _gpu("GH200", 96, "HBM3", 4000, "Hopper", 16896, 67, 494.7, 989.4, 989.4, 1978.9, "2023-05", r"gh200(?!\d).*"),
+         r"h100((?!\d)|\d+gb).*"),
+    _gpu("GH200", 96, "HBM3", 4000, "Hopper", 16896, 67, 494.7, 989.4, 989.4, 1978.9, "2023-05", r"gh200((?!\d)|\d+gb).*"),
     _gpu("H200 NVL", 141, "HBM3e", 4800, "Hopper", 16896, 60, 417.5, 835, 835, 1670, "2024-11", r"h200nvl.*"),
     _gpu("H200 SXM", 141, "HBM3e", 4800, "Hopper", 16896, 67, 494.7, 989.4, 989.4, 1978.9, "2023-11",
-         r"h200(?!\d).*"),
-    _gpu("B200", 180, "HBM3e", 8000, "Blackwell", None, 75, 1125, 2250, 2250, 4500, "2024-03", r"b200(?!\d).*"),
+         r"h200((?!\d)|\d+gb).*"),
+    _gpu("B200", 180, "HBM3e", 8000, "Blackwell", None, 75, 1125, 2250, 2250, 4500, "2024-03", r"b200((?!\d)|\d+gb).*"),
 ]
 
 _VENDOR_WORDS = re.compile(r"\b(nvidia|tesla|geforce|quadro|grid)\b")
