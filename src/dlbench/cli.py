@@ -229,6 +229,24 @@ def system(
     out.print(markdown([ceilings_table(record)]), highlight=False, markup=False, soft_wrap=True)
 
 
+@app.command()
+def doctor(
+    db: Optional[Path] = DbOption,
+    workload: Optional[str] = typer.Option(None, "--workload", help="Only results of this workload."),
+) -> None:
+    """Compare this store's results with reference results, say how far below expectation each
+    is and name the likely causes with their evidence (input-bound, launch-bound, throttled,
+    degraded link, other processes, slow storage)."""
+    from dlbench.report.doctor import NOTHING_TO_DIAGNOSE, diagnose, render
+
+    with _store(db) as store:
+        found = store.results()
+    if workload:
+        found = [r for r in found if r.workload in (workload, "system")]
+    diagnoses = diagnose(found)
+    out.print(render(diagnoses) if diagnoses else NOTHING_TO_DIAGNOSE, highlight=False, markup=False, soft_wrap=True)
+
+
 def main() -> None:
     try:
         app()
