@@ -162,6 +162,11 @@ def _actual(r: Result, ref: Reference) -> tuple[float | None, str]:
     return (float(value) if value else None), unit
 
 
+def _same_data(ref: Reference, r: Result) -> bool:
+    kind = ref.extra.get("dataset")
+    return kind is not None and (kind == "dummy") == (_reads_storage(r) is None)
+
+
 def expectation(r: Result, refs: list[Reference], record: Result | None) -> Diagnosis:
     """Scale the nearest matching reference to this machine."""
     unit = r.metrics.get("throughput_unit", "")
@@ -175,7 +180,8 @@ def expectation(r: Result, refs: list[Reference], record: Result | None) -> Diag
         if scale is None or value is None or actual is None:
             continue
         mine, theirs, how = scale
-        distance = abs(math.log(mine / theirs)) - (0.01 if ref.ceilings else 0.0)  # prefer dlbench runs on ties
+        # nearest ceiling first; on ties prefer dlbench runs, then the same kind of data
+        distance = abs(math.log(mine / theirs)) - (0.01 if ref.ceilings else 0.0) - (0.001 if _same_data(ref, r) else 0.0)
         if best is None or distance < best[0]:
             ratio = mine / theirs
             expected = value / ratio if ref.metric == "step_s" else value * ratio
@@ -388,6 +394,8 @@ def render(diagnoses: list[Diagnosis]) -> str:
         if d.reference:
             ref = d.reference
             lines.append(f"reference: {ref.gpu}, {_fmt(ref.value)} {ref.unit} ({ref.source}); scaled by {d.scaling}")
+            if ref.batch is None and ref.metric == "step_s":
+                lines.append("note: the reference's batch size is not published; compare with care")
         fraction = r.metrics.get("ceiling_fraction")
         if fraction is not None:
             lines.append(f"FLOP utilisation: {r.metrics['achieved_tflops']:.1f} TFLOP/s, {fraction:.0%} of the "
