@@ -77,6 +77,12 @@ def _try(fn: Callable[..., Any], *args: Any) -> Any:
         return None
 
 
+def _call(nvml: Any, name: str, *args: Any) -> Any:
+    """nvml.<name>(*args), or None when this NVML lacks the query or the GPU refuses it."""
+    fn = getattr(nvml, name, None)
+    return None if fn is None else _try(fn, *args)
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -87,25 +93,32 @@ def handle_for(nvml: Any, torch_index: int) -> Any | None:
         import torch
 
         uuid = str(torch.cuda.get_device_properties(torch_index).uuid)
-        return nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+        uuid = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
     except Exception:
-        return _try(nvml.nvmlDeviceGetHandleByIndex, torch_index)
+        uuid = None
+    if uuid:
+        for key in (uuid, uuid.encode()):  # nvidia-ml-py versions differ on str vs bytes
+            handle = _call(nvml, "nvmlDeviceGetHandleByUUID", key)
+            if handle is not None:
+                return handle
+    return _call(nvml, "nvmlDeviceGetHandleByIndex", torch_index)
 
 
 def read_raw(nvml: Any, handle: Any) -> dict[str, Any]:
     """One reading in NVML's units (%, MHz, bytes, mW, mJ, °C, reason bitmask)."""
-    util = _try(nvml.nvmlDeviceGetUtilizationRates, handle)
-    memory = _try(nvml.nvmlDeviceGetMemoryInfo, handle)
-    reasons = _try(getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                   or nvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle)
+    util = _call(nvml, "nvmlDeviceGetUtilizationRates", handle)
+    memory = _call(nvml, "nvmlDeviceGetMemoryInfo", handle)
+    reasons = _call(nvml, "nvmlDeviceGetCurrentClocksEventReasons", handle)
+    if reasons is None:  # the older name of the same query
+        reasons = _call(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
     return {
         "utilization_gpu": getattr(util, "gpu", None),
         "utilization_memory": getattr(util, "memory", None),
-        "clock_sm_mhz": _try(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM),
+        "clock_sm_mhz": _call(nvml, "nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM),
         "memory_used_bytes": getattr(memory, "used", None),
-        "power_mw": _try(nvml.nvmlDeviceGetPowerUsage, handle),
-        "energy_mj": _try(nvml.nvmlDeviceGetTotalEnergyConsumption, handle),
-        "temperature_c": _try(nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU),
+        "power_mw": _call(nvml, "nvmlDeviceGetPowerUsage", handle),
+        "energy_mj": _call(nvml, "nvmlDeviceGetTotalEnergyConsumption", handle),
+        "temperature_c": _call(nvml, "nvmlDeviceGetTemperature", handle, nvml.NVML_TEMPERATURE_GPU),
         "throttle_reasons": reasons,
     }
 
@@ -139,14 +152,14 @@ def parse(raw: dict[str, Any], t: float) -> dict[str, Any]:
 def other_processes(nvml: Any, handle: Any, own_pid: int | None = None) -> list[dict[str, Any]]:
     """Compute processes on the GPU other than this one (pid and GPU memory in GB)."""
     own_pid = os.getpid() if own_pid is None else own_pid
-    found = _try(nvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
+    found = _call(nvml, "nvmlDeviceGetComputeRunningProcesses", handle) or []
     return [{"pid": p.pid, "memory_gb": (p.usedGpuMemory or 0) / 1e9}
             for p in found if p.pid != own_pid]
 
 
 def _nvlinks(nvml: Any, handle: Any) -> int | None:
     count = getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)
-    states = [_try(nvml.nvmlDeviceGetNvLinkState, handle, link) for link in range(count)]
+    states = [_call(nvml, "nvmlDeviceGetNvLinkState", handle, link) for link in range(count)]
     if all(s is None for s in states):
         return None
     return sum(1 for s in states if s == getattr(nvml, "NVML_FEATURE_ENABLED", 1))
@@ -154,25 +167,24 @@ def _nvlinks(nvml: Any, handle: Any) -> int | None:
 
 def device_facts(nvml: Any, handle: Any) -> dict[str, Any]:
     """PCIe link, NVLink, ECC, clocks and power limit of one GPU (None where unknown)."""
-    ecc = _try(nvml.nvmlDeviceGetEccMode, handle)
-    limit = _try(nvml.nvmlDeviceGetEnforcedPowerLimit, handle)
-    default_limit = _try(nvml.nvmlDeviceGetPowerManagementDefaultLimit, handle)
+    ecc = _call(nvml, "nvmlDeviceGetEccMode", handle)
+    limit = _call(nvml, "nvmlDeviceGetEnforcedPowerLimit", handle)
+    default_limit = _call(nvml, "nvmlDeviceGetPowerManagementDefaultLimit", handle)
     return {
-        "name": _text(_try(nvml.nvmlDeviceGetName, handle) or ""),
-        "pcie_gen": _try(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
-        "pcie_width": _try(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
-        "pcie_gen_max": _try(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
-        "pcie_width_max": _try(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
-        "pcie_gen_gpu_max": _try(getattr(nvml, "nvmlDeviceGetGpuMaxPcieLinkGeneration", None), handle)
-        if hasattr(nvml, "nvmlDeviceGetGpuMaxPcieLinkGeneration") else None,
+        "name": _text(_call(nvml, "nvmlDeviceGetName", handle) or ""),
+        "pcie_gen": _call(nvml, "nvmlDeviceGetCurrPcieLinkGeneration", handle),
+        "pcie_width": _call(nvml, "nvmlDeviceGetCurrPcieLinkWidth", handle),
+        "pcie_gen_max": _call(nvml, "nvmlDeviceGetMaxPcieLinkGeneration", handle),
+        "pcie_width_max": _call(nvml, "nvmlDeviceGetMaxPcieLinkWidth", handle),
+        "pcie_gen_gpu_max": _call(nvml, "nvmlDeviceGetGpuMaxPcieLinkGeneration", handle),
         "nvlinks_active": _nvlinks(nvml, handle),
         "ecc": None if not ecc else bool(ecc[0]),
-        "sm_clock_mhz": _try(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM),
-        "sm_clock_max_mhz": _try(nvml.nvmlDeviceGetMaxClockInfo, handle, nvml.NVML_CLOCK_SM),
-        "mem_clock_max_mhz": _try(nvml.nvmlDeviceGetMaxClockInfo, handle, nvml.NVML_CLOCK_MEM),
+        "sm_clock_mhz": _call(nvml, "nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM),
+        "sm_clock_max_mhz": _call(nvml, "nvmlDeviceGetMaxClockInfo", handle, nvml.NVML_CLOCK_SM),
+        "mem_clock_max_mhz": _call(nvml, "nvmlDeviceGetMaxClockInfo", handle, nvml.NVML_CLOCK_MEM),
         "power_limit_w": None if limit is None else limit / 1e3,
         "power_limit_default_w": None if default_limit is None else default_limit / 1e3,
-        "temperature_c": _try(nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU),
+        "temperature_c": _call(nvml, "nvmlDeviceGetTemperature", handle, nvml.NVML_TEMPERATURE_GPU),
         "other_processes": other_processes(nvml, handle),
     }
 
