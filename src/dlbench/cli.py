@@ -144,7 +144,8 @@ def results(db: Optional[Path] = DbOption, limit: int = typer.Option(50, help="S
     table = Table("id", "started", "status", "benchmark", "system", "total ms", "tag", box=None)
     for r in rows:
         total = r.metrics.get("total_ms")
-        benchmark = f"{r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}"
+        benchmark = ("system ceilings" if r.workload == "system"
+                     else f"{r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}")
         cells = (r.id[:8], r.started[:16].replace("T", " "), r.status, benchmark, r.system_label,
                  f"{total:.2f}" if total else "-", r.tag or "")
         table.add_row(*(Text(c) for c in cells))  # Text: stored strings are never read as markup
