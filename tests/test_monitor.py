@@ -92,3 +92,15 @@ def test_run_steps_reports_common_metrics_on_the_cpu():
     off = run_steps(step, torch.device("cpu"), warmup=0, warmup_seconds=0.0, steps=1, min_seconds=0.0,
                     flops=False, monitor=False)
     assert off.flops_per_step is None and off.monitor is None
+
+
+def test_result_line_shows_utilisation_energy_and_throttling():
+    from conftest import make_result
+    from dlbench.workloads import describe
+
+    result = make_result(metrics={"achieved_tflops": 151.2, "ceiling_fraction": 0.2, "energy_j_per_step": 42.0,
+                                  "throttled": True, "throttle_reasons": ["sw_power_cap"]})
+    line = describe(result)
+    assert "151.20 TFLOP/s (20% of the measured ceiling)" in line and "42.0 J/step" in line
+    assert "THROTTLED: sw_power_cap" in line
+    assert "TFLOP/s" not in describe(make_result())

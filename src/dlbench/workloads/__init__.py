@@ -61,7 +61,25 @@ def describe(result: Result) -> str:
     """One line about a result, for the terminal."""
     if result.status == "ok":
         module = importlib.import_module(WORKLOADS[result.workload])
-        return f"ok {result.spec['workload']} {result.model} on {result.system_label}: {module.describe(result.metrics)}"
+        line = f"ok {result.spec['workload']} {result.model} on {result.system_label}: {module.describe(result.metrics)}"
+        return line + common_suffix(result.metrics)
     if result.status == "oom":
         return f"oom {result.workload} {result.model}: out of memory at batch {result.metrics.get('batch_tried')}"
     return f"{result.status} {result.workload} {result.model}: {result.error or ''}"
+
+
+def common_suffix(metrics: dict) -> str:
+    """FLOP utilisation, energy and throttling, where measured: the same for every workload."""
+    parts = []
+    if metrics.get("achieved_tflops"):
+        text = f"{metrics['achieved_tflops']:.2f} TFLOP/s"
+        if metrics.get("ceiling_fraction") is not None:
+            text += f" ({metrics['ceiling_fraction']:.0%} of the measured ceiling)"
+        elif metrics.get("datasheet_fraction") is not None:
+            text += f" ({metrics['datasheet_fraction']:.0%} of the datasheet peak)"
+        parts.append(text)
+    if metrics.get("energy_j_per_step") is not None:
+        parts.append(f"{metrics['energy_j_per_step']:.1f} J/step")
+    if metrics.get("throttled"):
+        parts.append("THROTTLED: " + ", ".join(metrics.get("throttle_reasons") or []))
+    return "; " + "; ".join(parts) if parts else ""
