@@ -119,3 +119,15 @@ def test_doctor_on_a_file_that_is_not_a_store(tmp_path):
     bad.write_text("hello")
     assert_user_error(cli("doctor", "--db", bad), "not a SQLite database")
     assert bad.read_text() == "hello"
+
+
+def test_degraded_link_from_the_system_record():
+    facts = {"index": 0, "pcie_width": 16, "pcie_width_max": 16, "pcie_gen_max": 5, "pcie_gen_gpu_max": 5}
+    busy = {"h2d_pinned_gbs": {"details": {"pcie_gen": 3, "pcie_width": 8}}}
+    record = system_record(A40, gpu_facts=[facts], ceilings=busy, h2d_pinned_gbs=6.0)
+    run = make_result(system=A40, metrics={"device": "cuda:0", "throughput": 900.0, "throughput_unit": "img/s"},
+                      samples={"step": [0.018]})
+    [d] = diagnose([run, record])
+    [cause] = [c for c in d.causes if c.name == "degraded link"]
+    assert "gen 3 while copying" in cause.evidence and "x8 of x16" in cause.evidence
+    assert "6.0 GB/s, under half of gen 5 x16" in cause.evidence

@@ -292,7 +292,11 @@ def throttled(r: Result, record: Result | None) -> Cause | None:
 def degraded_link(r: Result, record: Result | None) -> Cause | None:
     facts = _facts(r, record)
     problems = []
-    width, width_max = facts.get("pcie_width"), facts.get("pcie_width_max")
+    busy = (record.metrics.get("ceilings", {}).get("h2d_pinned_gbs", {}).get("details", {}) if record else {})
+    width, width_max = busy.get("pcie_width") or facts.get("pcie_width"), facts.get("pcie_width_max")
+    gen_busy = busy.get("pcie_gen")
+    if gen_busy and facts.get("pcie_gen_max") and gen_busy < facts["pcie_gen_max"]:
+        problems.append(f"PCIe gen {gen_busy} while copying, the slot allows gen {facts['pcie_gen_max']}")
     if width and width_max and width < width_max:
         problems.append(f"PCIe link x{width} of x{width_max}")
     gen_max, gen_gpu = facts.get("pcie_gen_max"), facts.get("pcie_gen_gpu_max")

@@ -52,6 +52,9 @@ def ceilings_table(record: Result) -> Table:
                      _number(peak) if peak else "-", ratio, ceiling["method"]])
     notes = [f"Measured {record.started[:16].replace('T', ' ')} UTC, record {record.id[:8]}."]
     notes += [_facts_line(f) for f in record.metrics.get("gpu_facts", [])]
+    busy = record.metrics.get("ceilings", {}).get("h2d_pinned_gbs", {}).get("details", {})
+    if busy.get("pcie_gen"):
+        notes.append(f"PCIe link during the host-to-device copies: gen {busy['pcie_gen']} x{busy.get('pcie_width')}")
     notes += [f"Not measured: {_LABELS.get(k, k)}: {why}" for k, why in record.metrics.get("unmeasured", {}).items()]
     return Table(f"Ceilings: {label} on {host}",
                  ["Ceiling", "Measured", "Unit", "Datasheet", "Measured/datasheet", "Method"],

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import torch
 
 from dlbench.errors import UserError
+from dlbench.system import nvml
 
 GPU_MATMUL_SIZES = (4096, 8192, 16384)
 CPU_MATMUL_SIZES = (256, 512, 1024)
@@ -160,12 +161,13 @@ def host_device(device: torch.device, direction: str, pinned: bool, nbytes: int 
     gpu = torch.empty(nbytes, dtype=torch.uint8, device=device).random_()
     src, dst = (host, gpu) if direction == "h2d" else (gpu, host)
     seconds = time_call(lambda: dst.copy_(src, non_blocking=pinned), device)
+    gen, width = nvml.pcie_link(device.index or 0)  # right after the copies, while the link is up
     del host, gpu
     _free(device)
     kind = "pinned" if pinned else "pageable"
     return Ceiling(f"{direction}_{kind}_gbs", nbytes / seconds / 1e9, "GB/s",
                    f"{direction} copy of {nbytes >> 20} MiB from {kind} host memory; bytes / median time "
-                   f"of {REPS}", {"bytes": nbytes, "device": str(device)})
+                   f"of {REPS}", {"bytes": nbytes, "device": str(device), "pcie_gen": gen, "pcie_width": width})
 
 
 def _allreduce_worker(rank: int, world: int, backend: str, nbytes: int, init_file: str, out_file: str) -> None:

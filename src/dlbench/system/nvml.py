@@ -202,3 +202,17 @@ def all_device_facts(torch_indices: list[int]) -> tuple[list[dict[str, Any]], st
         return facts, None
     finally:
         release()
+
+
+def pcie_link(torch_index: int) -> tuple[int | None, int | None]:
+    """Current PCIe (generation, width) of a GPU; read it while the link is busy, since an
+    idle GPU drops to a lower generation to save power."""
+    nvml = acquire()
+    if nvml is None:
+        return None, None
+    try:
+        handle = handle_for(nvml, torch_index)
+        return (_call(nvml, "nvmlDeviceGetCurrPcieLinkGeneration", handle),
+                _call(nvml, "nvmlDeviceGetCurrPcieLinkWidth", handle))
+    finally:
+        release()
