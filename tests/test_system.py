@@ -4,6 +4,7 @@ import torch
 from conftest import assert_user_error, cli, make_result
 from dlbench.errors import UserError
 from dlbench.report import render_markdown
+from dlbench.results import exchange
 from dlbench.results.record import Result
 from dlbench.results.store import Store
 from dlbench.system import ceilings as c
@@ -15,7 +16,7 @@ CPU = torch.device("cpu")
 def test_cpu_matmul_ceiling_keeps_the_best_size():
     ceiling = c.matmul("fp32", CPU, sizes=(32, 96))
     assert ceiling.name == "matmul_fp32_tflops" and ceiling.unit == "TFLOP/s"
-    assert set(ceiling.details["by_size"]) == {32, 96}
+    assert set(ceiling.details["by_size"]) == {"32", "96"}  # text keys: the record goes through JSON
     assert ceiling.value == max(ceiling.details["by_size"].values()) > 0
     assert "2n^3" in ceiling.method
 
@@ -99,6 +100,11 @@ def test_system_command_measures_stores_and_reports(db, tmp_path):
     assert m["matmul_fp32_tflops"] > 0 and m["copy_gbs"] > 0 and m["disk_read_gbs"] > 0
     assert m["ceilings"]["copy_gbs"]["method"] and "bf16" in " ".join(m["unmeasured"])
     assert "Ceilings: CPU" in render_markdown([record])
+    exported = tmp_path / "machine.jsonl"
+    assert cli("export", "--db", db, "-o", exported).returncode == 0
+    with Store(tmp_path / "other.db") as other:
+        other.add_many(exchange.read_jsonl(exported))
+        assert other.results(workload="system")[0].to_dict() == record.to_dict()
 
 
 def test_system_command_bad_input_keeps_the_store(db, tmp_path):
