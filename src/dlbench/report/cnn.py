@@ -19,7 +19,8 @@ def _row_key(r: Result) -> tuple:
     return label, cudnn or "None"
 
 
-def _title(model: str) -> str:
+def title(model: str) -> str:
+    """The registry's display name (ResNet-50), or the name as stored for models this install lacks."""
     try:
         return registry.resolve(model).title
     except Exception:  # a model this install does not know, from an imported result
@@ -38,7 +39,7 @@ def tables(results: list[Result]) -> list[Table]:
     out = []
     for (model, shape), by_system in groups.items():
         rows = sorted(by_system.items(), key=lambda kv: (kv[1].status != "ok", kv[1].metrics.get("total_ms", 0)))
-        out.append(Table(_title(model), list(HEADER), "llrrr", [[label, cudnn, *_cells(r)] for (label, cudnn), r in rows],
+        out.append(Table(title(model), list(HEADER), "llrrr", [[label, cudnn, *_cells(r)] for (label, cudnn), r in rows],
                          notes=[f"(input {' x '.join(map(str, shape))})"]))
     return out
 
