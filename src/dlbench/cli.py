@@ -178,6 +178,8 @@ def compare(
 
     if format not in ("md", "json"):
         raise UserError(f"unknown compare format {format!r}; choose md or json")
+    if fail_above is not None:
+        cmp.check_regression_args(len(sides), fail_above)
     with _store(db) as store:
         comparison = cmp.compare(store.results(suite=suite_name), sides, level=confidence)
     failed = cmp.regressions(comparison, fail_above) if fail_above is not None else []

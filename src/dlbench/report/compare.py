@@ -291,13 +291,17 @@ def _ranges(comparison: Comparison) -> list[str]:
     return lines
 
 
+def check_regression_args(sides: int, fail_above_pct: float) -> None:
+    if sides != 2:
+        raise UserError("--fail-above needs exactly two sides: the baseline, then the candidate")
+    if fail_above_pct < 0:
+        raise UserError(f"--fail-above must be a percentage >= 0, got {fail_above_pct:g}")
+
+
 def regressions(comparison: Comparison, fail_above_pct: float) -> list[str]:
     """Benchmarks where the second side is slower than the first by more than the threshold
     *and* by more than the noise (the interval of the slowdown lies above zero)."""
-    if len(comparison.sides) != 2:
-        raise UserError("--fail-above needs exactly two sides: the baseline, then the candidate")
-    if fail_above_pct < 0:
-        raise UserError(f"--fail-above must be a percentage >= 0, got {fail_above_pct}")
+    check_regression_args(len(comparison.sides), fail_above_pct)
     base, cand = (s.label for s in comparison.sides)
     found = []
     for (a, b, _key), r in comparison.ratios.items():
