@@ -43,6 +43,13 @@ def _pyplot():
     return plt
 
 
+def _horizontal() -> dict:
+    import matplotlib
+
+    major, minor = (int(p) for p in matplotlib.__version__.split(".")[:2])
+    return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
+
+
 def _label(text: object) -> str:
     # '$' would start matplotlib mathtext; a name from a result is always plain text.
     return str(text).replace("$", r"\$")
@@ -173,7 +180,7 @@ def latency_plots(results: list[Result]) -> list[Plot]:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 0.8 + 0.35 * len(runs)))
     data = [np.asarray(r.samples["step"], dtype=float) * 1e3 for r in runs]
-    ax.boxplot(data, vert=False, whis=(1, 99), showfliers=True, flierprops={"markersize": 2})
+    ax.boxplot(data, whis=(1, 99), showfliers=True, flierprops={"markersize": 2}, **_horizontal())
     ax.set_yticks(range(1, len(runs) + 1), [_label(f"{r.system_label}: {_short(r)}") for r in runs])
     ax.invert_yaxis()
     ax.set_xscale("log")
@@ -234,7 +241,7 @@ def ceiling_plots(results: list[Result]) -> list[Plot]:
     ax.axvline(100.0, color="grey", linestyle="--")
     ax.set_xlabel("% of the measured matmul ceiling for the precision used")
     return [Plot("ceiling", "Utilisation against the measured ceiling",
-                 "Achieved model TFLOP/s as a share of the matmul ceiling `dlbench system` measured.", _svg(fig))]
+                 "Achieved model TFLOP/s as a share of the matmul ceiling that dlbench system measured on that machine.", _svg(fig))]
 
 
 ALL: list[Callable[[list[Result]], list[Plot]]] = [
