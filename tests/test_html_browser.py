@@ -32,15 +32,17 @@ def _results():
             out.append(make_result(
                 spec={"batch": batch}, system=system,
                 metrics={"throughput": 1e3 * batch / step, "throughput_unit": "img/s", "total_ms": step,
-                         "tflops_achieved": 400.0 * 10 / ms, "ceiling_fraction": 0.5 * 10 / ms},
+                         "achieved_tflops": 400.0 * 10 / ms, "ceiling_fraction": 0.5 * 10 / ms},
                 samples={"step": list(rng.normal(step, step * 0.03, 50) / 1e3)},
-                traces={"monitor": {"t": t, "sm_clock_mhz": [1980 - 5 * i for i in range(len(t))],
-                                    "power_w": [600 + (i % 7) for i in range(len(t))],
-                                    "util": [99] * len(t), "temp_c": [60 + i / 10 for i in range(len(t))]}}))
+                traces={"monitor": {"available": True, "t": t, "sm_clock_mhz": [1980 - 5 * i for i in range(len(t))],
+                                    "power_w": [600 + (i % 7) for i in range(len(t))], "throttle": [0] * len(t),
+                                    "util": [99] * len(t), "temperature_c": [60 + i / 10 for i in range(len(t))]}}))
         for gpus in (2, 4, 8):
             out.append(make_result(spec={"gpus": gpus}, system=system,
                                    metrics={"throughput": 1.6e3 * gpus * 0.9 * 10 / ms}))
     out.append(make_result(system={"gpus": [{"name": "<script>alert(1)</script>"}]}, status="oom"))
+    # A run without NVML: its monitor trace says so and is skipped.
+    out.append(make_result(spec={"model": "resnet18"}, traces={"monitor": {"available": False, "reason": "no NVML"}}))
     return out
 
 

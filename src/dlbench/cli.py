@@ -261,11 +261,55 @@ def models() -> None:
 
 
 @app.command()
-def system() -> None:
-    """Print this machine's fingerprint."""
+def system(
+    device: str = typer.Option("auto", "--device", help="Device whose ceilings to measure: auto, cpu, cuda or cuda:N."),
+    disk: Optional[Path] = typer.Option(None, "--disk", help="Also measure the read bandwidth of this file or folder "
+                                        "(e.g. your dataset)."),
+    db: Optional[Path] = DbOption,
+    store: bool = typer.Option(True, "--store/--no-store", help="Store the record (reports and doctor use it)."),
+    fingerprint_only: bool = typer.Option(False, "--fingerprint", help="Only print the fingerprint as JSON; measure nothing."),
+) -> None:
+    """Measure this machine's ceilings (matmul TFLOP/s per precision, memory, host<->device,
+    all-reduce, JPEG decode, disk) next to datasheet figures, and store them."""
+    from dlbench.report.system import ceilings_table
+    from dlbench.report.tables import markdown
     from dlbench.system.info import fingerprint
+    from dlbench.system.survey import survey
+    from dlbench.workloads.runtime import resolve_device
 
-    out.print_json(json.dumps(fingerprint()))
+    if fingerprint_only:
+        out.print_json(json.dumps(fingerprint()))
+        return
+    target = resolve_device(device)
+    keeper = _store(db) if store else None  # a bad --db fails before minutes of measuring
+    try:
+        with err.status("measuring") as status:
+            record = survey(fingerprint(), target, disk=disk,
+                            progress=lambda stage, done, total: status.update(f"measuring {stage} ({done + 1}/{total})"))
+        if keeper is not None:
+            keeper.add(record)
+    finally:
+        if keeper is not None:
+            keeper.close()
+    out.print(markdown([ceilings_table(record)]), highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command()
+def doctor(
+    db: Optional[Path] = DbOption,
+    workload: Optional[str] = typer.Option(None, "--workload", help="Only results of this workload."),
+) -> None:
+    """Compare this store's results with reference results, say how far below expectation each
+    is and name the likely causes with their evidence (input-bound, launch-bound, throttled,
+    degraded link, other processes, slow storage)."""
+    from dlbench.report.doctor import NOTHING_TO_DIAGNOSE, diagnose, render
+
+    with _store(db) as store:
+        found = store.results()
+    if workload:
+        found = [r for r in found if r.workload in (workload, "system")]
+    diagnoses = diagnose(found)
+    out.print(render(diagnoses) if diagnoses else NOTHING_TO_DIAGNOSE, highlight=False, markup=False, soft_wrap=True)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from dlbench.results.record import Result, now
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
+from dlbench.system.records import SYSTEM_WORKLOAD, annotate
 from dlbench.workloads import execute
 from dlbench.workloads.runtime import resolve_device
 
@@ -27,6 +28,7 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
         resolve_device(spec.device)
     console = console or Console(stderr=True)
     system = fingerprint()
+    system_records = store.results(workload=SYSTEM_WORKLOAD)  # ceilings for FLOP utilisation
     results: list[Result] = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
@@ -46,6 +48,7 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                 store.add(Result(spec=spec.to_dict(), system=system, status="interrupted",
                                  suite=suite, tag=tag, finished=now()))
                 raise
+            annotate(result, system_records)
             store.add(result)
             results.append(result)
             bar.advance(overall)

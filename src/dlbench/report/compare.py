@@ -119,7 +119,7 @@ def _known(results: Sequence[Result]) -> str:
 def _latest(results: Sequence[Result]) -> dict[tuple, Result]:
     chosen: dict[tuple, Result] = {}
     for r in sorted(results, key=lambda r: r.started):
-        if r.status in ("ok", "oom"):
+        if r.status in ("ok", "oom") and r.workload != "system":  # machine records are not benchmarks
             chosen[benchmark_key(r)] = r
     return chosen
 

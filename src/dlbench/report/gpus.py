@@ -7,7 +7,6 @@ column per ceiling that `dlbench system` measured on a machine with that GPU.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from typing import Any
 
 from dlbench.report.tables import Table
@@ -15,7 +14,6 @@ from dlbench.results.record import Result
 
 HEADER = ["GPU", "Memory", "Architecture", "CUDA Cores", "FP32 TFLOPS", "Release Date"]
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
-_BANDWIDTH = re.compile(r"(copy|memory|device|d2d).*(gb_?s|tb_?s)$")
 
 
 def _datasheet():
@@ -48,31 +46,27 @@ def _number(value: float | None, digits: int = 2) -> str | None:
 
 
 def ceilings(r: Result) -> dict[str, float]:
-    """Measured ceilings held by a result, named by column: matmul TFLOP/s per precision, copy GB/s.
-
-    Accepts `metrics["ceilings"]` (a dict) or ceiling metrics at the top level of a `system` record.
-    """
-    raw: Any = r.metrics.get("ceilings")
-    if not isinstance(raw, dict):
-        raw = r.metrics if r.workload == "system" or r.spec.get("kind") == "system" else {}
+    """Measured ceilings of a `dlbench system` record, named by column; {} for other results."""
+    if r.workload != "system" or r.status != "ok":
+        return {}
     found: dict[str, float] = {}
-    for key, value in _flatten(raw):
-        name = key.lower()
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            continue
-        for p in PRECISIONS:
-            if p in name and "tflops" in name:
-                found.setdefault(f"Measured {p.upper()} TFLOPS", float(value))
-        if _BANDWIDTH.search(name) and "h2d" not in name and "d2h" not in name and "host" not in name:
-            scale = 1000.0 if re.search(r"tb_?s$", name) else 1.0
-            found.setdefault("Measured copy GB/s", float(value) * scale)
+    for p in PRECISIONS:
+        value = _value(r, f"matmul_{p}_tflops")
+        if value is not None:
+            found[f"Measured {p.upper()} TFLOPS"] = value
+    copy = _value(r, "copy_gbs")
+    if copy is not None:
+        found["Measured copy GB/s"] = copy
     return found
 
 
-def _flatten(data: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    if isinstance(data, dict):
-        return [item for k, v in data.items() for item in _flatten(v, f"{prefix}_{k}" if prefix else str(k))]
-    return [(prefix, data)]
+def _value(r: Result, name: str) -> float | None:
+    # System records hold each ceiling flat in metrics, and with its method under "ceilings".
+    value: Any = r.metrics.get(name)
+    if value is None and isinstance(r.metrics.get("ceilings"), dict):
+        entry = r.metrics["ceilings"].get(name)
+        value = entry.get("value") if isinstance(entry, dict) else entry
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def measured_by_gpu(results: list[Result]) -> dict[str, dict[str, float]]:
@@ -80,8 +74,8 @@ def measured_by_gpu(results: list[Result]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for r in sorted(results, key=lambda r: r.started):
         found = ceilings(r)
-        for name in gpu_names([r]) if found else []:
-            out[name] = found
+        if found and str(r.metrics.get("device", "")).startswith("cuda"):  # CPU ceilings are no GPU's
+            out[r.system_label] = found
     return out
 
 

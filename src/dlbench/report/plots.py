@@ -75,10 +75,10 @@ def throughput_of(r: Result) -> tuple[float, str] | None:
 
 
 def latest_ok(results: list[Result]) -> list[Result]:
-    """The latest successful result per benchmark and system."""
+    """The latest successful benchmark result per benchmark and system (machine records aside)."""
     chosen: dict[tuple, Result] = {}
     for r in sorted(results, key=lambda r: r.started):
-        if r.status == "ok":
+        if r.status == "ok" and r.workload != "system":
             chosen[(benchmark_key(r), r.system_label)] = r
     return list(chosen.values())
 
@@ -191,7 +191,8 @@ def latency_plots(results: list[Result]) -> list[Plot]:
 
 
 TRACE_SERIES = (("sm_clock_mhz", "SM clock (MHz)"), ("power_w", "power (W)"), ("util", "utilisation (%)"),
-                ("temp_c", "temperature (°C)"))
+                ("temperature_c", "temperature (°C)"))
+_ALIASES = {"temperature_c": ("temperature_c", "temp_c")}
 
 
 def _trace(r: Result) -> dict[str, list[float]] | None:
@@ -199,8 +200,19 @@ def _trace(r: Result) -> dict[str, list[float]] | None:
     if not isinstance(monitor, dict) or not isinstance(monitor.get("t"), list) or not monitor["t"]:
         return None
     n = len(monitor["t"])
-    series = {k: monitor[k] for k, _ in TRACE_SERIES if isinstance(monitor.get(k), list) and len(monitor[k]) == n}
-    return {"t": monitor["t"], **series} if series else None
+    series = {}
+    for key, _ in TRACE_SERIES:
+        for name in _ALIASES.get(key, (key,)):
+            values = monitor.get(name)
+            if isinstance(values, list) and len(values) == n and any(v is not None for v in values):
+                series[key] = _floats(values)
+                break
+    return {"t": _floats(monitor["t"]), **series} if series else None
+
+
+def _floats(values: list) -> list[float]:
+    # Readings NVML could not take are None: drawn as gaps.
+    return [float("nan") if v is None else float(v) for v in values]
 
 
 def trace_plots(results: list[Result]) -> list[Plot]:
@@ -231,7 +243,7 @@ def ceiling_plots(results: list[Result]) -> list[Plot]:
     values = [100.0 * float(r.metrics["ceiling_fraction"]) for r in runs]
     bars = ax.barh(range(len(runs)), values)
     for bar, r in zip(bars, runs):
-        achieved = r.metrics.get("tflops_achieved")
+        achieved = r.metrics.get("achieved_tflops", r.metrics.get("tflops_achieved"))
         if isinstance(achieved, (int, float)):
             ax.annotate(f" {achieved:.1f} TFLOP/s", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
                         va="center", fontsize="small")

@@ -2,6 +2,8 @@
 defaults), `run(spec, device, progress) -> (metrics, samples)` and `describe(metrics) -> str`
 (one line for the terminal). Every workload's metrics hold `throughput` and
 `throughput_unit` (img/s, Mvox/s, …) and its samples hold `step` (seconds per step).
+A workload adds `measured.common_metrics(items_per_step, unit)` (FLOPs, GPU monitor,
+energy) to its metrics; the 'traces' entry in there goes to Result.traces.
 
 `execute` wraps any of them into a Result: an out-of-memory error becomes a result with
 status 'oom', any other failure one with status 'error'. Only user errors propagate.
@@ -35,6 +37,7 @@ def execute(spec: "BenchmarkSpec", system: dict, *, progress: Progress = _no_pro
     try:
         with precision(spec.precision, device):
             metrics, samples = module.run(spec, device, progress)
+        result.traces.update(metrics.pop("traces", {}))
         result.metrics.update(metrics)
         result.samples = samples
     except UserError:
