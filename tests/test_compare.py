@@ -31,9 +31,11 @@ def test_ratio_and_interval_on_synthetic_samples():
     assert r.low < r.ratio < r.high and r.low == pytest.approx(2.3, rel=0.02) and r.high == pytest.approx(2.3, rel=0.02)
     assert r.high - r.low < 0.1 and not r.within_noise
     lines = cmp.conclusions(c)
-    assert lines[0].startswith("H200 is 2.3x as fast as A100 on ResNet-50 fwdbwd (batch 16, fp32")
-    assert "95% CI 2.2–2.4" in lines[0] or "95% CI 2.3–2.3" in lines[0] or "95% CI 2.2–2.3" in lines[0] \
-        or "95% CI 2.3–2.4" in lines[0]
+    found = re.fullmatch(r"H200 is (2\.\d+)x as fast as A100 on ResNet-50 fwdbwd \(batch 16, fp32, 3x224x224\), "
+                         r"95% CI (2\.\d+)–(2\.\d+)", lines[0])
+    assert found and float(found[1]) == pytest.approx(r.ratio, abs=0.01)
+    assert float(found[2]) == pytest.approx(r.low, abs=0.01) and float(found[3]) == pytest.approx(r.high, abs=0.01)
+    assert found[2] != found[3]  # enough digits to show the interval
 
 
 def test_interval_covers_the_true_ratio_about_95_percent_of_the_time():

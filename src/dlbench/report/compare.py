@@ -267,9 +267,18 @@ def conclusions(comparison: Comparison) -> list[str]:
         else:
             fast, slow, v, lo, hi = (a, b, r.ratio, r.low, r.high) if r.ratio >= 1 else \
                 (b, a, 1 / r.ratio, None if r.high is None else 1 / r.high, None if r.low is None else 1 / r.low)
-            ci = f", {pct}% CI {lo:.1f}–{hi:.1f}" if lo is not None else " (no samples: no interval)"
-            lines.append(f"{fast} is {v:.1f}x as fast as {slow} on {r.benchmark}{ci}")
+            d = _digits(lo, hi)
+            ci = f", {pct}% CI {lo:.{d}f}–{hi:.{d}f}" if lo is not None else " (no samples: no interval)"
+            lines.append(f"{fast} is {v:.{d}f}x as fast as {slow} on {r.benchmark}{ci}")
     return lines + _ranges(comparison)
+
+
+def _digits(low: float | None, high: float | None) -> int:
+    """One decimal like the seeds, more when one decimal would hide the interval's width."""
+    digits = 1
+    while low is not None and high is not None and digits < 3 and f"{low:.{digits}f}" == f"{high:.{digits}f}":
+        digits += 1
+    return digits
 
 
 def _ranges(comparison: Comparison) -> list[str]:
