@@ -124,16 +124,81 @@ def _report_text(store, suite_name: Optional[str]) -> str:
 @app.command()
 def report(
     suite_name: Optional[str] = typer.Option(None, "--suite", help="Only results of this suite."),
+    systems: Optional[list[str]] = typer.Option(None, "--system", help="Only results of this system "
+                                                "(GPU name as shown in the tables, or host name); repeatable."),
+    format: str = typer.Option("md", "--format", help="md (Markdown, the seeds' layout), csv, json, or html "
+                               "(one self-contained file with plots; needs --output)."),
     db: Optional[Path] = DbOption,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
 ) -> None:
-    """Print the report tables (seed 004: one per model) from the results in the store."""
+    """Every report table (the seeds' layouts: GPUs, per-model fwd/bwd, training, images, volumes, machine)
+    from the results in the store; missing cells show `-`, out-of-memory runs `OOM`."""
+    from dlbench.report import FORMATS, filter_systems, render
+
+    if format not in FORMATS:
+        raise UserError(f"unknown report format {format!r}; choose {', '.join(FORMATS)}")
+    if format == "html" and output is None:
+        raise UserError("--format html writes a file: add --output report.html")
     with _store(db) as store:
-        text = _report_text(store, suite_name)
+        chosen = filter_systems(store.results(suite=suite_name), systems or [])
+    text = render(chosen, format, title=f"dlbench report: {suite_name}" if suite_name else "dlbench report")
+    _write(text, output)
+
+
+def _write(text: str, output: Optional[Path]) -> None:
     if output:
-        output.write_text(text + "\n", encoding="utf-8")
+        try:
+            output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        except OSError as error:
+            raise UserError(f"cannot write {output}: {error.strerror or error}") from None
+        err.print(f"wrote {output}", highlight=False, markup=False)
     else:
-        out.print(text, highlight=False, markup=False)
+        out.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command()
+def compare(
+    sides: list[str] = typer.Argument(..., help="Two or more systems (GPU name or host), tags, or run id prefixes; "
+                                      "with --fail-above: the baseline, then the candidate."),
+    fail_above: Optional[float] = typer.Option(None, "--fail-above", metavar="PCT",
+                                               help="Regression check: exit 1 when the candidate is slower than "
+                                               "the baseline by more than PCT percent and by more than the noise."),
+    confidence: float = typer.Option(0.95, "--confidence", help="Level of the bootstrap intervals."),
+    suite_name: Optional[str] = typer.Option(None, "--suite", help="Only results of this suite."),
+    format: str = typer.Option("md", "--format", help="md or json."),
+    db: Optional[Path] = DbOption,
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+) -> None:
+    """Relative speed of systems or runs on the benchmarks they share, with bootstrap confidence
+    intervals over the per-step samples. Exit status: 0, 1 when --fail-above finds a regression,
+    2 for a usage error."""
+    from dlbench.report import compare as cmp
+    from dlbench.report.formats import to_dict
+    from dlbench.report.tables import markdown
+
+    if format not in ("md", "json"):
+        raise UserError(f"unknown compare format {format!r}; choose md or json")
+    if fail_above is not None:
+        cmp.check_regression_args(len(sides), fail_above)
+    with _store(db) as store:
+        comparison = cmp.compare(store.results(suite=suite_name), sides, level=confidence)
+    failed = cmp.regressions(comparison, fail_above) if fail_above is not None else []
+    if format == "json":
+        data = {**cmp.to_json(comparison), "tables": [to_dict(t) for t in cmp.tables(comparison)],
+                "regressions": failed}
+        text = json.dumps(data, indent=1, ensure_ascii=False)
+    else:
+        from dlbench.report.markdown import cell
+
+        lines = "\n".join(f"- {cell(line)}" for line in cmp.conclusions(comparison))
+        text = f"## Conclusions\n\n{lines}\n\n{markdown(cmp.tables(comparison))}"
+    _write(text, output)
+    if failed:
+        for line in failed:
+            err.print(f"regression: {line}", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1)
+    if fail_above is not None:
+        err.print(f"no regression above {fail_above:g}% beyond noise", highlight=False, markup=False)
 
 
 @app.command()
