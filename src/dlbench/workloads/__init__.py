@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 WORKLOADS = {
     "fwdbwd": "dlbench.workloads.fwdbwd",
+    "train": "dlbench.workloads.train",
+    "infer": "dlbench.workloads.infer",
+    "smooth": "dlbench.workloads.smooth",
 }
 
 
