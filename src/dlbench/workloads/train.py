@@ -109,6 +109,8 @@ def run(spec, device: torch.device, progress: Progress):
             out = primary_output(model(x))
             if y is None:  # synthetic: one set of random targets, made once
                 y = fixed.setdefault("targets", make_targets(entry.task, out, spec.seed))
+            elif entry.task == "classify":  # more dataset classes than model outputs: labels wrap
+                y = y.remainder(out.shape[1])
             loss = loss_fn(out, y)
             timer.mark("forward")
             (scaler.scale(loss) if scaler else loss).backward()
