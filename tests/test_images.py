@@ -157,6 +157,8 @@ def test_data_option_errors_and_warnings(jpegs):
         data.check(spec(decode="gpu"), cpu)
     (warning,) = data.check(spec(data="dummy", workers=(os.cpu_count() or 1) + 1), cpu)
     assert "more than this machine's" in warning
+    with pytest.raises(UserError, match="unknown optimizer 'lamb'"):
+        execute(spec(optimizer="lamb"), fingerprint())
     with pytest.raises(UserError, match="fewer than one batch"):
         data.make_loader(spec(data=f"folder:{jpegs}", batch=32), cpu)
 

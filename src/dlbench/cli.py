@@ -123,20 +123,23 @@ def _run_images(workload: str, params: dict) -> None:
 
 
 def _run_auto(workload: str, params: dict, limit: int) -> None:
+    import dataclasses
+
     from dlbench.launch import batchsize
 
     spec, db, tag = _spec(workload, {**params, "batch": 1})
+    _preflight(spec)
     with _store(db) as store:
-        run = _runner(spec, err)
+        run = _unstored_runner()
         err.print(f"searching the largest batch for {spec.label()} (up to {limit})", highlight=False)
         found = batchsize.search(batchsize.probe_with(run, spec), limit=limit)
         err.print(f"batch search: largest {found['largest']}, best throughput at {found['best_throughput_batch']} "
                   f"({len(found['tried'])} probes)", highlight=False)
-        final = spec if found["largest"] is None else __import__("dataclasses").replace(spec, batch=found["largest"])
+        final = spec if found["largest"] is None else dataclasses.replace(spec, batch=found["largest"])
         _finish(_run_specs_once(final, store, tag, {"batch_search": found}))
 
 
-def _runner(spec, console):
+def _unstored_runner():
     """Runs a spec without storing it (the probes of a batch search)."""
     from dlbench.launch import torchrun
     from dlbench.system.info import fingerprint

@@ -39,7 +39,11 @@ def parse_source(text: str) -> tuple[str, str]:
     if kind in ("synthetic", "dummy") and not arg:
         return kind, ""
     if kind == "folder" and arg:
-        return kind, os.path.expanduser(arg)
+        path = os.path.expandvars(os.path.expanduser(arg))
+        if "$" in path:
+            raise UserError(f"data path {arg!r} names an environment variable that is not set: write a dataset "
+                            "with `dlbench data images DIR --n 20000` and set the variable to DIR")
+        return kind, path
     raise UserError(f"unknown data source {text!r}: use synthetic, dummy or folder:PATH")
 
 

@@ -56,8 +56,7 @@ class Corrupt:
     paths: list[str] = field(default_factory=list)
 
     def add(self, paths: list[str]) -> None:
-        new = [p for p in paths if p not in self.paths]
-        self.paths.extend(new)
+        self.paths.extend(p for p in dict.fromkeys(paths) if p not in self.paths)
         allowed = max(0, math.floor(self.limit * self.total_files))
         if len(self.paths) > allowed:
             shown = ", ".join(Path(p).name for p in self.paths[:5])
@@ -137,6 +136,8 @@ class FolderImages(Dataset):
         return len(self.items)
 
     def __getitem__(self, index: int) -> tuple[Any, int, list[str]]:
+        # Never raises: a worker's exception would reach the user as a traceback. Bad files are
+        # reported with the batch, and the main process decides whether there are too many.
         bad: list[str] = []
         for attempt in range(min(len(self.items), 16)):
             path, label = self.items[(index + attempt) % len(self.items)]
@@ -146,7 +147,7 @@ class FolderImages(Dataset):
                 return sample, label, bad
             except Exception:  # noqa: BLE001 - any undecodable file is skipped and counted
                 bad.append(path)
-        raise UserError(f"16 files in a row could not be decoded, starting at {self.items[index][0]}")
+        return None, -1, bad
 
 
 def _read(path: str) -> torch.Tensor:
@@ -173,17 +174,26 @@ class DummyImages(Dataset):
         return self.transform(image), index % 1000, []
 
 
+def _good(batch: list) -> tuple[tuple, tuple, list[str]]:
+    bad = [p for _, _, paths in batch for p in paths]
+    kept = [(sample, label) for sample, label, _ in batch if sample is not None] or [(None, -1)]
+    samples, labels = zip(*kept)
+    return samples, labels, bad
+
+
 def _collate(batch: list) -> tuple[Any, torch.Tensor, list[str]]:
-    samples, labels, bad = zip(*batch)
-    stacked = torch.stack(samples) if isinstance(samples[0], torch.Tensor) and samples[0].dim() == 3 else list(samples)
-    return stacked, torch.tensor(labels), [p for paths in bad for p in paths]
+    samples, labels, bad = _good(batch)
+    if samples[0] is None:
+        return None, torch.tensor(labels), bad
+    return torch.stack(samples), torch.tensor(labels), bad
 
 
 def collate_bytes(batch: list) -> tuple[list[torch.Tensor], torch.Tensor, list[str], list[str]]:
     """Encoded files stay a list (sizes differ); their paths come along to name corrupt ones."""
-    samples, labels, bad = zip(*batch)
-    return ([data for data, _ in samples], torch.tensor(labels), [p for paths in bad for p in paths],
-            [path for _, path in samples])
+    samples, labels, bad = _good(batch)
+    if samples[0] is None:
+        return [], torch.tensor(labels), bad, []
+    return [data for data, _ in samples], torch.tensor(labels), bad, [path for _, path in samples]
 
 
 def _worker_init(_: int) -> None:
@@ -223,6 +233,8 @@ class HostLoader:
             for batch in self.loader:
                 if batch[2] and self.corrupt is not None:
                     self.corrupt.add(batch[2])
+                if batch[0] is None or len(batch[0]) == 0:
+                    raise UserError(f"no file of a whole batch could be decoded, e.g. {batch[2][0]}")
                 yield batch
             self.epoch += 1
 
@@ -271,7 +283,8 @@ class DeviceDecoder:
             if ready is not None:
                 stream = torch.cuda.current_stream(self.device)
                 stream.wait_event(ready)
-                images.record_stream(stream)
+                images.record_stream(stream)  # made on the decode stream, used on this one
+                targets.record_stream(stream)
             yield images, targets
 
     def _produce(self) -> None:

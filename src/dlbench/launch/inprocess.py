@@ -46,7 +46,8 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
     results: list[Result] = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=False) as bar:
+    # Transient: the bar goes when the work ends, leaving the result lines (and a user error) alone.
+    with Progress(*columns, console=console, transient=True) as bar:
         overall = bar.add_task(f"suite {suite}" if suite else "benchmarks", total=len(specs))
         current = bar.add_task("", total=1)
         for spec in specs:
