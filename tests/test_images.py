@@ -226,3 +226,19 @@ def test_batch_search_with_real_runs():
     probe = batchsize.probe_with(lambda s: execute(s, fingerprint()), spec(data="synthetic"))
     found = batchsize.search(probe, limit=4)
     assert found["largest"] == 4 and {t["status"] for t in found["tried"]} == {"ok"}
+
+
+def test_jade_suite_reproduces_seed_002(monkeypatch, tmp_path):
+    from dlbench import suites
+
+    loaded = suites.load("jade")
+    assert len(loaded.specs) == 24
+    assert {s.workload for s in loaded.specs} == {"train", "infer", "smooth"}
+    assert {s.precision for s in loaded.specs} == {"fp32", "bf16"} and {s.model for s in loaded.specs} == {"resnet50"}
+    sources = {s.options["data"] for s in loaded.specs}
+    assert sources == {"dummy", "folder:$DLBENCH_IMAGES"}
+    monkeypatch.setenv("DLBENCH_IMAGES", str(tmp_path))
+    assert data.parse_source("folder:$DLBENCH_IMAGES") == ("folder", str(tmp_path))
+    monkeypatch.delenv("DLBENCH_IMAGES")
+    with pytest.raises(UserError, match="environment variable that is not set"):
+        data.parse_source("folder:$DLBENCH_IMAGES")

@@ -92,7 +92,6 @@ def _corrupt_folder(tmp_path):
 @pytest.mark.parametrize("args, needle", [
     (["--data", "folder:{tmp}/missing"], "does not exist"),
     (["--data", "folder:{corrupt}", "--batch", "2"], "6 of 6 images could not be decoded"),
-    (["--batch", "big"], "bad --batch 'big'"),
 ])  # the other bad data options are checked in-process (test_images.py): starting torch costs seconds
 def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path, db, stored):
     (tmp_path / "empty").mkdir()
@@ -113,10 +112,22 @@ def test_more_gpus_than_present(db, stored):
     assert stored()
 
 
-def test_corrupt_files_in_two_processes_are_one_line(tmp_path, db, stored):
-    args = ["--data", f"folder:{_corrupt_folder(tmp_path)}", "--batch", "1", "--gpus", "2"]
-    assert_user_error(cli("run", "infer", *TINY, *args, "--db", db, env=ONE_THREAD), "could not be decoded")
-    assert stored()
+def test_a_refusing_worker_is_one_line(monkeypatch, tmp_path):
+    """torchrun's workers print a user error on stderr (possibly prefixed with their rank): it becomes
+    the same one-line error as in-process (a real two-process run: test_two_processes_store_one_merged_result)."""
+    import subprocess
+
+    from dlbench.errors import UserError
+    from dlbench.launch import torchrun
+    from dlbench.spec import BenchmarkSpec
+
+    stderr = "W1122 torchrun noise\n[rank1]:error: 6 of 6 images could not be decoded: bad0.jpg\n"
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", stderr))
+    spec = BenchmarkSpec(workload="infer", model="resnet18", device="cpu", gpus=2)
+    with pytest.raises(UserError, match="^6 of 6 images could not be decoded: bad0.jpg$"):
+        torchrun.run(spec, {})
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "Segfault\n"))
+    assert torchrun.run(spec, {}).status == "error"
 
 
 def _result(workload, gpus, precision, throughput, batch=8, **metrics):

@@ -73,9 +73,9 @@ class SyntheticImages:
 
     def __init__(self, batch: int, shape: tuple[int, ...], device: torch.device, seed: int,
                  channels_last: bool = False) -> None:
-        from dlbench.workloads.runtime import random_input
-
-        self.inputs = random_input(batch, shape, device, channels_last, seed)
+        generator = torch.Generator(device=device).manual_seed(seed)
+        inputs = torch.randn((batch, *shape), device=device, generator=generator)  # never zeros: they run faster
+        self.inputs = inputs.contiguous(memory_format=torch.channels_last) if channels_last and inputs.dim() == 4 else inputs
         self.images = 0
         self.corrupt: Corrupt | None = None
 
