@@ -65,20 +65,13 @@ _GENERAL = ("model", "batch", "input_shape", "precision", "channels_last", "devi
             "warmup_seconds", "steps", "min_seconds", "seed", "gpus", "timeout")
 
 
-def _run_one(workload: str, params: dict) -> None:
+def _run_one(workload: str, params: dict, exit_on_error: bool = True) -> str:
     """Build the spec from a sub-command's parameters (the rest become options), run and store it."""
-    from dlbench.launch.inprocess import run_specs
-    from dlbench.spec import BenchmarkSpec
-
-    db, tag = params.pop("db"), params.pop("tag")
-    general = {k: params.pop(k) for k in _GENERAL if k in params}
-    options = {k: v for k, v in params.items() if v is not None}
-    spec = BenchmarkSpec(workload=workload, options=options, **general)
+    spec, db, tag = _spec(workload, params)
+    _preflight(spec)
     with _store(db) as store:
-        results = run_specs([spec], store, tag=tag, console=err)
-    _print_result(results[0])
-    if results[0].status == "error":
-        raise typer.Exit(1)
+        result = _run_specs_once(spec, store, tag)
+    return _finish(result, exit_on_error)
 
 
 @run_app.command("fwdbwd")
@@ -91,6 +84,178 @@ def run_fwdbwd(
 ) -> None:
     """Forward and backward of a model in training mode, timed separately (seed 004's method)."""
     _run_one("fwdbwd", locals())
+
+
+# Options of the image workloads (train, infer, smooth).
+ImageBatchOpt = typer.Option("16", "--batch", help="Batch size per process: N, a list 1,2,4 (one result each), "
+                             "'sweep' (powers of two until memory runs out) or 'auto' (largest batch that fits).")
+DataOpt = typer.Option("synthetic", "--data", help="synthetic (random tensors on the device), dummy (random images "
+                       "through the real CPU transforms) or folder:PATH (class folders of JPEGs).")
+WorkersOpt = typer.Option(None, "--workers", help="DataLoader worker processes (default: min(8, CPU cores)).")
+DecodeOpt = typer.Option("cpu", "--decode", help="Where JPEGs are decoded: cpu (in the workers) or gpu (nvjpeg, "
+                         "crop and resize on the GPU).")
+PrefetchOpt = typer.Option(2, "--prefetch", help="Batches each worker prepares ahead.")
+MaxCorruptOpt = typer.Option(0.05, "--max-corrupt", help="Fraction of undecodable files skipped before the run fails.")
+EpochsOpt = typer.Option(0, "--epochs", help="Measure this many whole epochs of the dataset instead of --steps.")
+GpusOpt = typer.Option(1, "--gpus", help="Processes (one per GPU) under torchrun with DistributedDataParallel; "
+                       "with --device cpu they run on the CPU (gloo).")
+MaxBatchOpt = typer.Option(1024, "--max-batch", help="Largest batch a sweep or auto search tries.")
+
+
+def _run_images(workload: str, params: dict) -> None:
+    """`--batch` may name several batches, a sweep or a search: one stored result per batch run."""
+    from dlbench.launch import batchsize
+
+    plan = batchsize.parse(params.pop("batch"))
+    limit = params.pop("max_batch")
+    if plan == "auto":
+        _run_auto(workload, params, limit)
+        return
+    sizes = batchsize.sweep_sizes(limit) if plan == "sweep" else plan
+    failed = False
+    for size in sizes:
+        status = _run_one(workload, {**params, "batch": size}, exit_on_error=False)
+        failed |= status == "error"
+        if status == "oom" and plan == "sweep":
+            break  # larger batches cannot fit either
+    if failed:
+        raise typer.Exit(1)
+
+
+def _run_auto(workload: str, params: dict, limit: int) -> None:
+    import dataclasses
+
+    from dlbench.launch import batchsize
+
+    spec, db, tag = _spec(workload, {**params, "batch": 1})
+    _preflight(spec)
+    with _store(db) as store:
+        run = _unstored_runner()
+        err.print(f"searching the largest batch for {spec.label()} (up to {limit})", highlight=False)
+        found = batchsize.search(batchsize.probe_with(run, spec), limit=limit)
+        err.print(f"batch search: largest {found['largest']}, best throughput at {found['best_throughput_batch']} "
+                  f"({len(found['tried'])} probes)", highlight=False)
+        final = spec if found["largest"] is None else dataclasses.replace(spec, batch=found["largest"])
+        _finish(_run_specs_once(final, store, tag, {"batch_search": found}))
+
+
+def _unstored_runner():
+    """Runs a spec without storing it (the probes of a batch search)."""
+    from dlbench.launch import torchrun
+    from dlbench.system.info import fingerprint
+    from dlbench.workloads import execute
+
+    def run(probe_spec):
+        if probe_spec.gpus > 1:
+            return torchrun.run(probe_spec, fingerprint())
+        return execute(probe_spec, fingerprint())
+
+    return run
+
+
+def _spec(workload: str, params: dict):
+    from dlbench.spec import BenchmarkSpec
+
+    params = dict(params)
+    db, tag = params.pop("db"), params.pop("tag")
+    general = {k: params.pop(k) for k in _GENERAL if k in params}
+    options = {k: v for k, v in params.items() if v is not None}
+    return BenchmarkSpec(workload=workload, options=options, **general), db, tag
+
+
+def _preflight(spec) -> None:
+    """Check the data options and print warnings before anything runs."""
+    from dlbench import data
+    from dlbench.launch.inprocess import check_devices
+    from dlbench.workloads.runtime import resolve_device
+
+    check_devices(spec)
+    if "data" in spec.options:
+        for warning in data.check(spec, resolve_device(spec.device)):
+            err.print(f"warning: {warning}", style="yellow", highlight=False)
+
+
+def _run_specs_once(spec, store, tag, extra_metrics=None):
+    from dlbench.launch.inprocess import run_specs
+
+    return run_specs([spec], store, tag=tag, console=err, extra_metrics=extra_metrics)[0]
+
+
+def _finish(result, exit_on_error: bool = True) -> str:
+    _print_result(result)
+    if result.status == "error" and exit_on_error:
+        raise typer.Exit(1)
+    return result.status
+
+
+@run_app.command("train")
+def run_train(
+    model: str = ModelOpt, batch: str = ImageBatchOpt, input_shape: Optional[str] = ShapeOpt,
+    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, device: str = DeviceOpt,
+    warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
+    min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
+    data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt, prefetch: int = PrefetchOpt,
+    max_corrupt: float = MaxCorruptOpt, epochs: int = EpochsOpt,
+    optimizer: str = typer.Option("sgd", "--optimizer", help="sgd (momentum 0.9) or adamw."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default 0.01 SGD, 0.001 AdamW)."),
+    max_batch: int = MaxBatchOpt, db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
+) -> None:
+    """Training steps (forward, loss, backward, optimizer) with per-phase times and img/s (seeds 002, 003)."""
+    _run_images("train", locals())
+
+
+@run_app.command("infer")
+def run_infer(
+    model: str = ModelOpt, batch: str = ImageBatchOpt, input_shape: Optional[str] = ShapeOpt,
+    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, device: str = DeviceOpt,
+    warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
+    min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
+    data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt, prefetch: int = PrefetchOpt,
+    max_corrupt: float = MaxCorruptOpt, epochs: int = EpochsOpt,
+    max_batch: int = MaxBatchOpt, db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
+) -> None:
+    """Inference throughput and latency per batch (avg, p50/p90/p95/p99) under inference_mode."""
+    _run_images("infer", locals())
+
+
+@run_app.command("smooth")
+def run_smooth(
+    model: str = ModelOpt, batch: str = ImageBatchOpt, input_shape: Optional[str] = ShapeOpt,
+    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, device: str = DeviceOpt,
+    warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
+    min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
+    data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt, prefetch: int = PrefetchOpt,
+    max_corrupt: float = MaxCorruptOpt, epochs: int = EpochsOpt,
+    sigma: float = typer.Option(0.25, "--sigma", help="Standard deviation of the Gaussian noise."),
+    max_batch: int = MaxBatchOpt, db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
+) -> None:
+    """Randomized-smoothing inference (seed 002): each input repeated --batch times with noise, one forward each."""
+    _run_images("smooth", locals())
+
+
+data_app = typer.Typer(help="Write synthetic datasets to benchmark real input pipelines anywhere.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("images")
+def data_images(
+    path: Path = typer.Argument(..., help="Folder to write (class folders of JPEGs)."),
+    n: int = typer.Option(1000, "--n", help="Number of images."),
+    classes: int = typer.Option(10, "--classes", help="Number of class folders."),
+    seed: int = typer.Option(0, "--seed", help="Random seed (the same seed writes the same files)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Processes writing images (default: min(8, cores))."),
+) -> None:
+    """An ImageNet-like JPEG dataset: photo-like images around 500x375 pixels and ~100 KB each."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from dlbench.data.generate import generate
+
+    with Progress("writing JPEGs", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err) as bar:
+        task = bar.add_task("", total=n)
+        summary = generate(path, n, classes=classes, seed=seed, workers=workers,
+                           progress=lambda done, total: bar.update(task, completed=done))
+    err.print(f"wrote {summary['images']} images in {summary['classes']} classes to {path} "
+              f"({summary['bytes'] / 1e6:.1f} MB, {summary['mean_kb']:.0f} KB each on average)", highlight=False)
 
 
 @app.command()

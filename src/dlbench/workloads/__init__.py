@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 WORKLOADS = {
     "fwdbwd": "dlbench.workloads.fwdbwd",
+    "train": "dlbench.workloads.train",
+    "infer": "dlbench.workloads.infer",
+    "smooth": "dlbench.workloads.smooth",
 }
 
 
