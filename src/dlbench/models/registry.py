@@ -59,6 +59,13 @@ for _entry in (
     register(_entry)
 ALIASES = {"inception-v1": "googlenet", "inception_v1": "googlenet"}
 
+# Families whose names carry settings ('unet3d:f=16,d=3'): prefix -> entry builder.
+from dlbench.models import unet3d as _unet3d  # noqa: E402 - after MODELS so its entries can register
+
+FAMILIES: dict[str, Callable[[str], ModelEntry]] = {"unet3d": _unet3d.entry_for, "unet3d-aniso": _unet3d.entry_for}
+for _name in ("unet3d-aniso", "unet3d"):
+    register(_unet3d.entry_for(_name))
+
 
 @lru_cache(maxsize=None)
 def _torchvision_classifiers() -> tuple[str, ...]:
@@ -86,6 +93,8 @@ def resolve(name: str) -> ModelEntry:
         return MODELS[name]
     if name.startswith("timm:"):
         return _timm_entry(name)
+    if name.partition(":")[0] in FAMILIES:
+        return FAMILIES[name.partition(":")[0]](name)
     if name in _torchvision_classifiers():
         return ModelEntry(name, name, _tv(name))
     known = sorted(set(MODELS) | set(_torchvision_classifiers()))
