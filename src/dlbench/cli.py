@@ -150,10 +150,11 @@ def data_volume(
     """Write an EM-like volume (cells, membranes, texture, noise) with labels in the CREMI layout, slab by slab."""
     from rich.progress import BarColumn, Progress, TimeRemainingColumn
 
-    from dlbench.data.generate_volume import generate
+    from dlbench.data.generate_volume import check, generate
     from dlbench.spec import parse_shape
 
     size = parse_shape(shape)
+    check(path, size, format, parse_shape(chunks) if chunks else None, overwrite)
     with Progress("{task.description}", BarColumn(), "{task.completed}/{task.total} planes", TimeRemainingColumn(),
                   console=err) as bar:
         task = bar.add_task(f"writing {path}", total=size[0])

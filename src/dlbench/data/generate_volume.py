@@ -149,10 +149,9 @@ class _Writer:
             self.file.close()
 
 
-def generate(path: Path, shape: tuple[int, ...], fmt: str | None = None, *, chunks: tuple[int, ...] | None = None,
-             seed: int = 0, labels: bool = True, workers: int = 1, overwrite: bool = False,
-             progress: Progress | None = None) -> Path:
-    """Write the volume; slabs are one chunk thick, computed by `workers` threads, written in order."""
+def check(path: Path, shape: tuple[int, ...], fmt: str | None, chunks: tuple[int, ...] | None,
+          overwrite: bool) -> tuple[str, tuple[int, int, int]]:
+    """The format and chunks to use; a UserError for anything the user got wrong."""
     path = Path(path)
     fmt = fmt or {".h5": "hdf5", ".hdf5": "hdf5", ".zarr": "zarr", ".n5": "n5"}.get(path.suffix.lower(), "")
     if fmt not in FORMATS:
@@ -162,9 +161,18 @@ def generate(path: Path, shape: tuple[int, ...], fmt: str | None = None, *, chun
     chunks = tuple(chunks or default_chunks(shape))  # type: ignore[arg-type]
     if len(chunks) != 3:
         raise UserError("chunks must have 3 sizes (ZxYxX)")
+    if path.exists() and not overwrite:
+        raise UserError(f"{path} already exists: pass --overwrite to replace it")
+    return fmt, chunks  # type: ignore[return-value]
+
+
+def generate(path: Path, shape: tuple[int, ...], fmt: str | None = None, *, chunks: tuple[int, ...] | None = None,
+             seed: int = 0, labels: bool = True, workers: int = 1, overwrite: bool = False,
+             progress: Progress | None = None) -> Path:
+    """Write the volume; slabs are one chunk thick, computed by `workers` threads, written in order."""
+    path = Path(path)
+    fmt, chunks = check(path, shape, fmt, chunks, overwrite)
     if path.exists():
-        if not overwrite:
-            raise UserError(f"{path} already exists: pass --overwrite to replace it")
         shutil.rmtree(path) if path.is_dir() else path.unlink()
     fields = _Fields(shape, seed)  # type: ignore[arg-type]
     writer = _Writer(path, fmt, shape, chunks, labels)  # type: ignore[arg-type]

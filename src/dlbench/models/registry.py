@@ -91,12 +91,16 @@ MODEL_FILES = (".pt", ".pth", ".ts", ".pt2")  # TorchScript (torch.jit.save) or 
 
 def load_model_file(path: str) -> nn.Module:
     """A user's own model: a torch.export archive (.pt2) or a TorchScript file."""
+    import warnings
+
     import torch
 
     try:
         if path.endswith(".pt2"):
             return torch.export.load(path).module()
-        return torch.jit.load(path, map_location="cpu")
+        with warnings.catch_warnings():  # TorchScript is deprecated but still what many users have
+            warnings.simplefilter("ignore", FutureWarning)
+            return torch.jit.load(path, map_location="cpu")
     except Exception as error:  # noqa: BLE001 - any failure to load is the user's file
         raise UserError(f"cannot load model file {path}: {str(error).strip().splitlines()[0][:200]}") from None
 
