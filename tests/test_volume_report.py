@@ -31,3 +31,11 @@ def test_seed_001_prediction_tables():
 def test_multi_gpu_rows_are_labelled():
     text = render_markdown([volume_result(400.0, 5.0, world=4)])
     assert "|NVIDIA H200 (x4)|400.0|5.6|" in text
+
+
+def test_gpu_benchmarks_3d_suite_expands():
+    from dlbench import suites
+
+    suite = suites.load("gpu-benchmarks-3d")
+    assert {s.model for s in suite.specs} == {"unet3d", "unet3d-aniso"}
+    assert all(s.workload == "volume" and s.options["volume_shape"] == "200x3072x3072" for s in suite.specs)
