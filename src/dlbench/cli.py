@@ -114,7 +114,7 @@ def run_volume(
                                     "(8.1T: the seed's Platynereis volume)."),
     volume_shape: str = typer.Option("200x3072x3072", "--volume-shape", help="Size of the generated volume when "
                                      "no --input is given (the seed's padded CREMI volume, 1.9 gigavoxel)."),
-    readers: int = typer.Option(4, "--readers", help="Reader threads."),
+    readers: int = typer.Option(8, "--readers", help="Reader threads."),
     writers: int = typer.Option(4, "--writers", help="Writer threads."),
     queue: int = typer.Option(8, "--queue", help="Tiles in flight on each side of the GPU."),
     compile: bool = typer.Option(False, "--compile", help="torch.compile the model."),
