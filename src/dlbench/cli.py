@@ -233,6 +233,42 @@ def run_smooth(
     _run_images("smooth", locals())
 
 
+@run_app.command("volume")
+def run_volume(
+    input: Optional[str] = typer.Option(None, "--input", help="Volume to predict, PATH[:KEY] (.h5/.hdf5, .zarr, .n5; "
+                                        "key default volumes/raw). Default: generate --volume-shape on local disk."),
+    output: Optional[str] = typer.Option(None, "--output", help="Prediction, PATH[:KEY] (.zarr or .n5; key default "
+                                         "'prediction'). Default: a temporary output, deleted after the run."),
+    model: str = typer.Option("unet3d", "--model", help="Registry model (`dlbench models`; e.g. unet3d, unet3d-aniso, "
+                              "unet3d:f=16,d=3) or a TorchScript (.pt/.ts) or torch.export (.pt2) file."),
+    block: str = typer.Option("32x384x384", "--block", help="Output block ZxYxX (one output chunk each), or 'auto': "
+                              "the largest that fits the GPU."),
+    halo: str = typer.Option("16x64x64", "--halo", help="Context added on each side of a block (reflected at the border)."),
+    resume: bool = typer.Option(False, "--resume", help="Complete an interrupted output: skip blocks already written."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output."),
+    dtype: str = typer.Option("uint8", "--dtype", help="Output type: uint8 (probability x 255) or float16."),
+    extrapolate: str = typer.Option("8.1T", "--extrapolate", help="Report hours for a volume of this many voxels "
+                                    "(8.1T: the seed's Platynereis volume)."),
+    volume_shape: str = typer.Option("200x3072x3072", "--volume-shape", help="Size of the generated volume when "
+                                     "no --input is given (the seed's padded CREMI volume, 1.9 gigavoxel)."),
+    readers: int = typer.Option(8, "--readers", help="Reader threads."),
+    writers: int = typer.Option(4, "--writers", help="Writer threads."),
+    queue: int = typer.Option(8, "--queue", help="Tiles in flight on each side of the GPU."),
+    compile: bool = typer.Option(False, "--compile", help="torch.compile the model."),
+    precision: str = PrecisionOpt, channels_last: bool = typer.Option(False, "--channels-last", help="Channels-last-3d."),
+    device: str = DeviceOpt, gpus: int = GpusOpt,
+    warmup: int = typer.Option(2, "--warmup", help="Forward passes on the first tile before the measurement."),
+    seed: int = SeedOpt, db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
+) -> None:
+    """Blockwise prediction of a whole volume (seed 000/001): Mvox/s, time per phase, hours for --extrapolate."""
+    params = dict(locals())
+    from dlbench.workloads.volume import preflight
+
+    preflight({k: params[k] for k in ("input", "output", "block", "halo", "resume", "overwrite", "dtype", "extrapolate")})
+    params.update(batch=1, warmup_seconds=0.0, steps=1, min_seconds=0.0)
+    _run_one("volume", params)
+
+
 data_app = typer.Typer(help="Write synthetic datasets to benchmark real input pipelines anywhere.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 
@@ -256,6 +292,33 @@ def data_images(
                            progress=lambda done, total: bar.update(task, completed=done))
     err.print(f"wrote {summary['images']} images in {summary['classes']} classes to {path} "
               f"({summary['bytes'] / 1e6:.1f} MB, {summary['mean_kb']:.0f} KB each on average)", highlight=False)
+
+
+@data_app.command("volume")
+def data_volume(
+    path: Path = typer.Argument(..., help="File (.h5/.hdf5) or directory (.zarr, .n5) to write."),
+    shape: str = typer.Option("200x3072x3072", "--shape", help="Volume size ZxYxX (the seed's padded CREMI volume)."),
+    format: Optional[str] = typer.Option(None, "--format", help="hdf5, zarr or n5 (default: from the path's suffix)."),
+    chunks: Optional[str] = typer.Option(None, "--chunks", help="Chunk size ZxYxX (default 8x256x256)."),
+    labels: bool = typer.Option(True, "--labels/--no-labels", help="Also write volumes/labels/neuron_ids."),
+    seed: int = SeedOpt,
+    workers: int = typer.Option(4, "--workers", help="Threads computing slabs."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing volume."),
+) -> None:
+    """Write an EM-like volume (cells, membranes, texture, noise) with labels in the CREMI layout, slab by slab."""
+    from rich.progress import BarColumn, Progress, TimeRemainingColumn
+
+    from dlbench.data.generate_volume import check, generate
+    from dlbench.spec import parse_shape
+
+    size = parse_shape(shape)
+    check(path, size, format, parse_shape(chunks) if chunks else None, overwrite)
+    with Progress("{task.description}", BarColumn(), "{task.completed}/{task.total} planes", TimeRemainingColumn(),
+                  console=err) as bar:
+        task = bar.add_task(f"writing {path}", total=size[0])
+        generate(path, size, format, chunks=parse_shape(chunks) if chunks else None, seed=seed, labels=labels,
+                 workers=workers, overwrite=overwrite, progress=lambda done, total: bar.update(task, completed=done))
+    err.print(f"wrote {'x'.join(map(str, size))} volume to {path}", highlight=False)
 
 
 @app.command()

@@ -61,6 +61,9 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                     result = torchrun.run(spec, system, suite=suite, tag=tag)
                 else:
                     result = execute(spec, system, progress=progress, suite=suite, tag=tag)
+            except UserError:
+                bar.live.transient = True  # the error line alone, not a half-drawn bar above it
+                raise
             except KeyboardInterrupt:
                 store.add(Result(spec=spec.to_dict(), system=system, status="interrupted",
                                  suite=suite, tag=tag, finished=now()))

@@ -28,6 +28,7 @@ WORKLOADS = {
     "train": "dlbench.workloads.train",
     "infer": "dlbench.workloads.infer",
     "smooth": "dlbench.workloads.smooth",
+    "volume": "dlbench.workloads.volume",
 }
 
 
