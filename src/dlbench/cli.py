@@ -127,17 +127,18 @@ def _suite(name: str, *, device: str = "auto", db: Optional[Path] = None, tag: O
            list_only: bool = False, resume: bool = False, run_id: Optional[str] = None,
            timeout: Optional[float] = None, slurm: Optional[str] = None,
            slurm_dir: Path = Path("dlbench-slurm"), wait: bool = True) -> None:
-    from dlbench import suites
     from dlbench.launch import slurm as slurm_launch
-    from dlbench.launch import suiterun
-    from dlbench.results.store import Store, default_path
-    from dlbench.system.info import fingerprint
 
     if timeout is not None and timeout <= 0:
         raise UserError(f"--timeout must be a positive number of seconds, got {timeout:g}")
     options = slurm_launch.parse_options(slurm) if slurm is not None else None
     if options is not None:
-        slurm_launch.check(options)
+        slurm_launch.check(options)  # before anything slow or anything written
+
+    from dlbench import suites
+    from dlbench.launch import suiterun
+    from dlbench.results.store import Store, default_path
+    from dlbench.system.info import fingerprint
     loaded = suites.load(name, {"device": device} if device != "auto" else None)
     host = fingerprint()["host"]
     if list_only:
