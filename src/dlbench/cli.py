@@ -22,6 +22,7 @@ app = typer.Typer(
 out = Console()
 err = Console(stderr=True)
 
+DEFAULT_TIMEOUT_S = 3600.0  # per benchmark, when neither the spec nor its suite sets one
 DbOption = typer.Option(None, "--db", help="Result store (SQLite). Default: $DLBENCH_DB or ./dlbench.db.")
 TagOption = typer.Option(None, "--tag", help="Free text stored with every result, to find runs later.")
 
@@ -115,10 +116,8 @@ def suite(
 ) -> None:
     """Run a suite of benchmarks, each in its own process; store every result and print the report.
 
-    A crash, out-of-memory error or hang of one benchmark is stored (error, oom, timeout) and the
-    suite goes on. Ctrl-C stores the running benchmark as interrupted and stops (press it again
-    to stop at once); `--resume` then runs only what is missing.
-    """
+    A crash, out-of-memory error or hang of one benchmark is stored (error, oom, timeout) and the suite goes on. Ctrl-C stores the running benchmark as interrupted and stops (press it again to stop at once); `--resume` then runs only what is missing.
+    """  # noqa: E501 - one paragraph, or --help breaks it where the source does
     _suite(name, device=device, db=db, tag=tag, list_only=list_only, resume=resume, run_id=run_id,
            timeout=timeout, slurm=slurm, slurm_dir=slurm_dir, wait=wait)
 
@@ -136,41 +135,58 @@ def _suite(name: str, *, device: str = "auto", db: Optional[Path] = None, tag: O
         slurm_launch.check(options)  # before anything slow or anything written
 
     from dlbench import suites
-    from dlbench.launch import suiterun
-    from dlbench.results.store import Store, default_path
     from dlbench.system.info import fingerprint
+
     loaded = suites.load(name, {"device": device} if device != "auto" else None)
     host = fingerprint()["host"]
     if list_only:
-        path = Path(db) if db else default_path()
-        store = Store(path) if path.exists() else None  # listing never creates a store
-        try:
-            plan = suiterun.make_plan(loaded, store, host, resume=resume, run=run_id)
-        finally:
-            if store is not None:
-                store.close()
-        _print_plan(plan)
+        _list_suite(loaded, db, host, resume=resume, run_id=run_id, default_timeout=timeout or DEFAULT_TIMEOUT_S)
         return
-    specs = loaded.specs if options is not None else _runnable(loaded.specs)
-    loaded.specs = specs
-    default_timeout = timeout or suiterun.DEFAULT_TIMEOUT_S
+    if options is None:
+        loaded.specs = _runnable(loaded.specs)  # compute nodes, not this machine, decide under --slurm
+    default_timeout = timeout or DEFAULT_TIMEOUT_S
     with _store(db) as store:
+        from dlbench.launch import suiterun
+
         plan = suiterun.make_plan(loaded, store, host, resume=resume, run=run_id)
         _announce(plan)
         if options is not None:
             _submit(plan, store, options, slurm_dir, tag=tag, default_timeout=default_timeout, wait=wait)
-            return
-        try:
-            outcome = suiterun.run_suite(plan, store, fingerprint(), tag=tag, default_timeout=default_timeout,
-                                         console=err, describe=_describe)
-        except KeyboardInterrupt:
-            err.print(f"stopped at once; `dlbench suite {name} --resume` runs what is missing", highlight=False)
-            raise typer.Exit(130)
-        if outcome.interrupted:
-            err.print(f"{outcome.interrupted}: stopped; the running benchmark is stored as interrupted. "
-                      f"`dlbench suite {name} --resume` runs what is missing", highlight=False, markup=False)
-            raise typer.Exit(130)
-        _finish(store, plan)
+        else:
+            _run_here(plan, store, name, tag=tag, default_timeout=default_timeout)
+
+
+def _list_suite(loaded, db: Optional[Path], host: str, *, resume: bool, run_id: Optional[str],
+                default_timeout: float) -> None:
+    from dlbench.launch import suiterun
+    from dlbench.results.store import Store, default_path
+
+    path = Path(db) if db else default_path()
+    store = Store(path) if path.exists() else None  # listing never creates a store
+    try:
+        plan = suiterun.make_plan(loaded, store, host, resume=resume, run=run_id)
+    finally:
+        if store is not None:
+            store.close()
+    _print_plan(plan, default_timeout)
+
+
+def _run_here(plan, store, name: str, *, tag: Optional[str], default_timeout: float) -> None:
+    from dlbench.launch import suiterun
+    from dlbench.system.info import fingerprint
+
+    hint = f"`dlbench suite {name} --resume` runs what is missing"
+    try:
+        outcome = suiterun.run_suite(plan, store, fingerprint(), tag=tag, default_timeout=default_timeout,
+                                     console=err, describe=_describe)
+    except KeyboardInterrupt:
+        err.print(f"stopped at once; {hint}", highlight=False, markup=False)
+        raise typer.Exit(130)
+    if outcome.interrupted:
+        err.print(f"{outcome.interrupted}: stopped; the running benchmark is stored as interrupted. {hint}",
+                  highlight=False, markup=False)
+        raise typer.Exit(130)
+    _finish(store, plan)
 
 
 def _runnable(specs: list) -> list:
@@ -191,13 +207,13 @@ def _runnable(specs: list) -> list:
     return kept
 
 
-def _print_plan(plan) -> None:
+def _print_plan(plan, default_timeout: float) -> None:
     from dlbench.suites import title
     from dlbench.suites.estimate import format_seconds
 
     table = Table("#", "benchmark", "timeout", "estimate", "from", box=None)
     for index, (spec, guess) in enumerate(zip(plan.todo, plan.estimates), 1):
-        limit = format_seconds(spec.timeout) if spec.timeout else "default"
+        limit = format_seconds(spec.timeout) if spec.timeout else f"{format_seconds(default_timeout)} (default)"
         table.add_row(str(index), Text(title(spec)), limit, format_seconds(guess.seconds), guess.source)
     out.print(table)
     measured = sum(1 for e in plan.estimates if e.measured)

@@ -24,8 +24,6 @@ from dlbench.spec import BenchmarkSpec
 from dlbench.suites import Suite, spec_key
 from dlbench.suites.estimate import Estimate, estimate, history
 
-DEFAULT_TIMEOUT_S = 3600.0
-
 
 @dataclass
 class Plan:
