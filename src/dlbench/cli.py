@@ -22,6 +22,7 @@ app = typer.Typer(
 out = Console()
 err = Console(stderr=True)
 
+DEFAULT_TIMEOUT_S = 3600.0  # per benchmark, when neither the spec nor its suite sets one
 DbOption = typer.Option(None, "--db", help="Result store (SQLite). Default: $DLBENCH_DB or ./dlbench.db.")
 TagOption = typer.Option(None, "--tag", help="Free text stored with every result, to find runs later.")
 
@@ -42,7 +43,7 @@ def _print_result(result) -> None:
 @app.callback(invoke_without_command=True)
 def _default(ctx: typer.Context, db: Optional[Path] = DbOption) -> None:
     if ctx.invoked_subcommand is None:
-        suite(name="quick", device="auto", db=db, tag=None, list_only=False)
+        _suite("quick", db=db)
 
 
 run_app = typer.Typer(help="Run one benchmark and store its result.", no_args_is_help=True)
@@ -323,24 +324,185 @@ def data_volume(
 
 @app.command()
 def suite(
-    name: str = typer.Argument("quick", help="Built-in suite name (quick, cnn-benchmarks) or a suite YAML file."),
+    name: str = typer.Argument("quick", help="Built-in suite name (quick, cnn-benchmarks, ...) or a suite YAML file."),
     device: str = typer.Option("auto", help="Run every spec on this device: auto, cpu, cuda or cuda:N."),
     db: Optional[Path] = DbOption,
     tag: Optional[str] = TagOption,
-    list_only: bool = typer.Option(False, "--list", help="Show the expanded specs and exit."),
+    list_only: bool = typer.Option(False, "--list", help="Show the expanded specs with an estimate of the time, and exit."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the newest run of this suite on this machine "
+                                "(or --run ID): skip specs that already have an ok result in it."),
+    run_id: Optional[str] = typer.Option(None, "--run", help="Suite-run id (default: a new one; with --resume: the newest)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a benchmark is stopped and stored "
+                                            "as timeout, when neither it nor its suite sets one (default 3600)."),
+    slurm: Optional[str] = typer.Option(None, "--slurm", help="Submit one SLURM job per spec with submitit: "
+                                        "partition=P,gpus=N,time=MIN[,cpus=N,mem=64G,account=A,qos=Q,constraint=C]; "
+                                        "cluster=local runs the jobs on this machine."),
+    slurm_dir: Path = typer.Option(Path("dlbench-slurm"), "--slurm-dir", help="Folder on the shared file system for "
+                                   "job logs and record files (one subfolder per suite run)."),
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="With --slurm: wait for the jobs and merge their records "
+                              "into the store (else merge later with `dlbench import DIR`)."),
 ) -> None:
-    """Run a suite of benchmarks, store every result and print the report."""
+    """Run a suite of benchmarks, each in its own process; store every result and print the report.
+
+    A crash, out-of-memory error or hang of one benchmark is stored (error, oom, timeout) and the suite goes on. Ctrl-C stores the running benchmark as interrupted and stops (press it again to stop at once); `--resume` then runs only what is missing.
+    """  # noqa: E501 - one paragraph, or --help breaks it where the source does
+    _suite(name, device=device, db=db, tag=tag, list_only=list_only, resume=resume, run_id=run_id,
+           timeout=timeout, slurm=slurm, slurm_dir=slurm_dir, wait=wait)
+
+
+def _suite(name: str, *, device: str = "auto", db: Optional[Path] = None, tag: Optional[str] = None,
+           list_only: bool = False, resume: bool = False, run_id: Optional[str] = None,
+           timeout: Optional[float] = None, slurm: Optional[str] = None,
+           slurm_dir: Path = Path("dlbench-slurm"), wait: bool = True) -> None:
+    from dlbench.launch import slurm as slurm_launch
+
+    if timeout is not None and timeout <= 0:
+        raise UserError(f"--timeout must be a positive number of seconds, got {timeout:g}")
+    options = slurm_launch.parse_options(slurm) if slurm is not None else None
+    if options is not None:
+        slurm_launch.check(options)  # before anything slow or anything written
+
     from dlbench import suites
-    from dlbench.launch.inprocess import run_specs
+    from dlbench.system.info import fingerprint
 
     loaded = suites.load(name, {"device": device} if device != "auto" else None)
+    host = fingerprint()["host"]
     if list_only:
-        for spec in loaded.specs:
-            out.print(spec.label(), highlight=False)
+        _list_suite(loaded, db, host, resume=resume, run_id=run_id, default_timeout=timeout or DEFAULT_TIMEOUT_S)
         return
+    if options is None:
+        loaded.specs = _runnable(loaded.specs)  # compute nodes, not this machine, decide under --slurm
+    default_timeout = timeout or DEFAULT_TIMEOUT_S
     with _store(db) as store:
-        run_specs(loaded.specs, store, suite=loaded.name, tag=tag, console=err, on_result=_print_result)
-        out.print(_report_text(store, loaded.name), highlight=False, markup=False)
+        from dlbench.launch import suiterun
+
+        plan = suiterun.make_plan(loaded, store, host, resume=resume, run=run_id)
+        _announce(plan)
+        if options is not None:
+            _submit(plan, store, options, slurm_dir, tag=tag, default_timeout=default_timeout, wait=wait)
+        else:
+            _run_here(plan, store, name, tag=tag, default_timeout=default_timeout)
+
+
+def _list_suite(loaded, db: Optional[Path], host: str, *, resume: bool, run_id: Optional[str],
+                default_timeout: float) -> None:
+    from dlbench.launch import suiterun
+    from dlbench.results.store import Store, default_path
+
+    path = Path(db) if db else default_path()
+    store = Store(path) if path.exists() else None  # listing never creates a store
+    try:
+        plan = suiterun.make_plan(loaded, store, host, resume=resume, run=run_id)
+    finally:
+        if store is not None:
+            store.close()
+    _print_plan(plan, default_timeout)
+
+
+def _run_here(plan, store, name: str, *, tag: Optional[str], default_timeout: float) -> None:
+    from dlbench.launch import suiterun
+    from dlbench.system.info import fingerprint
+
+    hint = f"`dlbench suite {name} --resume` runs what is missing"
+    try:
+        outcome = suiterun.run_suite(plan, store, fingerprint(), tag=tag, default_timeout=default_timeout,
+                                     console=err, describe=_describe)
+    except KeyboardInterrupt:
+        err.print(f"stopped at once; {hint}", highlight=False, markup=False)
+        raise typer.Exit(130)
+    if outcome.interrupted:
+        err.print(f"{outcome.interrupted}: stopped; the running benchmark is stored as interrupted. {hint}",
+                  highlight=False, markup=False)
+        raise typer.Exit(130)
+    _finish(store, plan)
+
+
+def _runnable(specs: list) -> list:
+    """Specs this machine can run; a device it lacks is a user error, too few GPUs skips the spec."""
+    import torch
+
+    from dlbench.suites import title
+    from dlbench.workloads.runtime import resolve_device
+
+    kept = []
+    for spec in specs:
+        device = resolve_device(spec.device)
+        visible = torch.cuda.device_count() if device.type == "cuda" else None
+        if visible is not None and spec.gpus > visible:
+            err.print(f"skipped {title(spec)}: needs {spec.gpus} GPUs, {visible} visible", highlight=False, markup=False)
+            continue
+        kept.append(spec)
+    return kept
+
+
+def _print_plan(plan, default_timeout: float) -> None:
+    from dlbench.suites import title
+    from dlbench.suites.estimate import format_seconds
+
+    table = Table("#", "benchmark", "timeout", "estimate", "from", box=None)
+    for index, (spec, guess) in enumerate(zip(plan.todo, plan.estimates), 1):
+        limit = format_seconds(spec.timeout) if spec.timeout else f"{format_seconds(default_timeout)} (default)"
+        table.add_row(str(index), Text(title(spec)), limit, format_seconds(guess.seconds), guess.source)
+    out.print(table)
+    measured = sum(1 for e in plan.estimates if e.measured)
+    total = format_seconds(sum(e.seconds for e in plan.estimates))
+    done = f", {len(plan.done)} already done in run {plan.run}" if plan.resumed else ""
+    out.print(f"{len(plan.todo)} benchmarks{done}: about {total} "
+              f"({measured} from earlier runs on this machine, {len(plan.todo) - measured} guessed)", highlight=False)
+
+
+def _announce(plan) -> None:
+    from dlbench.suites.estimate import format_seconds
+
+    total = format_seconds(sum(e.seconds for e in plan.estimates))
+    skipped = f", {len(plan.done)} already done" if plan.resumed else ""
+    err.print(f"suite {plan.suite.name}, run {plan.run}: {len(plan.todo)} to run{skipped}, about {total}",
+              highlight=False, markup=False)
+
+
+def _describe(result) -> str:
+    from dlbench.workloads import describe
+
+    return describe(result)
+
+
+def _finish(store, plan) -> None:
+    """The report of this suite run, a count by status, and exit 1 when something failed."""
+    from collections import Counter
+
+    from dlbench.report import render_markdown
+    from dlbench.suites import spec_key
+
+    mine = [r for r in store.results(suite=plan.suite.name) if r.run == plan.run]
+    out.print(render_markdown([r for r in mine if r.status == "ok"]), highlight=False, markup=False)
+    latest = {spec_key(r.spec): r.status for r in mine}  # oldest first: the newest result of each spec wins
+    counts = Counter(latest.values())
+    err.print("results of run " + plan.run + ": " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
+              highlight=False, markup=False)
+    if counts.get("error") or counts.get("timeout"):
+        raise typer.Exit(1)
+
+
+def _submit(plan, store, options, folder: Path, *, tag, default_timeout: float, wait: bool) -> None:
+    from dlbench.launch import slurm
+
+    folder = Path(folder) / plan.run
+    submitted = slurm.submit(plan.todo, options, folder, suite=plan.suite.name, run=plan.run, tag=tag,
+                             timeout=lambda spec: spec.timeout or default_timeout)
+    err.print(f"submitted {len(submitted)} jobs; records go to {slurm.records_dir(folder)}", highlight=False, markup=False)
+    if not wait:
+        err.print(f"merge them later with: dlbench import {folder}", highlight=False, markup=False)
+        return
+    poll = 1.0 if options.get("cluster") == "local" else 10.0
+    try:
+        slurm.wait(submitted, folder, store, suite=plan.suite.name, run=plan.run, tag=tag, poll_s=poll,
+                   on_result=_print_result)
+    except KeyboardInterrupt:
+        added = slurm.merge(folder, store)
+        err.print(f"stopped waiting ({added} records merged); the jobs keep running. "
+                  f"Merge the rest with: dlbench import {folder}", highlight=False, markup=False)
+        raise typer.Exit(130)
+    _finish(store, plan)
 
 
 def _report_text(store, suite_name: Optional[str]) -> str:
@@ -468,12 +630,16 @@ def export_(
 
 
 @app.command("import")
-def import_(files: list[Path] = typer.Argument(..., help="JSON-lines files written by `dlbench export`."),
+def import_(files: list[Path] = typer.Argument(..., help="JSON-lines files written by `dlbench export`, or folders "
+                                              "of record files (e.g. a `--slurm` run's folder)."),
             db: Optional[Path] = DbOption) -> None:
     """Merge results exported on other machines; results already stored are skipped."""
     from dlbench.results import exchange
 
-    records = [r for path in files for r in exchange.read_jsonl(path)]  # all files checked before writing
+    paths = [p for path in files for p in (sorted(path.rglob("*.jsonl")) if path.is_dir() else [path])]
+    if not paths:
+        raise UserError(f"no record files (*.jsonl) in {', '.join(map(str, files))}")
+    records = [r for path in paths for r in exchange.read_jsonl(path)]  # all files checked before writing
     with _store(db) as store:
         added = store.add_many(records)
     err.print(f"imported {added} new results ({len(records) - added} already stored)")
@@ -542,7 +708,10 @@ def doctor(
 
 
 def main() -> None:
+    from dlbench import plugins
+
     try:
+        plugins.load()
         app()
     except UserError as error:
         err.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
