@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 WORKLOADS = {
     "fwdbwd": "dlbench.workloads.fwdbwd",
+    "converge": "dlbench.workloads.converge",
 }
 
 

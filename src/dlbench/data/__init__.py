@@ -1,0 +1,1 @@
+"""Data: readers, generators and metrics for the workloads' data sets."""
