@@ -92,13 +92,21 @@ def arrays(n: int, size: int, seed: int = 0, cell: float | None = None, device: 
     return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
 
 
-def check(n: int, size: int, format: str) -> None:
+def check(root: str | Path, n: int, size: int, format: str, overwrite: bool = False) -> None:
+    """Every reason `write` would refuse, before anything is written."""
     if n < 1:
         raise UserError(f"--n must be at least 1, got {n}")
     if size < 16:
         raise UserError(f"--size must be at least 16 pixels, got {size}")
     if format not in FORMATS:
         raise UserError(f"unknown image format {format!r}; choose tif or png")
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise UserError(f"{root} exists and is not a folder")
+    for sub in ("images", "masks"):
+        folder = root / sub
+        if folder.is_dir() and any(folder.iterdir()) and not overwrite:
+            raise UserError(f"{folder} is not empty; give --overwrite to replace the set, or another path")
 
 
 def write(root: str | Path, n: int = 30, size: int = 512, format: str = "tif", seed: int = 0,
@@ -107,14 +115,8 @@ def write(root: str | Path, n: int = 30, size: int = 512, format: str = "tif", s
     """Write `root/images/seg_NNN.EXT` and `root/masks/seg_NNN.EXT`; refuses to mix with an existing set."""
     from PIL import Image
 
-    check(n, size, format)
+    check(root, n, size, format, overwrite)
     root = Path(root)
-    if root.exists() and not root.is_dir():
-        raise UserError(f"{root} exists and is not a folder")
-    for sub in ("images", "masks"):
-        folder = root / sub
-        if folder.is_dir() and any(folder.iterdir()) and not overwrite:
-            raise UserError(f"{folder} is not empty; give --overwrite to replace the set, or another path")
     suffix = FORMATS[format]
     for sub in ("images", "masks"):
         (root / sub).mkdir(parents=True, exist_ok=True)

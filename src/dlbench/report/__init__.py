@@ -11,7 +11,7 @@ import importlib
 from dlbench.report.tables import Table, markdown
 from dlbench.results.record import Result
 
-SECTIONS = ["dlbench.report.cnn"]
+SECTIONS = ["dlbench.report.cnn", "dlbench.report.medical"]
 
 
 def tables(results: list[Result]) -> list[Table]:
