@@ -118,12 +118,18 @@ def run_converge(
     db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
 ) -> None:
     """Train to a DICE target with k-fold cross-validation: time to train, DICE per fold (seed 003)."""
-    if data is not None:
-        from dlbench.data import segmentation
-
-        segmentation.load(data)  # every problem with the folder stops here, before anything runs
-        data = str(data.resolve())
+    data = _checked_seg_data(data)
     _run_one("converge", locals())
+
+
+def _checked_seg_data(path: Optional[Path]) -> Optional[str]:
+    """Read the whole set once so every problem with it stops here, before anything runs."""
+    if path is None:
+        return None
+    from dlbench.data import segmentation
+
+    segmentation.load(path)
+    return str(path.resolve())
 
 
 data_app = typer.Typer(help="Generate synthetic data sets.", no_args_is_help=True)

@@ -144,9 +144,10 @@ def geometry(model: nn.Module, entry: registry.ModelEntry, spec, size: tuple[int
 def _output_for_input(model: nn.Module, spec, size: int) -> int:
     out = model.output_size(size) if hasattr(model, "output_size") else size
     if out is None:
-        near = model.output_size_at_most(size)
+        below = model.output_size_at_most(size - 2 * model.margin)
+        above = below + 2 ** (model.levels - 1)
         raise UserError(f"input size {size} does not fit {spec.model} (unpadded convolutions and pooling); "
-                        f"use {model.input_size(near)} (output {near}) or {model.input_size(near + 2 ** (model.levels - 1))}")
+                        f"use {model.input_size(below)} (output {below}) or {model.input_size(above)} (output {above})")
     return out
 
 
