@@ -151,11 +151,12 @@ def data_seg(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     from dlbench.data import generate_seg
+    from dlbench.workloads.runtime import resolve_device
 
     generate_seg.check(path, n, size, format, overwrite)
     with Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err) as bar:
         task = bar.add_task(f"writing {path}", total=n)
-        generate_seg.write(path, n, size, format, seed, overwrite=overwrite,
+        generate_seg.write(path, n, size, format, seed, overwrite=overwrite, device=resolve_device("auto"),
                            progress=lambda done, total: bar.update(task, completed=done))
     err.print(f"wrote {n} images and masks of {size}x{size} to {path}/images and {path}/masks", highlight=False)
 

@@ -111,8 +111,11 @@ def check(root: str | Path, n: int, size: int, format: str, overwrite: bool = Fa
 
 def write(root: str | Path, n: int = 30, size: int = 512, format: str = "tif", seed: int = 0,
           cell: float | None = None, overwrite: bool = False,
-          progress: Callable[[int, int], None] = lambda done, total: None) -> Path:
-    """Write `root/images/seg_NNN.EXT` and `root/masks/seg_NNN.EXT`; refuses to mix with an existing set."""
+          progress: Callable[[int, int], None] = lambda done, total: None, device: torch.device | None = None) -> Path:
+    """Write `root/images/seg_NNN.EXT` and `root/masks/seg_NNN.EXT`; refuses to mix with an existing set.
+
+    `device` only speeds up the nearest-point search; the set is the same on any device.
+    """
     from PIL import Image
 
     check(root, n, size, format, overwrite)
@@ -125,7 +128,7 @@ def write(root: str | Path, n: int = 30, size: int = 512, format: str = "tif", s
                 if old.is_file() and old.suffix.lower() in (".tif", ".tiff", ".png"):
                     old.unlink()
     for i in range(n):
-        image, mask = sample(size, seed * 100_003 + i, cell)
+        image, mask = sample(size, seed * 100_003 + i, cell, device)
         name = f"seg_{i:03d}{suffix}"
         Image.fromarray(image).save(root / "images" / name)
         Image.fromarray(mask).save(root / "masks" / name)
