@@ -270,6 +270,45 @@ def run_volume(
     _run_one("volume", params)
 
 
+@run_app.command("converge")
+def run_converge(
+    model: str = typer.Option("unet2d", "--model", help="Segmentation model: unet2d (padded) or unet2d-medical (original, 572 -> 388)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Folder with images/ and masks/ (`dlbench data seg`). "
+                                        "Default: a generated EM-like set in memory."),
+    target_dice: float = typer.Option(0.89, "--target-dice", help="Stop a fold when the validation DICE reaches this (0 < t <= 1)."),
+    folds: int = typer.Option(5, "--folds", help="k of k-fold cross-validation."),
+    fold_limit: Optional[int] = typer.Option(None, "--fold-limit", help="Run only the first N folds."),
+    eval_every: int = typer.Option(100, "--eval-every", help="Evaluate the validation DICE every E steps."),
+    max_steps: int = typer.Option(4000, "--max-steps", help="Step budget per fold."),
+    max_seconds: Optional[float] = typer.Option(None, "--max-seconds", help="Time budget per fold (checked at each evaluation)."),
+    lr: float = typer.Option(3e-4, "--lr", help="Adam learning rate."),
+    features: Optional[int] = typer.Option(None, "--features", help="Filters of the U-Net's first level (default 64)."),
+    augment: bool = typer.Option(True, "--augment/--no-augment", help="Random flips and rotations of the training crops."),
+    synthetic_n: int = typer.Option(30, "--synthetic-n", help="Images in the generated set (without --data)."),
+    synthetic_size: int = typer.Option(512, "--synthetic-size", help="Their size in pixels (without --data)."),
+    batch: int = typer.Option(8, "--batch", help="Batch size per GPU."),
+    input_shape: Optional[str] = typer.Option(None, "--input-shape", help="Training input, e.g. 1x572x572 (default: the "
+                                              "model's for unet2d-medical, the whole image for unet2d)."),
+    precision: str = typer.Option("fp32", "--precision", help="fp32, tf32, fp16 (autocast + gradient scaler) or bf16 (autocast)."),
+    channels_last: bool = ChannelsLastOpt, device: str = DeviceOpt, seed: int = SeedOpt,
+    gpus: int = typer.Option(1, "--gpus", help="Processes, one per GPU (torchrun; DistributedDataParallel)."),
+    db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
+) -> None:
+    """Train to a DICE target with k-fold cross-validation: time to train, DICE per fold (seed 003)."""
+    data = _checked_seg_data(data)
+    _run_one("converge", locals())
+
+
+def _checked_seg_data(path: Optional[Path]) -> Optional[str]:
+    """Read the whole set once so every problem with it stops here, before anything runs."""
+    if path is None:
+        return None
+    from dlbench.data import segmentation
+
+    segmentation.load(path)
+    return str(path.resolve())
+
+
 data_app = typer.Typer(help="Write synthetic datasets to benchmark real input pipelines anywhere.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 
@@ -320,6 +359,31 @@ def data_volume(
         generate(path, size, format, chunks=parse_shape(chunks) if chunks else None, seed=seed, labels=labels,
                  workers=workers, overwrite=overwrite, progress=lambda done, total: bar.update(task, completed=done))
     err.print(f"wrote {'x'.join(map(str, size))} volume to {path}", highlight=False)
+
+
+@data_app.command("seg")
+def data_seg(
+    path: Path = typer.Argument(..., help="Folder to write: PATH/images and PATH/masks."),
+    n: int = typer.Option(30, "--n", help="Number of image/mask pairs (the seed's ISBI set has 30)."),
+    size: int = typer.Option(512, "--size", help="Width and height in pixels."),
+    format: str = typer.Option("tif", "--format", help="tif or png."),
+    seed: int = SeedOpt,
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing set in PATH."),
+) -> None:
+    """Write an EM-membrane-like 2D segmentation set: cells, membranes, organelles, texture, blur, noise.
+
+    Masks are 255 inside cells and 0 on membranes (the ISBI 2012 convention)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from dlbench.data import generate_seg
+    from dlbench.workloads.runtime import resolve_device
+
+    generate_seg.check(path, n, size, format, overwrite)
+    with Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err) as bar:
+        task = bar.add_task(f"writing {path}", total=n)
+        generate_seg.write(path, n, size, format, seed, overwrite=overwrite, device=resolve_device("auto"),
+                           progress=lambda done, total: bar.update(task, completed=done))
+    err.print(f"wrote {n} images and masks of {size}x{size} to {path}/images and {path}/masks", highlight=False)
 
 
 @app.command()

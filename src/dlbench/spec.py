@@ -50,6 +50,15 @@ def workload_options(workload: str) -> dict[str, Any]:
     return importlib.import_module(_workloads()[workload]).OPTIONS
 
 
+def check_workload_options(workload: str, options: dict[str, Any]) -> None:
+    """A workload module may define `check_options(options)` to reject bad values early (UserError)."""
+    import importlib
+
+    check = getattr(importlib.import_module(_workloads()[workload]), "check_options", None)
+    if check is not None:
+        check(options)
+
+
 @dataclass(frozen=True)
 class BenchmarkSpec:
     workload: str
@@ -97,6 +106,7 @@ class BenchmarkSpec:
         for key in self.options:
             if key not in known_options:
                 raise UserError(f"workload {self.workload!r} has no option {key!r}{suggest(key, list(known_options))}")
+        check_workload_options(self.workload, self.options)
         for name in ("warmup", "steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "steps" else 0):

@@ -1,5 +1,5 @@
 """Data for the workloads: image sources here; volumes (HDF5, zarr, N5), their generator,
-augmentation, targets, patches and blocking in their own modules.
+augmentation, targets, patches and blocking, and 2D segmentation sets in their own modules.
 
 Data sources for the workloads. `make_loader` is the one entry point: it reads the spec's
 `data` option and returns an endless iterable of (inputs, targets) batches.

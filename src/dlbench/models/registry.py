@@ -66,6 +66,11 @@ FAMILIES: dict[str, Callable[[str], ModelEntry]] = {"unet3d": _unet3d.entry_for,
 for _name in ("unet3d-aniso", "unet3d"):
     register(_unet3d.entry_for(_name))
 
+from dlbench.models import unet2d as _unet2d  # noqa: E402 - registers after the registry exists
+
+register(ModelEntry("unet2d-medical", "U-Net (original)", _unet2d.unet2d_medical, (1, 572, 572), "segment"))
+register(ModelEntry("unet2d", "U-Net (padded)", _unet2d.unet2d, (1, 512, 512), "segment"))
+
 
 @lru_cache(maxsize=None)
 def _torchvision_classifiers() -> tuple[str, ...]:

@@ -29,6 +29,7 @@ WORKLOADS = {
     "infer": "dlbench.workloads.infer",
     "smooth": "dlbench.workloads.smooth",
     "volume": "dlbench.workloads.volume",
+    "converge": "dlbench.workloads.converge",
 }
 
 

@@ -1,0 +1,418 @@
+"""converge: time to a DICE target with k-fold cross-validation (seed 003's accuracy table).
+
+For each fold a fresh U-Net trains (Adam; cross-entropy + soft DICE loss) on random crops of
+the training images, flipped and rotated, and is evaluated on the whole validation images
+every `eval_every` steps. A fold stops when the DICE reaches `target_dice` or at its step
+(or time) budget. DICE is the mean over the two classes (cell, membrane) of 2|P n T| / (|P| + |T|),
+pooled over all validation pixels.
+
+Timing: the host clock, read after a synchronize at each evaluation. Time to target is a
+fold's wall time from its first step to the end of the evaluation that reached the target,
+evaluations and the first steps' compilation/autotuning included (what a user waits for).
+Throughput is training images / training time: evaluations excluded, every step included.
+
+The images live on the device for the whole run, so the figures measure training, not disk
+reads. With several processes (torchrun, `gpus` > 1) each trains on its own batches through
+DistributedDataParallel (batch is per GPU) and evaluates a share of the validation images.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from dlbench.data import segmentation
+from dlbench.errors import UserError
+from dlbench.measure.loop import Progress, synchronize
+from dlbench.models import registry
+
+OPTIONS: dict[str, Any] = {
+    "data": None,  # folder with images/ and masks/; None: a generated EM-like set in memory
+    "synthetic_n": 30,  # images in the generated set (the seed's ISBI set has 30)
+    "synthetic_size": 512,  # their width and height
+    "target_dice": 0.89,
+    "folds": 5,
+    "fold_limit": None,  # run only the first N folds
+    "eval_every": 100,
+    "max_steps": 4000,  # step budget per fold
+    "max_seconds": None,  # time budget per fold, checked at each evaluation
+    "lr": 3e-4,
+    "features": None,  # filters of the first level (None: the model's own, 64)
+    "augment": True,
+}
+
+THROUGHPUT_METHOD = ("training images (batch x steps x GPUs) / training seconds; evaluations excluded; "
+                     "host clock after a synchronize at each evaluation")
+
+
+def _number(options: dict, name: str, low: float, integer: bool, allow_none: bool = False) -> None:
+    value = options.get(name, OPTIONS[name])
+    if value is None and allow_none:
+        return
+    kind_ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not kind_ok or value < low:
+        what = "an integer" if integer else "a number"
+        raise UserError(f"{name.replace('_', '-')} must be {what} >= {low}, got {value!r}")
+
+
+def check_options(options: dict) -> None:
+    """Checks that need no data: called when the spec is built, so mistakes stop before any run."""
+    target = options.get("target_dice", OPTIONS["target_dice"])
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target <= 1:
+        raise UserError(f"target-dice must lie in (0, 1], got {target!r}")
+    _number(options, "folds", 2, True)
+    _number(options, "fold_limit", 1, True, allow_none=True)
+    for name in ("eval_every", "max_steps", "synthetic_n"):
+        _number(options, name, 1, True)
+    _number(options, "synthetic_size", 16, True)
+    _number(options, "features", 1, True, allow_none=True)
+    _number(options, "max_seconds", 1e-9, False, allow_none=True)
+    _number(options, "lr", 1e-12, False)
+    data = options.get("data")
+    if data is not None:
+        segmentation.pairs(data)  # folder layout and image/mask pairing; contents are read at run time
+
+
+# ---------------------------------------------------------------- data on the device
+
+
+@dataclass
+class Geometry:
+    margin: int  # context the network consumes on each side (0 for padded nets)
+    crop: tuple[int, int]  # training crop, output pixels
+    eval_size: tuple[int, int]  # evaluated window, output pixels (the image, or its centre)
+
+
+@dataclass
+class DeviceData:
+    images: torch.Tensor  # (N, 1, H + 2m, W + 2m), reflect-padded by the margin
+    masks: torch.Tensor  # (N, H, W) class indices
+    margin: int
+    source: str
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return tuple(self.masks.shape[-2:])
+
+
+def load_data(options: dict, seed: int, device: torch.device) -> segmentation.SegmentationSet:
+    if options.get("data"):
+        return segmentation.load(options["data"])
+    from dlbench.data import generate_seg
+
+    n, size = options.get("synthetic_n", OPTIONS["synthetic_n"]), options.get("synthetic_size", OPTIONS["synthetic_size"])
+    images, masks = generate_seg.arrays(n, size, seed, device=device)
+    return segmentation.from_arrays(images, masks, f"generated {n} x {size}x{size} (seed {seed})")
+
+
+def to_device(data: segmentation.SegmentationSet, margin: int, device: torch.device) -> DeviceData:
+    images = torch.from_numpy(data.images)[:, None].to(device)
+    if margin:
+        if margin >= min(images.shape[-2:]):
+            raise UserError(f"images of {data.images.shape[2]}x{data.images.shape[1]} are too small for this "
+                            f"unpadded U-Net, which needs {margin} pixels of context on each side")
+        images = F.pad(images, (margin,) * 4, mode="reflect")
+    return DeviceData(images, torch.from_numpy(data.masks).to(device), margin, data.source)
+
+
+def geometry(model: nn.Module, entry: registry.ModelEntry, spec, size: tuple[int, int]) -> Geometry:
+    """Training crop and evaluated window, in output pixels, for this model and image size."""
+    margin = int(getattr(model, "margin", 0))
+    fit = getattr(model, "output_size_at_most", lambda s: s)
+    eval_size = (fit(size[0]), fit(size[1]))
+    if min(eval_size) <= 0:
+        raise UserError(f"images of {size[1]}x{size[0]} are too small for {spec.model}")
+    if spec.input_shape is not None:
+        crop = tuple(_output_for_input(model, spec, s) for s in spec.input_shape[-2:])
+    elif margin:  # unpadded: the model's own input size (572 -> 388), if the images are that large
+        crop = tuple(min(_output_for_input(model, spec, s), e) for s, e in zip(entry.input_shape[-2:], eval_size))
+    else:
+        crop = size
+    if crop[0] > size[0] or crop[1] > size[1]:
+        raise UserError(f"training input {'x'.join(map(str, spec.input_shape or ()))} needs output crops of "
+                        f"{crop[0]}x{crop[1]}, larger than the {size[0]}x{size[1]} images")
+    return Geometry(margin, crop, eval_size)
+
+
+def _output_for_input(model: nn.Module, spec, size: int) -> int:
+    out = model.output_size(size) if hasattr(model, "output_size") else size
+    if out is None:
+        below = model.output_size_at_most(size - 2 * model.margin)
+        above = below + 2 ** (model.levels - 1)
+        raise UserError(f"input size {size} does not fit {spec.model} (unpadded convolutions and pooling); "
+                        f"use {model.input_size(below)} (output {below}) or {model.input_size(above)} (output {above})")
+    return out
+
+
+def batch_of(data: DeviceData, train: torch.Tensor, crop: tuple[int, int], count: int, augment: bool,
+             g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """`count` random crops (input with margin, target) from the training images."""
+    (h, w), m = crop, data.margin
+    picks = train[torch.randint(len(train), (count,), generator=g)].tolist()
+    tops = torch.randint(data.size[0] - h + 1, (count,), generator=g).tolist()
+    lefts = torch.randint(data.size[1] - w + 1, (count,), generator=g).tolist()
+    x = torch.stack([data.images[i, :, t:t + h + 2 * m, s:s + w + 2 * m] for i, t, s in zip(picks, tops, lefts)])
+    y = torch.stack([data.masks[i, t:t + h, s:s + w] for i, t, s in zip(picks, tops, lefts)])
+    if augment:
+        x, y = _augment(x, y, g)
+    return x, y
+
+
+def _augment(x: torch.Tensor, y: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """One random flip/rotation for the whole batch (EM images have no preferred orientation)."""
+    flip, turns = torch.randint(2, (), generator=g).item(), torch.randint(4, (), generator=g).item()
+    if flip:
+        x, y = x.flip(-1), y.flip(-1)
+    if turns and x.shape[-1] == x.shape[-2]:
+        x, y = torch.rot90(x, turns, (-2, -1)), torch.rot90(y, turns, (-2, -1))
+    return x.contiguous(), y.contiguous()
+
+
+# ---------------------------------------------------------------- training
+
+
+def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy + (1 - soft DICE averaged over classes), in fp32 whatever the precision."""
+    logits = logits.float()
+    ce = F.cross_entropy(logits, target)
+    prob = logits.softmax(1)
+    onehot = F.one_hot(target, logits.shape[1]).permute(0, 3, 1, 2).to(prob.dtype)
+    inter = (prob * onehot).sum((0, 2, 3))
+    total = prob.sum((0, 2, 3)) + onehot.sum((0, 2, 3))
+    return ce + 1 - ((2 * inter + 1) / (total + 1)).mean()
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    owned: bool = False  # this workload started the process group, so it ends it
+
+    def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(tensor)
+        return tensor
+
+
+def setup_distributed(device: torch.device) -> tuple[Dist, torch.device]:
+    """Under torchrun: one process per GPU, each on its LOCAL_RANK device."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Dist(), device
+    import torch.distributed as dist
+
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    owned = not dist.is_initialized()
+    if owned:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return Dist(dist.get_rank(), dist.get_world_size(), owned), device
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data: DeviceData, val: list[int], geo: Geometry, batch: int, dist: Dist) -> list[float]:
+    """DICE per class over this process's share of the validation images, summed over processes."""
+    model.eval()
+    (h, w), m = geo.eval_size, data.margin
+    top, left = (data.size[0] - h) // 2, (data.size[1] - w) // 2
+    counts = torch.zeros(segmentation.CLASSES, 3, dtype=torch.float64, device=data.masks.device)
+    mine = val[dist.rank::dist.world]
+    for start in range(0, len(mine), batch):
+        index = mine[start:start + batch]
+        x = data.images[index, :, top:top + h + 2 * m, left:left + w + 2 * m]
+        pred = model(x).argmax(1)
+        counts += segmentation.confusion(pred, data.masks[index, top:top + h, left:left + w])
+    model.train()
+    return segmentation.dice_from_counts(dist.all_sum(counts))
+
+
+@dataclass
+class FoldRun:
+    fold: int
+    n_train: int
+    n_val: int
+    steps: int = 0
+    train_s: float = 0.0
+    eval_s: float = 0.0
+    wall_s: float = 0.0
+    reached: bool = False
+    steps_to_target: int | None = None
+    time_to_target_s: float | None = None
+    final_dice: float = 0.0
+    final_dice_per_class: list[float] = field(default_factory=list)
+    best_dice: float = 0.0
+    curve: list[dict] = field(default_factory=list)  # one entry per evaluation
+
+    def summary(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "curve"}
+
+
+def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]], geo: Geometry, fold: int,
+               device: torch.device, dist: Dist, progress: Progress) -> FoldRun:
+    opts = {**OPTIONS, **spec.options}
+    train, val = split
+    torch.manual_seed(spec.seed + fold)  # same initial weights on every process
+    model = build().to(device).train()
+    if spec.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    if dist.world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    optimizer = torch.optim.Adam(model.parameters(), lr=opts["lr"])
+    scaler = torch.amp.GradScaler(device.type, enabled=spec.precision == "fp16")
+    g = torch.Generator().manual_seed(spec.seed * 1000 + fold * 10 + dist.rank)
+    train_index = torch.tensor(train)
+    run = FoldRun(fold, len(train), len(val))
+    loss_sum = torch.zeros((), device=device)
+    synchronize(device)
+    start = interval = time.perf_counter()
+    while True:
+        x, y = batch_of(data, train_index, geo.crop, spec.batch, opts["augment"], g)
+        if spec.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        loss = loss_fn(model(x), y)
+        with torch.autocast(device.type, enabled=False):  # backward runs in the forward's dtypes
+            scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        loss_sum += loss.detach()
+        run.steps += 1
+        progress(f"fold {fold + 1}", run.steps, opts["max_steps"])
+        if run.steps % opts["eval_every"] and run.steps < opts["max_steps"]:
+            continue
+        synchronize(device)
+        now = time.perf_counter()
+        run.train_s += now - interval
+        steps_in_interval = run.steps - (run.curve[-1]["step"] if run.curve else 0)
+        per_class = evaluate(model, data, val, geo, spec.batch, dist)
+        after = time.perf_counter()
+        run.eval_s += after - now
+        run.wall_s = after - start
+        score = sum(per_class) / len(per_class)
+        run.curve.append({"step": run.steps, "dice": score, "wall_s": run.wall_s,
+                          "loss": loss_sum.item() / steps_in_interval, "step_s": (now - interval) / steps_in_interval})
+        loss_sum.zero_()
+        run.final_dice, run.final_dice_per_class, run.best_dice = score, per_class, max(run.best_dice, score)
+        if score >= opts["target_dice"] and not run.reached:
+            run.reached, run.steps_to_target, run.time_to_target_s = True, run.steps, run.wall_s
+        out_of_time = opts["max_seconds"] is not None and run.wall_s >= opts["max_seconds"]
+        if run.reached or run.steps >= opts["max_steps"] or _agree(out_of_time, dist, device):
+            return run
+        interval = time.perf_counter()
+
+
+def _agree(flag: bool, dist: Dist, device: torch.device) -> bool:
+    """True on every process if it is true on any (so all stop at the same step)."""
+    if dist.world == 1:
+        return flag
+    return bool(dist.all_sum(torch.tensor(float(flag), device=device)).item() > 0)
+
+
+# ---------------------------------------------------------------- the workload
+
+
+def model_builder(spec) -> tuple[registry.ModelEntry, Any]:
+    entry = registry.resolve(spec.model)
+    if entry.task != "segment":
+        raise UserError(f"converge trains segmentation models; {spec.model} is a '{entry.task}' model "
+                        f"(use unet2d or unet2d-medical)")
+    features = spec.options.get("features")
+    kwargs = {"base": features} if features else {}
+
+    def build() -> nn.Module:
+        try:
+            return entry.build(**kwargs)
+        except TypeError:
+            raise UserError(f"model {spec.model} has no 'features' setting") from None
+
+    return entry, build
+
+
+def run(spec, device: torch.device, progress: Progress):
+    opts = {**OPTIONS, **spec.options}
+    dist, device = setup_distributed(device)
+    try:
+        entry, build = model_builder(spec)
+        probe = build()
+        raw = load_data(opts, spec.seed, device)
+        geo = geometry(probe, entry, spec, tuple(raw.masks.shape[-2:]))
+        del probe
+        data = to_device(raw, geo.margin, device)
+        splits = segmentation.kfold(len(raw), opts["folds"], spec.seed)[: opts["fold_limit"] or opts["folds"]]
+        runs = [train_fold(spec, build, data, split, geo, i, device, dist, progress) for i, split in enumerate(splits)]
+    finally:
+        if dist.owned:
+            import torch.distributed as tdist
+
+            tdist.destroy_process_group()
+    return _metrics(spec, opts, runs, raw, geo, dist), _samples(runs)
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _metrics(spec, opts: dict, runs: list[FoldRun], raw, geo: Geometry, dist: Dist) -> dict:
+    reached = [r for r in runs if r.reached]
+    train_s = sum(r.train_s for r in runs)
+    images = spec.batch * dist.world * sum(r.steps for r in runs)
+    return {
+        "data": raw.source,
+        "images": len(raw),
+        "image_size": list(raw.masks.shape[-2:]),
+        "train_input": [c + 2 * geo.margin for c in geo.crop],
+        "train_output": list(geo.crop),
+        "eval_size": list(geo.eval_size),
+        "target_dice": opts["target_dice"],
+        "folds": opts["folds"],
+        "folds_run": len(runs),
+        "gpus": dist.world,
+        "global_batch": spec.batch * dist.world,
+        "per_fold": [r.summary() for r in runs],
+        "dice_per_fold": [r.final_dice for r in runs],
+        "mean_dice": _mean([r.final_dice for r in runs]),
+        "target_reached": len(reached) == len(runs),
+        "folds_reached": len(reached),
+        # A fold that missed the target counts its whole budget: the time spent, not a guess.
+        "time_to_train_s": _mean([r.time_to_target_s if r.reached else r.wall_s for r in runs]),
+        "steps_to_target": _mean([float(r.steps_to_target) for r in reached]),
+        "total_s": sum(r.wall_s for r in runs),
+        "throughput": images / train_s if train_s else 0.0,
+        "throughput_unit": "img/s",
+        "throughput_method": THROUGHPUT_METHOD,
+        "time_method": "wall time per fold from its first step to the end of the evaluation that reached the "
+                       "target (evaluations and warm-up included); mean over folds",
+    }
+
+
+def _samples(runs: list[FoldRun]) -> dict[str, list[float]]:
+    """Per evaluation: fold, step, DICE, wall seconds, mean loss and seconds per step since the last one."""
+    points = [(r.fold, p) for r in runs for p in r.curve]
+    return {
+        "step": [p["step_s"] for _, p in points],
+        "curve_fold": [float(f) for f, _ in points],
+        "curve_step": [float(p["step"]) for _, p in points],
+        "curve_dice": [p["dice"] for _, p in points],
+        "curve_wall_s": [p["wall_s"] for _, p in points],
+        "curve_loss": [p["loss"] for _, p in points],
+    }
+
+
+def describe(metrics: dict) -> str:
+    reached = metrics["folds_reached"]
+    minutes = metrics["time_to_train_s"] / 60
+    target = f"target {metrics['target_dice']:g} reached in {reached}/{metrics['folds_run']} folds"
+    return (f"mean DICE {metrics['mean_dice']:.4f} ({target}), time to train {minutes:.2f} min per fold, "
+            f"{metrics['throughput']:.1f} img/s training")

@@ -1,0 +1,169 @@
+"""converge: real learning on the generated set, the CLI end to end, bad input, the report table."""
+
+import pytest
+import torch
+
+from dlbench.data import generate_seg
+from dlbench.errors import UserError
+from dlbench.report import render_markdown
+from dlbench.results.store import Store
+from dlbench.spec import BenchmarkSpec
+from dlbench.system.info import fingerprint
+from dlbench.workloads import execute
+
+from conftest import assert_user_error, cli, make_result
+
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # two busy cores: one thread each is much faster than contending
+
+
+@pytest.fixture
+def one_thread():
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
+
+
+def _spec(**options) -> BenchmarkSpec:
+    base = dict(synthetic_n=6, synthetic_size=64, folds=3, fold_limit=1, features=8, lr=1e-3)
+    return BenchmarkSpec(workload="converge", model="unet2d", batch=4, device="cpu", options={**base, **options})
+
+
+def test_training_really_raises_dice_to_the_target(one_thread):
+    result = execute(_spec(target_dice=0.85, eval_every=25, max_steps=250), fingerprint())
+    assert result.status == "ok", result.error
+    m, s = result.metrics, result.samples
+    (fold,) = m["per_fold"]
+    assert fold["reached"] and m["target_reached"] and m["folds_reached"] == 1
+    assert fold["final_dice"] >= 0.85 and m["mean_dice"] == fold["final_dice"]
+    assert s["curve_dice"][0] < fold["final_dice"] - 0.03  # it learned, it did not start there
+    assert s["curve_loss"][-1] < s["curve_loss"][0]
+    assert fold["steps_to_target"] == fold["steps"] == s["curve_step"][-1] <= 250
+    assert fold["steps"] % 25 == 0
+    assert 0 < fold["time_to_target_s"] == pytest.approx(fold["wall_s"])
+    assert fold["wall_s"] >= fold["train_s"] + fold["eval_s"] * 0.999
+    assert m["throughput"] == pytest.approx(4 * fold["steps"] / fold["train_s"])
+    assert "evaluations excluded" in m["throughput_method"]
+    assert (fold["n_train"], fold["n_val"]) == (4, 2) and m["train_output"] == m["eval_size"] == [64, 64]
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_mixed_precision_paths_run_and_stop_at_the_budget(one_thread, precision):
+    spec = BenchmarkSpec(**{**_spec(target_dice=1.0, eval_every=2, max_steps=3, synthetic_size=32, folds=2,
+                                   fold_limit=None, features=2).__dict__, "precision": precision})
+    result = execute(spec, fingerprint())
+    assert result.status == "ok", result.error
+    m = result.metrics
+    assert m["folds_run"] == 2 and not m["target_reached"] and m["steps_to_target"] is None
+    assert [f["steps"] for f in m["per_fold"]] == [3, 3] and result.samples["curve_step"] == [2, 3, 2, 3]
+    assert m["time_to_train_s"] == pytest.approx(sum(f["wall_s"] for f in m["per_fold"]) / 2)
+
+
+def test_unpadded_unet_trains_on_crops_with_context(one_thread):
+    spec = BenchmarkSpec(workload="converge", model="unet2d-medical", batch=1, device="cpu",
+                         input_shape=(1, 252, 252), options=dict(synthetic_n=2, synthetic_size=128, folds=2,
+                                                                fold_limit=1, features=2, eval_every=1, max_steps=1))
+    result = execute(spec, fingerprint())
+    assert result.status == "ok", result.error
+    assert result.metrics["train_input"] == [252, 252] and result.metrics["train_output"] == [68, 68]
+    assert result.metrics["eval_size"] == [116, 116]  # the largest valid output within 128
+
+
+@pytest.mark.parametrize("options, needle", [
+    ({"target_dice": 0}, "target-dice must lie in (0, 1]"),
+    ({"target_dice": 1.01}, "target-dice must lie in (0, 1]"),
+    ({"folds": 1}, "folds must be an integer >= 2"),
+    ({"eval_every": 0}, "eval-every must be an integer >= 1"),
+    ({"data": "/no/such/folder"}, "does not exist"),
+])
+def test_bad_options_stop_when_the_spec_is_built(options, needle):
+    with pytest.raises(UserError, match=needle.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        _spec(**options)
+
+
+def test_wrong_input_size_and_task_are_user_errors():
+    spec = BenchmarkSpec(workload="converge", model="unet2d-medical", batch=1, device="cpu", input_shape=(1, 570, 570),
+                         options=dict(synthetic_n=2, synthetic_size=32, folds=2))
+    with pytest.raises(UserError, match="input size 570 does not fit unet2d-medical.*use 556 .output 372. or 572"):
+        execute(spec, fingerprint())
+    spec = BenchmarkSpec(workload="converge", model="resnet18", batch=1, device="cpu")
+    with pytest.raises(UserError, match="converge trains segmentation models"):
+        execute(spec, fingerprint())
+
+
+def test_cli_data_seg_then_converge_then_report(tmp_path, db):
+    data = tmp_path / "seg"
+    proc = cli("data", "seg", data, "--n", "4", "--size", "32", "--format", "png", env=ONE_THREAD)
+    assert proc.returncode == 0, proc.stderr
+    assert len(list((data / "masks").glob("*.png"))) == 4
+    proc = cli("run", "converge", "--data", data, "--folds", "2", "--eval-every", "2", "--max-steps", "2",
+               "--features", "2", "--batch", "2", "--device", "cpu", "--precision", "bf16", "--db", db, env=ONE_THREAD)
+    assert proc.returncode == 0, proc.stderr
+    assert "ok converge unet2d" in proc.stderr and "reached in" in proc.stderr
+    with Store(db) as store:
+        (r,) = store.results()
+    assert r.spec["options"]["data"] == str(data.resolve()) and r.metrics["folds_run"] == 2
+    report = cli("report", "--db", db).stdout
+    assert "|GPUs|Batch size / GPU|Accuracy - mixed precision (bf16)|Time to train - mixed precision (bf16) [min]|" in report
+
+
+@pytest.fixture
+def bad_sets(tmp_path):
+    good = generate_seg.write(tmp_path / "good", n=2, size=32)
+    return good
+
+
+@pytest.mark.parametrize("break_it, needle", [
+    (lambda root: (root / "masks" / "seg_001.tif").unlink(), "image seg_001.tif has no mask"),
+    (lambda root: __import__("PIL.Image").Image.fromarray(__import__("numpy").full((32, 32), 7, "uint8"))
+     .save(root / "masks" / "seg_000.tif"), "has label values 7; expected 0/1 or 0/255"),
+    (lambda root: __import__("PIL.Image").Image.fromarray(__import__("numpy").zeros((30, 32), "uint8"))
+     .save(root / "masks" / "seg_000.tif"), "is 32x32 but its mask is 32x30"),
+])
+def test_cli_bad_data_is_one_line_and_nothing_stored(bad_sets, break_it, needle, db):
+    earlier = make_result()
+    with Store(db) as store:
+        store.add(earlier)
+    break_it(bad_sets)
+    assert_user_error(cli("run", "converge", "--data", bad_sets, "--device", "cpu", "--db", db, env=ONE_THREAD), needle)
+    with Store(db) as store:
+        assert [r.id for r in store.results()] == [earlier.id]
+
+
+def test_cli_target_outside_0_1_is_one_line(db):
+    assert_user_error(cli("run", "converge", "--target-dice", "1.5", "--db", db), "target-dice must lie in (0, 1]")
+
+
+def _converge(precision, gpus=1, dice=0.89, minutes=10.0, reached=True, status="ok", **overrides):
+    spec = {"workload": "converge", "model": "unet2d-medical", "batch": 8, "precision": precision, "gpus": gpus,
+            "options": {"target_dice": 0.89, "folds": 5}}
+    metrics = {"mean_dice": dice, "time_to_train_s": minutes * 60, "target_reached": reached, "gpus": gpus,
+               "target_dice": 0.89, "folds": 5, "data": "generated 30 x 512x512 (seed 0)"}
+    if status == "oom":
+        metrics = {k: metrics[k] for k in ("gpus", "target_dice", "folds", "data")} | {"batch_tried": 8}
+    return make_result(spec=spec, metrics=metrics, status=status, **overrides)
+
+
+def test_report_in_the_seeds_layout():
+    results = [_converge("tf32", dice=0.8908, minutes=22), _converge("fp16", dice=0.8910, minutes=10),
+               _converge("tf32", gpus=8, dice=0.8938, minutes=2.6), _converge("fp16", gpus=8, dice=0.8942, minutes=2.5),
+               make_result()]  # a fwdbwd result: not in this table
+    text = render_markdown(results)
+    block = text.split("## U-Net (original) on NVIDIA H200: accuracy and time to train\n")[1].split("\n## ")[0]
+    lines = block.strip().splitlines()
+    assert "DICE target 0.89, 5-fold cross-validation" in lines[0]
+    assert lines[2] == ("|GPUs|Batch size / GPU|Accuracy - TF32|Accuracy - mixed precision|Time to train - TF32 [min]|"
+                        "Time to train - mixed precision [min]|Time to train speedup (TF32 to mixed precision)|")
+    assert lines[4] == "|1|8|0.8908|0.8910|22.0|10.0|2.20|"
+    assert lines[5] == "|8|8|0.8938|0.8942|2.6|2.5|1.04|"
+    assert "## ResNet-50" in text
+
+
+def test_report_marks_missed_targets_oom_and_keeps_the_latest():
+    results = [_converge("fp32", minutes=99, started="2026-01-01T00:00:00+00:00"),
+               _converge("fp32", minutes=48, dice=0.8910, started="2026-02-01T00:00:00+00:00"),
+               _converge("fp16", minutes=19, dice=0.80, reached=False),
+               _converge("bf16", status="oom")]
+    lines = render_markdown(results).strip().splitlines()
+    assert lines[3].endswith("|Time to train speedup (FP32 to mixed precision)|Time to train speedup (FP32 to mixed precision (bf16))|")
+    assert lines[5] == "|1|8|0.8910|0.8000|OOM|48.0|19.0*|OOM|2.53*|-|"
