@@ -7,6 +7,14 @@ from dataclasses import dataclass, field
 from dlbench.report.markdown import table
 
 
+def model_title(name: str) -> str:
+    """The registry's display name (ResNet-50); imported late because the registry loads torch,
+    which reading and comparing results does not need."""
+    from dlbench.models import registry
+
+    return registry.title(name)
+
+
 @dataclass
 class Table:
     title: str  # section heading, e.g. "ResNet-50"
