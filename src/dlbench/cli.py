@@ -292,7 +292,7 @@ def report(
     db: Optional[Path] = DbOption,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
 ) -> None:
-    """Print the report tables (seed 004: one per model) from the results in the store."""
+    """Print the report tables from the results in the store (seed 004 per model; seeds 002 and 003 for train, infer, smooth)."""
     with _store(db) as store:
         text = _report_text(store, suite_name)
     if output:
