@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -473,7 +474,10 @@ def _run_here(plan, store, name: str, *, tag: Optional[str], default_timeout: fl
                                      console=err, describe=_describe)
     except KeyboardInterrupt:
         err.print(f"stopped at once; {hint}", highlight=False, markup=False)
-        raise typer.Exit(130)
+        store.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)  # "at once": the interpreter's teardown (torch's) can take seconds
     if outcome.interrupted:
         err.print(f"{outcome.interrupted}: stopped; the running benchmark is stored as interrupted. {hint}",
                   highlight=False, markup=False)
