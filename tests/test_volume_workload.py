@@ -241,3 +241,16 @@ def test_data_volume_cli(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert open_volume(str(tmp_path / "c.n5")).shape == (6, 20, 20)
     assert_user_error(cli("data", "volume", tmp_path / "c.n5", "--shape", "6x20x20"), "already exists")
+
+
+def test_torch_export_model_file(data, tmp_path):
+    torch.manual_seed(0)
+    net = ConvNet().eval()
+    path = tmp_path / "conv.pt2"
+    torch.export.save(torch.export.export(net, (torch.rand(1, 1, 8, 20, 20),)), str(path))  # the 4x16x16 + 2x2x2 tile
+    result = predict(data, tmp_path / "e.zarr", model=str(path))
+    assert result.status == "ok", result.error
+    np.testing.assert_allclose(stored(tmp_path / "e.zarr").astype(np.float32), whole_volume(data, net, (2, 2, 2)),
+                               atol=1e-3, rtol=0)
+    with pytest.raises(UserError, match="fails on a 1x1x10x20x20 tile.*dynamic shapes"):
+        predict(data, tmp_path / "f.zarr", model=str(path), halo=(3, 2, 2))
