@@ -52,7 +52,8 @@ def data(tmp_path_factory):
 
 def predict(data, output, *, model=None, block=(4, 16, 16), halo=(2, 2, 2), dtype="float16", **options):
     spec = BenchmarkSpec(workload="volume", model=model or data["model"], batch=1, device="cpu", warmup=1, steps=1,
-                         options={"input": data["input"], "output": str(output), "block": "x".join(map(str, block)),
+                         options={"input": data["input"], "output": str(output),
+                                  "block": block if isinstance(block, str) else "x".join(map(str, block)),
                                   "halo": "x".join(map(str, halo)), "dtype": dtype, "readers": 2, "writers": 2,
                                   "queue": 2, **options})
     return execute(spec, {})
@@ -254,3 +255,10 @@ def test_torch_export_model_file(data, tmp_path):
                                atol=1e-3, rtol=0)
     with pytest.raises(UserError, match="fails on a 1x1x10x20x20 tile.*dynamic shapes"):
         predict(data, tmp_path / "f.zarr", model=str(path), halo=(3, 2, 2))
+
+
+def test_block_auto_on_the_cpu_takes_a_block_that_fits_the_volume(data, tmp_path):
+    result = predict(data, tmp_path / "auto.zarr", block="auto")
+    assert result.status == "ok", result.error
+    assert result.metrics["block"] == [10, 30, 34]  # the volume is smaller than every candidate
+    assert result.metrics["blocks"] == 1
