@@ -29,6 +29,9 @@ def title(model: str) -> str:
         return model
 
 
+_title = title  # the name other sections imported before it was public
+
+
 def tables(results: list[Result]) -> list[Table]:
     """Latest result per (model, input, system); OOM rows say so; sorted by total time."""
     from dlbench.models import registry
