@@ -113,3 +113,8 @@ def test_a_new_section_appears_in_every_format(tmp_path, monkeypatch):
         in json.loads(render(results, "json"))["tables"]
     page = render(results, "html")
     assert "<h3>Extra &lt;b&gt;</h3>" in page and '<td class="l">A|&lt;i&gt;</td><td class="r">-</td>' in page
+
+
+def test_empty_report_says_what_to_run_in_every_format():
+    assert "dlbench suite cnn-benchmarks" in render([], "md") and "dlbench suite cnn-benchmarks" in render([], "html")
+    assert json.loads(render([], "json")) == {"tables": [], "results": 0} and render([], "csv") == ""
