@@ -616,7 +616,7 @@ def _write(text: str, output: Optional[Path]) -> None:
 
 @app.command()
 def compare(
-    sides: list[str] = typer.Argument(..., help="Two or more systems (GPU name or host), tags, or run id prefixes; "
+    sides: list[str] = typer.Argument(..., metavar="SIDE...", help="Two or more systems (GPU name or host), tags, or run id prefixes; "
                                       "with --fail-above: the baseline, then the candidate."),
     fail_above: Optional[float] = typer.Option(None, "--fail-above", metavar="PCT",
                                                help="Regression check: exit 1 when the candidate is slower than "
