@@ -53,7 +53,8 @@ def test_suite_list_shows_specs():
     proc = cli("suite", "cnn-benchmarks", "--list")
     assert proc.returncode == 0
     lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 10 and lines[0].startswith("fwdbwd alexnet b16 3x224x224 fp32")
+    assert len(lines) == 12 and "fwdbwd alexnet b16 3x224x224 fp32" in lines[1]
+    assert lines[-1].startswith("10 benchmarks: about")
 
 
 @pytest.mark.parametrize("args, needle", [

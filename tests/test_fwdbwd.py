@@ -1,5 +1,9 @@
+import time
+
 import pytest
 import torch
+
+from dlbench.measure.loop import run_steps
 
 from dlbench.measure.timer import PhaseTimer
 from dlbench.models import registry
@@ -27,10 +31,15 @@ def test_fwdbwd_resnet18_tiny():
     assert m["warmup_steps"] >= 1
 
 
-def test_min_seconds_extends_the_window():
-    spec = BenchmarkSpec(**{**TINY, "steps": 1, "min_seconds": 0.5})
-    result = execute(spec, fingerprint())
-    assert sum(result.samples["step"]) >= 0.45 and result.metrics["steps"] > 1
+def test_min_seconds_and_warmup_seconds_extend_the_window():
+    def step(timer):
+        time.sleep(0.02)
+        timer.mark("sleep")
+
+    measured = run_steps(step, torch.device("cpu"), warmup=1, warmup_seconds=0.2, steps=1, min_seconds=0.3)
+    assert measured.warmup_steps >= 2 and measured.warmup_s >= 0.2
+    assert len(measured.samples["step"]) >= 2 and sum(measured.samples["step"]) >= 0.3
+    assert all(s >= 0.02 for s in measured.samples["sleep"])
 
 
 def test_out_of_memory_is_a_result():

@@ -92,8 +92,12 @@ class BenchmarkSpec:
             raise UserError(f"bad device {self.device!r}: use auto, cpu, cuda or cuda:N")
         if self.input_shape is not None:
             object.__setattr__(self, "input_shape", parse_shape(self.input_shape))
+        if self.gpus == "all":  # every GPU of this machine (1 without GPUs)
+            import torch
+
+            object.__setattr__(self, "gpus", max(1, torch.cuda.device_count() if torch.cuda.is_available() else 1))
         if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 1:
-            raise UserError(f"gpus must be an integer ≥ 1, got {self.gpus!r}")
+            raise UserError(f"gpus must be an integer ≥ 1 or 'all', got {self.gpus!r}")
         if self.timeout is not None and (not isinstance(self.timeout, (int, float)) or self.timeout <= 0):
             raise UserError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
         if not isinstance(self.options, dict):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from dlbench.errors import UserError
 from dlbench.results.record import Result, now
 from dlbench.spec import BenchmarkSpec
 
@@ -33,6 +35,9 @@ def run(spec: BenchmarkSpec, system: dict, *, suite: str | None = None, tag: str
             output = f"timed out after {expired.timeout:.0f} s"
         if result_file.exists():
             return Result.from_dict(json.loads(result_file.read_text(encoding="utf-8")))
+    refused = re.search(r"^(?:\[\w+\]:)?error: (.+)$", output, re.MULTILINE)
+    if refused:  # a worker refused the spec (bad dataset, ...): the same one line as in-process
+        raise UserError(refused.group(1))
     return Result(spec=spec.to_dict(), system=system, status="error", suite=suite, tag=tag,
                   error=f"torchrun with {spec.gpus} processes returned no result", traces={"stderr": output},
                   finished=now())

@@ -2,6 +2,8 @@
 
 Used for isolated runs and, under torchrun, once per rank. Only rank 0 writes the result,
 atomically (a temporary file renamed into place), so a reader never sees half a record.
+When $DLBENCH_PROGRESS names a file, rank 0 keeps the latest progress there (JSON:
+stage, done, total), written at most a few times a second so the steps are not slowed.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from dlbench.results.record import Result
@@ -20,7 +23,34 @@ def write_result(result: Result, path: Path) -> None:
     os.replace(tmp, path)
 
 
+class ProgressFile:
+    """The `progress` callback of a workload, kept in a file the parent process polls."""
+
+    def __init__(self, path: Path, interval: float = 0.25) -> None:
+        self.path, self.interval, self.last = path, interval, 0.0
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        clock = time.monotonic()
+        if clock - self.last >= self.interval or done >= total:
+            self.last = clock
+            write_json({"stage": stage, "done": done, "total": total}, self.path)
+
+
+def write_json(data: dict, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _progress():
+    path = os.environ.get("DLBENCH_PROGRESS")
+    if not path or int(os.environ.get("RANK", "0")) != 0:
+        return None
+    return ProgressFile(Path(path))
+
+
 def main(argv: list[str]) -> int:
+    from dlbench import plugins
     from dlbench.errors import UserError
     from dlbench.spec import BenchmarkSpec
     from dlbench.system.info import fingerprint
@@ -28,12 +58,19 @@ def main(argv: list[str]) -> int:
 
     spec_path, result_path = Path(argv[0]), Path(argv[1])
     job = json.loads(spec_path.read_text(encoding="utf-8"))
+    progress = _progress()
     try:
+        plugins.load()
         spec = BenchmarkSpec.from_dict(job["spec"])
-        result = execute(spec, fingerprint(), suite=job.get("suite"), tag=job.get("tag"))
+        if progress:
+            progress("start", 0, 1)
+            result = execute(spec, fingerprint(), progress=progress, suite=job.get("suite"), tag=job.get("tag"))
+        else:
+            result = execute(spec, fingerprint(), suite=job.get("suite"), tag=job.get("tag"))
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    result.run = job.get("run")
     if int(os.environ.get("RANK", "0")) == 0:
         write_result(result, result_path)
     return 0

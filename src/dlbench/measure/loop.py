@@ -3,16 +3,22 @@
 Warm-up runs at least `warmup` steps and `warmup_seconds`; measurement at least `steps`
 steps and `min_seconds`. The host clock only decides when to stop; the numbers come
 from the PhaseTimer after one synchronize.
+
+Before warm-up one extra step runs under the FLOP counter (once per spec); during the
+measured window the GPU monitor samples NVML. `Measured.common_metrics` turns both into
+the metrics every workload reports.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 import torch
 
+from dlbench.measure.flops import achieved_tflops, count_flops
+from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.measure.timer import NullTimer, PhaseTimer
 
 
@@ -30,6 +36,25 @@ class Measured:
     warmup_steps: int
     warmup_s: float
     window_s: float  # wall time of the measured window, device work included
+    flops_per_step: int | None = None
+    monitor: MonitorData | None = None
+
+    def common_metrics(self, items_per_step: float, unit: str = "img") -> dict[str, Any]:
+        """Metrics every workload reports: FLOPs and TFLOP/s, GPU monitor figures, energy per
+        step and per item (`unit`: img, Mvox, ...). The monitor trace rides along under
+        'traces'; `workloads.execute` moves it into Result.traces."""
+        steps = self.samples.get("step", [])
+        metrics: dict[str, Any] = {"flops_per_step": self.flops_per_step,
+                                   "achieved_tflops": achieved_tflops(self.flops_per_step or 0, steps)}
+        data = self.monitor or MonitorData(available=False, reason="monitor off")
+        summary = data.summary()
+        metrics.update(summary)
+        if summary.get("energy_j") is not None and steps:
+            metrics["energy_j_per_step"] = summary["energy_j"] / len(steps)
+            if items_per_step:
+                metrics[f"energy_j_per_{unit}"] = summary["energy_j"] / (len(steps) * items_per_step)
+        metrics["traces"] = {"monitor": data.trace()}
+        return metrics
 
 
 def synchronize(device: torch.device) -> None:
@@ -46,8 +71,15 @@ def run_steps(
     steps: int,
     min_seconds: float,
     progress: Progress = _no_progress,
+    flops: bool = True,
+    monitor: bool = True,
+    monitor_interval: float | None = None,
 ) -> Measured:
     null = NullTimer()
+    flops_per_step = None
+    if flops:
+        progress("count FLOPs", 0, 1)
+        flops_per_step = count_flops(lambda: step(null))
     start = time.perf_counter()
     done = 0
     while done < warmup or time.perf_counter() - start < warmup_seconds:
@@ -58,11 +90,17 @@ def run_steps(
     warmup_s = time.perf_counter() - start
 
     timer = PhaseTimer(device)
+    sampler = Monitor(device, **({"interval": monitor_interval} if monitor_interval else {}))
+    if monitor:
+        sampler.start()
     start = time.perf_counter()
-    while timer.steps < steps or time.perf_counter() - start < min_seconds:
-        timer.begin()
-        step(timer)
-        progress("measure", timer.steps, steps)
-    timer.finish()
+    try:
+        while timer.steps < steps or time.perf_counter() - start < min_seconds:
+            timer.begin()
+            step(timer)
+            progress("measure", timer.steps, steps)
+        timer.finish()
+    finally:
+        data = sampler.stop() if monitor else None
     window_s = time.perf_counter() - start
-    return Measured(timer.samples(), done, warmup_s, window_s)
+    return Measured(timer.samples(), done, warmup_s, window_s, flops_per_step, data)

@@ -59,6 +59,13 @@ for _entry in (
     register(_entry)
 ALIASES = {"inception-v1": "googlenet", "inception_v1": "googlenet"}
 
+# Families whose names carry settings ('unet3d:f=16,d=3'): prefix -> entry builder.
+from dlbench.models import unet3d as _unet3d  # noqa: E402 - after MODELS so its entries can register
+
+FAMILIES: dict[str, Callable[[str], ModelEntry]] = {"unet3d": _unet3d.entry_for, "unet3d-aniso": _unet3d.entry_for}
+for _name in ("unet3d-aniso", "unet3d"):
+    register(_unet3d.entry_for(_name))
+
 from dlbench.models import unet2d as _unet2d  # noqa: E402 - registers after the registry exists
 
 register(ModelEntry("unet2d-medical", "U-Net (original)", _unet2d.unet2d_medical, (1, 572, 572), "segment"))
@@ -84,6 +91,33 @@ def _timm_entry(name: str) -> ModelEntry:
     return ModelEntry(name, timm_name, partial(timm.create_model, timm_name, pretrained=False), shape, "classify")
 
 
+MODEL_FILES = (".pt", ".pth", ".ts", ".pt2")  # TorchScript (torch.jit.save) or torch.export (.pt2) files
+
+
+def load_model_file(path: str) -> nn.Module:
+    """A user's own model: a torch.export archive (.pt2) or a TorchScript file."""
+    import warnings
+
+    import torch
+
+    try:
+        if path.endswith(".pt2"):
+            return torch.export.load(path).module()
+        with warnings.catch_warnings():  # TorchScript is deprecated but still what many users have
+            warnings.simplefilter("ignore", FutureWarning)
+            return torch.jit.load(path, map_location="cpu")
+    except Exception as error:  # noqa: BLE001 - any failure to load is the user's file
+        raise UserError(f"cannot load model file {path}: {str(error).strip().splitlines()[0][:200]}") from None
+
+
+def _file_entry(name: str) -> ModelEntry:
+    from pathlib import Path
+
+    if not Path(name).is_file():
+        raise UserError(f"model file {name} does not exist")
+    return ModelEntry(name, Path(name).name, partial(load_model_file, name), (1, 32, 256, 256), "file")
+
+
 def resolve(name: str) -> ModelEntry:
     """The entry for `name`; an unknown name is a UserError that suggests close names."""
     name = ALIASES.get(name, name)
@@ -91,6 +125,10 @@ def resolve(name: str) -> ModelEntry:
         return MODELS[name]
     if name.startswith("timm:"):
         return _timm_entry(name)
+    if name.partition(":")[0] in FAMILIES:
+        return FAMILIES[name.partition(":")[0]](name)
+    if name.endswith(MODEL_FILES):
+        return _file_entry(name)
     if name in _torchvision_classifiers():
         return ModelEntry(name, name, _tv(name))
     known = sorted(set(MODELS) | set(_torchvision_classifiers()))

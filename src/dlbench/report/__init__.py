@@ -2,16 +2,22 @@
 
 Each module in SECTIONS has `tables(results) -> list[Table]` and returns nothing for
 results it does not cover, so a report over a whole store holds every kind of table.
+A `Table` renders in every format (Markdown, CSV, JSON, HTML), so a new section needs
+nothing else to appear everywhere.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import Sequence
 
+from dlbench.errors import UserError
 from dlbench.report.tables import Table, markdown
 from dlbench.results.record import Result
 
-SECTIONS = ["dlbench.report.cnn", "dlbench.report.medical"]
+SECTIONS = ["dlbench.report.gpus", "dlbench.report.cnn", "dlbench.report.images", "dlbench.report.volumes", "dlbench.report.training3d", "dlbench.report.medical", "dlbench.report.system"]
+FORMATS = ("md", "csv", "json", "html")
+EMPTY = "No results in the store yet: run `dlbench` (the quick suite) or `dlbench suite cnn-benchmarks`."
 
 
 def tables(results: list[Result]) -> list[Table]:
@@ -21,5 +27,38 @@ def tables(results: list[Result]) -> list[Table]:
 def render_markdown(results: list[Result]) -> str:
     found = tables(results)
     if not found:
-        return "No results in the store yet: run `dlbench` (the quick suite) or `dlbench suite cnn-benchmarks`."
+        return EMPTY
     return markdown(found)
+
+
+def filter_systems(results: list[Result], systems: Sequence[str]) -> list[Result]:
+    """Results of the named systems (GPU/CPU label or host name, case-insensitive)."""
+    if not systems:
+        return results
+    wanted = {s.lower() for s in systems}
+    chosen = [r for r in results if r.system_label.lower() in wanted or str(r.system.get("host", "")).lower() in wanted]
+    missing = wanted - {r.system_label.lower() for r in chosen} - {str(r.system.get("host", "")).lower() for r in chosen}
+    if missing:
+        known = sorted({r.system_label for r in results} | {str(r.system["host"]) for r in results if r.system.get("host")})
+        raise UserError(f"no results for system {', '.join(sorted(missing))}; stored: {', '.join(known) or 'none'}")
+    return chosen
+
+
+def render(results: list[Result], fmt: str, title: str = "dlbench report") -> str:
+    """The whole report in one format: md, csv, json or html."""
+    if fmt not in FORMATS:
+        raise UserError(f"unknown report format {fmt!r}; choose {', '.join(FORMATS)}")
+    if fmt == "html":
+        from dlbench.report.html import render_html
+
+        return render_html(results, title)
+    found = tables(results)
+    if fmt == "csv":
+        from dlbench.report.formats import to_csv
+
+        return to_csv(found)
+    if fmt == "json":
+        from dlbench.report.formats import to_json
+
+        return to_json(found, results=len(results))
+    return markdown(found) if found else EMPTY

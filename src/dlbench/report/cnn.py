@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from dlbench.models import registry
 from dlbench.report.markdown import ms
 from dlbench.report.tables import Table
 from dlbench.results.record import Result
@@ -14,12 +13,16 @@ HEADER = ("GPU", "cuDNN", "Forward (ms)", "Backward (ms)", "Total (ms)")
 
 def _row_key(r: Result) -> tuple:
     precision = r.spec.get("precision", "fp32")
-    label = r.system_label + ("" if precision == "fp32" else f" ({precision})")
+    gpus = int(r.spec.get("gpus", 1) or 1)
+    label = r.system_label + (f" (x{gpus})" if gpus > 1 else "") + ("" if precision == "fp32" else f" ({precision})")
     cudnn = r.system.get("cudnn") if str(r.metrics.get("device", "")).startswith("cuda") else None
     return label, cudnn or "None"
 
 
-def _title(model: str) -> str:
+def title(model: str) -> str:
+    """The registry's display name (ResNet-50), or the name as stored for models this install lacks."""
+    from dlbench.models import registry  # imported here: it loads torch, which compare does not need
+
     try:
         return registry.resolve(model).title
     except Exception:  # a model this install does not know, from an imported result
@@ -28,6 +31,8 @@ def _title(model: str) -> str:
 
 def tables(results: list[Result]) -> list[Table]:
     """Latest result per (model, input, system); OOM rows say so; sorted by total time."""
+    from dlbench.models import registry
+
     groups: "OrderedDict[tuple, dict[tuple, Result]]" = OrderedDict()
     order = {name: i for i, name in enumerate(registry.names())}
     chosen = [r for r in results if r.workload == "fwdbwd" and r.status in ("ok", "oom")]
@@ -38,7 +43,7 @@ def tables(results: list[Result]) -> list[Table]:
     out = []
     for (model, shape), by_system in groups.items():
         rows = sorted(by_system.items(), key=lambda kv: (kv[1].status != "ok", kv[1].metrics.get("total_ms", 0)))
-        out.append(Table(_title(model), list(HEADER), "llrrr", [[label, cudnn, *_cells(r)] for (label, cudnn), r in rows],
+        out.append(Table(title(model), list(HEADER), "llrrr", [[label, cudnn, *_cells(r)] for (label, cudnn), r in rows],
                          notes=[f"(input {' x '.join(map(str, shape))})"]))
     return out
 

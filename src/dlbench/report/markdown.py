@@ -13,7 +13,7 @@ def cell(value: object) -> str:
 
 def table(header: Sequence[str], align: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """`align` holds 'l' or 'r' per column, written as `---` or `---:` like the seeds."""
-    lines = ["|" + "|".join(header) + "|", "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
+    lines = ["|" + "|".join(cell(h) for h in header) + "|", "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
     lines += ["|" + "|".join(cell(v) for v in row) + "|" for row in rows]
     return "\n".join(lines)
 

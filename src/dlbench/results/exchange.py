@@ -22,7 +22,7 @@ def write_jsonl(results: Iterable[Result], out: TextIO) -> int:
 
 def flat_row(r: Result) -> dict[str, object]:
     row: dict[str, object] = {
-        "id": r.id, "started": r.started, "status": r.status, "suite": r.suite, "tag": r.tag,
+        "id": r.id, "started": r.started, "status": r.status, "suite": r.suite, "run": r.run, "tag": r.tag,
         "system": r.system_label, "host": r.system.get("host"),
     }
     for key, value in r.spec.items():

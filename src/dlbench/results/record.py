@@ -8,9 +8,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+# 2: status 'timeout' and the suite-run id `run`; records of schema 1 load unchanged.
+SCHEMA_VERSION = 2
 FORMAT = "dlbench-result"
-STATUSES = ("ok", "oom", "error", "interrupted")
+STATUSES = ("ok", "oom", "error", "timeout", "interrupted")
 
 
 def now() -> str:
@@ -27,6 +28,7 @@ class Result:
     traces: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     suite: str | None = None
+    run: str | None = None  # suite-run id: every result of one `dlbench suite` run (and its resumes)
     tag: str | None = None
     started: str = field(default_factory=now)
     finished: str | None = None

@@ -1,13 +1,18 @@
 """Named suites: YAML files that expand to BenchmarkSpecs.
 
 A suite has `defaults` (keys of a spec), a `matrix` (each key a list; every combination
-is one spec) and `specs` (explicit entries). Explicit entries and matrix values override
-the defaults.
+is one spec), `specs` (explicit entries), `include` (other suites, by built-in name or
+path, whose specs run first) and `timeout` (seconds; the default for specs without one).
+Explicit entries and matrix values override the defaults. A matrix axis whose values are
+mappings sets several keys per value (e.g. a data source with its path); its name is then
+only a label. Identical specs are kept once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -18,7 +23,8 @@ import yaml
 from dlbench.errors import UserError
 from dlbench.spec import BenchmarkSpec, suggest
 
-_KEYS = {"name", "description", "defaults", "matrix", "specs"}
+_KEYS = {"name", "description", "include", "timeout", "defaults", "matrix", "specs"}
+_GENERAL = {f.name for f in dataclasses.fields(BenchmarkSpec)}
 
 
 @dataclass
@@ -34,31 +40,78 @@ def builtin_names() -> list[str]:
 
 def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> Suite:
     """A built-in suite by name, or a suite file by path; `overrides` replace keys in every spec."""
-    path = Path(name_or_path)
-    if name_or_path in builtin_names():
-        text = resources.files(__package__).joinpath(f"{name_or_path}.yaml").read_text(encoding="utf-8")
-        source = name_or_path
-    elif path.is_file():
-        text, source = path.read_text(encoding="utf-8"), str(path)
-    else:
-        raise UserError(f"no suite named {name_or_path!r}{suggest(name_or_path, builtin_names())}; "
-                        f"built-in suites: {', '.join(builtin_names())}, or give a YAML file")
+    return _load(str(name_or_path), overrides or {}, (), None)
+
+
+def spec_key(spec: BenchmarkSpec | dict[str, Any]) -> str:
+    """What makes two specs (or a spec and a stored result's spec) the same benchmark; the
+    time limit is left out because it does not change what is measured."""
+    data = json.loads(json.dumps(spec if isinstance(spec, dict) else spec.to_dict(), default=str))
+    data.pop("timeout", None)
+    return json.dumps(data, sort_keys=True)
+
+
+def title(spec: BenchmarkSpec) -> str:
+    """spec.label() plus what the label leaves out: GPU count and workload options."""
+    parts = [spec.label()]
+    if spec.gpus > 1:
+        parts.append(f"{spec.gpus} GPUs")
+    parts += [f"{k}={v}" for k, v in sorted(spec.options.items())]
+    return " ".join(parts)
+
+
+def _locate(ref: str, base: Path | None) -> tuple[str, str, str]:
+    """(text, source shown in messages, identity for cycle detection) of a suite reference."""
+    candidates = [base / ref] if base is not None and not Path(ref).is_absolute() else []
+    candidates.append(Path(ref))
+    if ref in builtin_names():
+        text = resources.files(__package__).joinpath(f"{ref}.yaml").read_text(encoding="utf-8")
+        return text, ref, f"builtin:{ref}"
+    for path in candidates:
+        if path.is_file():
+            try:
+                return path.read_text(encoding="utf-8"), str(path), str(path.resolve())
+            except (OSError, UnicodeDecodeError) as error:
+                raise UserError(f"cannot read suite file {path}: {error}") from None
+    raise UserError(f"no suite named {ref!r}{suggest(ref, builtin_names())}; "
+                    f"built-in suites: {', '.join(builtin_names())}, or give a YAML file")
+
+
+def _load(ref: str, overrides: dict[str, Any], chain: tuple[tuple[str, str], ...], base: Path | None) -> Suite:
+    text, source, identity = _locate(ref, base)
+    if identity in (key for key, _ in chain):
+        names = [shown for _, shown in chain] + [source]
+        raise UserError(f"suite include cycle: {' -> '.join(names)}")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise UserError(f"suite {source} is not valid YAML{where}: {getattr(error, 'problem', error)}") from None
-    return parse(data, source, overrides or {})
+    here = None if identity.startswith("builtin:") else Path(source).parent
+    return parse(data, source, overrides, _chain=chain + ((identity, source),), _base=here)
 
 
-def parse(data: Any, source: str, overrides: dict[str, Any]) -> Suite:
+def parse(data: Any, source: str, overrides: dict[str, Any], *,
+          _chain: tuple[tuple[str, str], ...] = (), _base: Path | None = None) -> Suite:
     if not isinstance(data, dict):
         raise UserError(f"suite {source} must be a mapping with keys {', '.join(sorted(_KEYS))}")
     unknown = sorted(set(data) - _KEYS)
     if unknown:
         raise UserError(f"suite {source}: unknown key {unknown[0]!r}{suggest(unknown[0], sorted(_KEYS))}; "
                         f"known keys: {', '.join(sorted(_KEYS))}")
+    timeout = _timeout(data.get("timeout"), source)
+    specs = [s for ref in _includes(data.get("include"), source)
+             for s in _load(ref, overrides, _chain, _base).specs]
+    specs += [_spec(entry, source, overrides) for entry in _entries(data, source, bool(specs))]
+    if timeout is not None:
+        specs = [s if s.timeout is not None else dataclasses.replace(s, timeout=timeout) for s in specs]
+    unique = {spec_key(s): s for s in reversed(specs)}  # the first of identical specs wins
+    ordered = [s for s in specs if unique.get(spec_key(s)) is s]
+    return Suite(str(data.get("name") or Path(source).stem), str(data.get("description") or ""), ordered)
+
+
+def _entries(data: dict[str, Any], source: str, included: bool) -> list[dict[str, Any]]:
     defaults = _mapping(data.get("defaults") or {}, source, "defaults")
     matrix = _mapping(data.get("matrix") or {}, source, "matrix")
     explicit = data.get("specs") or []
@@ -67,20 +120,51 @@ def parse(data: Any, source: str, overrides: dict[str, Any]) -> Suite:
     entries: list[dict[str, Any]] = []
     if matrix:
         axes = {k: v if isinstance(v, list) else [v] for k, v in matrix.items()}
+        if any(not values for values in axes.values()):
+            raise UserError(f"suite {source}: matrix axis {next(k for k, v in axes.items() if not v)!r} is empty")
         for combination in itertools.product(*axes.values()):
-            entries.append(dict(zip(axes, combination)))
+            entries.append(_combine(dict(zip(axes, combination))))
     entries += [_mapping(e, source, "specs entry") for e in explicit]
-    if not entries:
-        raise UserError(f"suite {source} defines no benchmarks (give 'matrix' or 'specs')")
-    specs = []
-    for entry in entries:
-        try:
-            specs.append(BenchmarkSpec.from_dict({**defaults, **entry, **overrides}))
-        except UserError as error:
-            raise UserError(f"suite {source}: {error}") from None
-        except TypeError as error:
-            raise UserError(f"suite {source}: bad spec {entry}: {error}") from None
-    return Suite(str(data.get("name") or Path(source).stem), str(data.get("description") or ""), specs)
+    if not entries and not included:
+        raise UserError(f"suite {source} defines no benchmarks (give 'matrix', 'specs' or 'include')")
+    return [{**defaults, **entry} for entry in entries]
+
+
+def _combine(point: dict[str, Any]) -> dict[str, Any]:
+    """One matrix point as spec keys: a mapping value on a label axis contributes all its keys."""
+    entry: dict[str, Any] = {}
+    for axis, value in point.items():
+        if isinstance(value, dict) and axis not in _GENERAL:
+            entry.update(value)
+        else:
+            entry[axis] = value
+    return entry
+
+
+def _spec(entry: dict[str, Any], source: str, overrides: dict[str, Any]) -> BenchmarkSpec:
+    try:
+        return BenchmarkSpec.from_dict({**entry, **overrides})
+    except UserError as error:
+        raise UserError(f"suite {source}: {error}") from None
+    except TypeError as error:
+        raise UserError(f"suite {source}: bad spec {entry}: {error}") from None
+
+
+def _includes(value: Any, source: str) -> list[str]:
+    if value is None:
+        return []
+    refs = [value] if isinstance(value, str) else value
+    if not isinstance(refs, list) or not all(isinstance(r, str) and r for r in refs):
+        raise UserError(f"suite {source}: 'include' must be a suite name or path, or a list of them")
+    return refs
+
+
+def _timeout(value: Any, source: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise UserError(f"suite {source}: 'timeout' must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 def _mapping(value: Any, source: str, what: str) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 defaults), `run(spec, device, progress) -> (metrics, samples)` and `describe(metrics) -> str`
 (one line for the terminal). Every workload's metrics hold `throughput` and
 `throughput_unit` (img/s, Mvox/s, …) and its samples hold `step` (seconds per step).
+A workload adds `measured.common_metrics(items_per_step, unit)` (FLOPs, GPU monitor,
+energy) to its metrics; the 'traces' entry in there goes to Result.traces.
 
 `execute` wraps any of them into a Result: an out-of-memory error becomes a result with
 status 'oom', any other failure one with status 'error'. Only user errors propagate.
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
 
 WORKLOADS = {
     "fwdbwd": "dlbench.workloads.fwdbwd",
+    "train": "dlbench.workloads.train",
+    "infer": "dlbench.workloads.infer",
+    "smooth": "dlbench.workloads.smooth",
+    "volume": "dlbench.workloads.volume",
     "converge": "dlbench.workloads.converge",
 }
 
@@ -36,6 +42,7 @@ def execute(spec: "BenchmarkSpec", system: dict, *, progress: Progress = _no_pro
     try:
         with precision(spec.precision, device):
             metrics, samples = module.run(spec, device, progress)
+        result.traces.update(metrics.pop("traces", {}))
         result.metrics.update(metrics)
         result.samples = samples
     except UserError:
@@ -59,7 +66,25 @@ def describe(result: Result) -> str:
     """One line about a result, for the terminal."""
     if result.status == "ok":
         module = importlib.import_module(WORKLOADS[result.workload])
-        return f"ok {result.spec['workload']} {result.model} on {result.system_label}: {module.describe(result.metrics)}"
+        line = f"ok {result.spec['workload']} {result.model} on {result.system_label}: {module.describe(result.metrics)}"
+        return line + common_suffix(result.metrics)
     if result.status == "oom":
         return f"oom {result.workload} {result.model}: out of memory at batch {result.metrics.get('batch_tried')}"
     return f"{result.status} {result.workload} {result.model}: {result.error or ''}"
+
+
+def common_suffix(metrics: dict) -> str:
+    """FLOP utilisation, energy and throttling, where measured: the same for every workload."""
+    parts = []
+    if metrics.get("achieved_tflops"):
+        text = f"{metrics['achieved_tflops']:.2f} TFLOP/s"
+        if metrics.get("ceiling_fraction") is not None:
+            text += f" ({metrics['ceiling_fraction']:.0%} of the measured ceiling)"
+        elif metrics.get("datasheet_fraction") is not None:
+            text += f" ({metrics['datasheet_fraction']:.0%} of the datasheet peak)"
+        parts.append(text)
+    if metrics.get("energy_j_per_step") is not None:
+        parts.append(f"{metrics['energy_j_per_step']:.1f} J/step")
+    if metrics.get("throttled"):
+        parts.append("THROTTLED: " + ", ".join(metrics.get("throttle_reasons") or []))
+    return "; " + "; ".join(parts) if parts else ""

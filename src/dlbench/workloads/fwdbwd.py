@@ -61,6 +61,7 @@ def run(spec, device: torch.device, progress: Progress):
         "warmup_steps": measured.warmup_steps,
         "warmup_s": measured.warmup_s,
         "stats": stats,
+        **measured.common_metrics(spec.batch, "img"),
     }
     return metrics, samples
 

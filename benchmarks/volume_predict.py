@@ -1,0 +1,169 @@
+"""Blockwise prediction on one GPU: the model alone vs dlbench `volume` end to end vs a plain loop.
+
+All three run in this process on the same generated volume and the same tiles
+(block + 2 x halo; 32x384x384 + 2 x 16x64x64 = 64x512x512 by default):
+
+  model alone   random tile already on the GPU, forward only (bf16, channels-last-3d):
+                Mvox/s of kept output, the ceiling for end to end
+  dlbench       `volume` workload: reader threads, pinned memory, side-stream copies, writer
+                threads, zarr output with completion record (bf16, channels-last-3d)
+  plain loop    read tile, .to(device), forward (fp16 autocast), .cpu(), write; one block
+                after the other, for --plain-seconds (the loop the issue quotes at 21 Mvox/s)
+
+Prints Mvox/s for each, the time for the generated volume (the seed's 1.9 gigavoxel
+200x3072x3072 by default) and hours for 8.1 teravoxel on 1 and 8 GPUs.
+
+  python benchmarks/volume_predict.py                      # the full benchmark, one H200, < 8 min
+  python benchmarks/volume_predict.py --shape 40x1024x1024 # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from dlbench.data.blocking import Blocking
+from dlbench.data.generate_volume import generate
+from dlbench.data.prediction_store import PredictionStore
+from dlbench.data.volumes import open_volume
+from dlbench.models import registry
+from dlbench.spec import BenchmarkSpec, parse_shape
+from dlbench.workloads import execute
+from dlbench.workloads.runtime import resolve_device
+
+PLATYNEREIS = 8.1e12
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--shape", default="200x3072x3072", help="generated volume ZxYxX (default: the seed's 1.9 Gvox)")
+    p.add_argument("--block", default="32x384x384", help="output block ZxYxX")
+    p.add_argument("--halo", default="16x64x64", help="halo ZxYxX on each side")
+    p.add_argument("--model", default="unet3d", help="registry model")
+    p.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu (cpu only to try the script)")
+    p.add_argument("--workdir", default=None, help="local disk folder for the volume and outputs (default: a temp dir)")
+    p.add_argument("--model-iters", type=int, default=20, help="timed forward passes for the model alone")
+    p.add_argument("--plain-seconds", type=float, default=60.0, help="how long the plain loop runs (it extrapolates)")
+    p.add_argument("--gpus-extrapolate", type=int, default=8, help="GPU count for the second hours column")
+    p.add_argument("--keep", action="store_true", help="keep the generated volume and outputs")
+    return p.parse_args()
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def model_alone(name: str, blocking: Blocking, device: torch.device, iters: int) -> float:
+    """Kept-output Mvox/s of forward passes on a random tile already on the device (bf16, channels-last-3d)."""
+    torch.manual_seed(0)
+    model = registry.build(name).to(device).eval().to(memory_format=torch.channels_last_3d)
+    x = torch.rand((1, 1, *blocking.tile), device=device).contiguous(memory_format=torch.channels_last_3d)
+    kept = int(np.prod(blocking.block))
+    with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16):
+        for _ in range(3):
+            model(x)
+        sync(device)
+        start = time.perf_counter()
+        for _ in range(iters):
+            model(x)
+        sync(device)
+    seconds = (time.perf_counter() - start) / iters
+    del model, x
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return kept / seconds / 1e6
+
+
+def dlbench_volume(args, volume: str, output: str) -> dict:
+    spec = BenchmarkSpec(workload="volume", model=args.model, batch=1, precision="bf16", channels_last=True,
+                         device=args.device, warmup=2,
+                         options={"input": volume, "output": output, "block": args.block, "halo": args.halo,
+                                  "dtype": "uint8", "readers": min(8, os.cpu_count() or 1), "writers": 4, "queue": 8})
+    result = execute(spec, {})
+    if result.status != "ok":
+        raise SystemExit(f"dlbench volume failed: {result.status} {result.error}")
+    return result.metrics
+
+
+def plain_loop(args, volume_path: str, output: str, blocking: Blocking, device: torch.device) -> tuple[float, int]:
+    """Read, .to(device), forward (fp16), .cpu(), write: one block at a time. Returns (Mvox/s, blocks done)."""
+    torch.manual_seed(0)
+    model = registry.build(args.model).to(device).eval()
+    volume = open_volume(volume_path)
+    store = PredictionStore(output)
+    store.create({"plain": True}, (1, *blocking.shape), (1, *blocking.block), "uint8", resume=False, overwrite=True)
+    store.open()
+    voxels, done = 0, 0
+    start = time.perf_counter()
+    with torch.no_grad(), torch.autocast(device.type, dtype=torch.float16, enabled=device.type == "cuda"):
+        for block in blocking:
+            tile = blocking.read_tile(volume.read, block).astype(np.float32) / 255.0
+            y = model(torch.from_numpy(tile)[None, None].to(device))[0]
+            y = y[(slice(None), *blocking.crop(block))].float().clamp(0, 1).mul(255).round().to(torch.uint8).cpu()
+            store.write_block(block.index, block.box, y[:1].numpy())
+            voxels += int(np.prod(block.shape))
+            done += 1
+            if time.perf_counter() - start > args.plain_seconds:
+                break
+    seconds = time.perf_counter() - start
+    volume.close()
+    return voxels / seconds / 1e6, done
+
+
+def row(name: str, mvox: float, volume_voxels: int, gpus: int) -> list[str]:
+    hours = PLATYNEREIS / (mvox * 1e6) / 3600
+    return [name, f"{mvox:8.1f}", f"{volume_voxels / (mvox * 1e6):9.1f}", f"{hours:8.1f}", f"{hours / gpus:8.2f}"]
+
+
+def main() -> None:
+    args = parse_args()
+    device = resolve_device(args.device)
+    shape = parse_shape(args.shape)
+    blocking = Blocking(shape, parse_shape(args.block), parse_shape(args.halo))
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="dlbench-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    volume = workdir / "volume.zarr"
+    try:
+        start = time.perf_counter()
+        if not volume.exists():
+            generate(volume, shape, "zarr", labels=False, workers=os.cpu_count() or 1)
+        print(f"generated {args.shape} in {time.perf_counter() - start:.1f} s on {device}", flush=True)
+
+        alone = model_alone(args.model, blocking, device, args.model_iters)
+        print(f"model alone: {alone:.1f} Mvox/s", flush=True)
+        metrics = dlbench_volume(args, str(volume), str(workdir / "dlbench.zarr"))
+        print(f"dlbench volume: {metrics['mvox_per_s']:.1f} Mvox/s, {metrics['total_s']:.1f} s", flush=True)
+        plain, blocks = plain_loop(args, str(volume), str(workdir / "plain.zarr"), blocking, device)
+        print(f"plain loop: {plain:.1f} Mvox/s over {blocks} blocks", flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    voxels = int(np.prod(shape))
+    n = args.gpus_extrapolate
+    header = ["method", "Mvox/s", f"{args.shape} [s]", "8.1 Tvox 1 GPU [h]", f"8.1 Tvox {n} GPUs [h]"]
+    rows = [row("model alone (bf16, cl3d)", alone, voxels, n),
+            row("dlbench volume (bf16, cl3d)", metrics["mvox_per_s"], voxels, n),
+            row("plain sync loop (fp16)", plain, voxels, n)]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    print()
+    print(f"{args.model}, tile {'x'.join(map(str, blocking.tile))} (block {args.block} + halo {args.halo}), "
+          f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}")
+    for r in [header, *rows]:
+        print(" | ".join(c.rjust(w) for c, w in zip(r, widths)))
+    print(f"\ndlbench end to end / model alone: {metrics['mvox_per_s'] / alone:.2f} (target >= 0.9); "
+          f"phases [s]: " + ", ".join(f"{k} {v:.1f}" for k, v in metrics["phase_s"].items() if k != "step")
+          + f"; data-wait share {metrics['data_wait_share']:.1%}")
+
+
+if __name__ == "__main__":
+    main()

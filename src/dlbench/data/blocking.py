@@ -1,0 +1,117 @@
+"""Split a volume into output blocks with a halo; read reflect-padded input tiles.
+
+Blocks start at multiples of the block shape and the last block along an axis is cut at
+the volume's far border, so the blocks cover every voxel exactly once. Every input tile has
+the same shape, block + 2 x halo, even for cut blocks: voxels outside the volume are its
+reflection (numpy's 'reflect' mode: the border voxel is not repeated).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+
+from dlbench.errors import UserError
+
+Box = tuple[slice, ...]
+
+
+@dataclass(frozen=True)
+class Block:
+    index: int
+    begin: tuple[int, ...]  # first output voxel
+    end: tuple[int, ...]  # one past the last output voxel (cut at the volume border)
+
+    @property
+    def box(self) -> Box:
+        return tuple(slice(b, e) for b, e in zip(self.begin, self.end))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(e - b for b, e in zip(self.begin, self.end))
+
+
+@dataclass(frozen=True)
+class Blocking:
+    shape: tuple[int, ...]
+    block: tuple[int, ...]
+    halo: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not (len(self.shape) == len(self.block) == len(self.halo)):
+            raise UserError(f"block {_fmt(self.block)} and halo {_fmt(self.halo)} need {len(self.shape)} sizes "
+                            f"like the volume {_fmt(self.shape)}")
+        if any(b > s for b, s in zip(self.block, self.shape)):
+            raise UserError(f"block {_fmt(self.block)} is larger than the volume {_fmt(self.shape)}")
+        if any(h < 0 for h in self.halo) or any(h >= s for h, s in zip(self.halo, self.shape)):
+            raise UserError(f"halo {_fmt(self.halo)} must be ≥ 0 and smaller than the volume {_fmt(self.shape)} "
+                            f"in every dimension")
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return tuple(-(-s // b) for s, b in zip(self.shape, self.block))
+
+    @property
+    def tile(self) -> tuple[int, ...]:
+        return tuple(b + 2 * h for b, h in zip(self.block, self.halo))
+
+    def __len__(self) -> int:
+        return int(np.prod(self.grid))
+
+    def __getitem__(self, index: int) -> Block:
+        position = np.unravel_index(index, self.grid)
+        begin = tuple(int(p) * b for p, b in zip(position, self.block))
+        end = tuple(min(b0 + b, s) for b0, b, s in zip(begin, self.block, self.shape))
+        return Block(index, begin, end)
+
+    def __iter__(self) -> Iterator[Block]:
+        return (self[i] for i in range(len(self)))
+
+    def crop(self, block: Block) -> Box:
+        """Where the block's output lies inside the model's output for its tile."""
+        return tuple(slice(h, h + n) for h, n in zip(self.halo, block.shape))
+
+    def read_tile(self, read: Callable[[Box], np.ndarray], block: Block) -> np.ndarray:
+        """The input tile for `block`: one read of the covered region, reflected where the tile leaves the volume."""
+        indices = [_reflect(np.arange(b - h, b - h + t), s) for b, h, t, s in
+                   zip(block.begin, self.halo, self.tile, self.shape)]
+        lows = [int(i.min()) for i in indices]
+        region = read(tuple(slice(lo, int(i.max()) + 1) for lo, i in zip(lows, indices)))
+        if region.shape == self.tile:  # inside the volume: the read is the tile, no copy
+            return region
+        return region[np.ix_(*[i - lo for i, lo in zip(indices, lows)])]
+
+
+def _reflect(index: np.ndarray, size: int) -> np.ndarray:
+    if size == 1:
+        return np.zeros_like(index)
+    period = 2 * (size - 1)
+    index = np.abs(index) % period
+    return np.where(index >= size, period - index, index)
+
+
+def _fmt(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
+
+
+def auto_candidates(shape: tuple[int, ...], halo: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Block shapes for `--block auto`, largest first, cut to the volume."""
+    bases = [(128, 1024, 1024), (96, 768, 768), (64, 512, 512), (48, 384, 384), (32, 384, 384),
+             (32, 256, 256), (16, 192, 192), (16, 128, 128), (8, 64, 64)]
+    seen: list[tuple[int, ...]] = []
+    for base in bases:
+        block = tuple(min(b, s) for b, s in zip(base, shape))
+        if block not in seen:
+            seen.append(block)
+    return seen
+
+
+def every_voxel_once(blocking: Blocking) -> bool:
+    """True if the blocks cover the volume exactly once (used by tests and as a self-check)."""
+    count = np.zeros(blocking.shape, dtype=np.uint8)
+    for block in blocking:
+        count[block.box] += 1
+    return bool((count == 1).all())

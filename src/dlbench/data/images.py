@@ -1,0 +1,389 @@
+"""Image input pipelines. Every loader is an endless iterable of (inputs, targets):
+
+- `SyntheticImages`: one random batch made on the device, handed out again and again.
+- `dummy`: random uint8 images made on the CPU, through the real transforms, in DataLoader workers.
+- `folder`: an ImageFolder of JPEGs decoded on the CPU in DataLoader workers (pinned memory,
+  prefetching), or read as bytes there and decoded on the device (`DeviceDecoder`, nvjpeg on a GPU).
+
+Host pipelines hand over uint8 batches; `to_device` copies them and normalises on the device
+(a quarter of the bytes over PCIe). Corrupt files are skipped and counted; too many is an error
+that names them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import queue
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler, SequentialSampler
+from torchvision.io import ImageReadMode, decode_image, decode_jpeg
+from torchvision.transforms import v2
+
+from dlbench.errors import UserError
+
+EXTENSIONS = (".jpg", ".jpeg", ".png")
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+EVAL_RESIZE = 0.875  # eval: resize to size / 0.875, then centre-crop (224 from 256)
+_MAGIC = (b"\xff\xd8\xff", b"\x89PNG")
+
+
+@dataclass
+class ImageConfig:
+    size: tuple[int, int]  # (height, width) of the crops
+    batch: int
+    train: bool
+    workers: int
+    prefetch: int
+    seed: int
+    max_corrupt: float  # fraction of the files that may be corrupt before the run fails
+    rank: int = 0
+    world: int = 1
+
+
+@dataclass
+class Corrupt:
+    """Files skipped because they could not be decoded."""
+
+    total_files: int
+    limit: float
+    paths: list[str] = field(default_factory=list)
+
+    def add(self, paths: list[str]) -> None:
+        self.paths.extend(p for p in dict.fromkeys(paths) if p not in self.paths)
+        allowed = max(0, math.floor(self.limit * self.total_files))
+        if len(self.paths) > allowed:
+            shown = ", ".join(Path(p).name for p in self.paths[:5])
+            more = f" and {len(self.paths) - 5} more" if len(self.paths) > 5 else ""
+            raise UserError(f"{len(self.paths)} of {self.total_files} images could not be decoded "
+                            f"(more than {self.limit:.0%} allowed): {shown}{more}")
+
+
+# ---------------------------------------------------------------- synthetic
+
+
+class SyntheticImages:
+    """Random inputs made once on the device: measures the model with no input cost."""
+
+    def __init__(self, batch: int, shape: tuple[int, ...], device: torch.device, seed: int,
+                 channels_last: bool = False) -> None:
+        generator = torch.Generator(device=device).manual_seed(seed)
+        inputs = torch.randn((batch, *shape), device=device, generator=generator)  # never zeros: they run faster
+        self.inputs = inputs.contiguous(memory_format=torch.channels_last) if channels_last and inputs.dim() == 4 else inputs
+        self.images = 0
+        self.corrupt: Corrupt | None = None
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, None]]:
+        while True:
+            yield self.inputs, None  # targets come from the workload, shaped like the model's output
+
+    def close(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------- host pipelines
+
+
+def transforms(config: ImageConfig) -> v2.Transform:
+    """Standard ImageNet transforms on uint8 tensors (normalisation happens on the device)."""
+    if config.train:
+        return v2.Compose([v2.RandomResizedCrop(config.size, antialias=True), v2.RandomHorizontalFlip()])
+    resize = tuple(int(s / EVAL_RESIZE) for s in config.size)
+    return v2.Compose([v2.Resize(resize, antialias=True), v2.CenterCrop(config.size)])
+
+
+def scan_folder(root: Path) -> tuple[list[tuple[str, int]], list[str]]:
+    """(path, class index) for every image in root/<class>/, and the class names."""
+    if not root.exists():
+        raise UserError(f"dataset folder {root} does not exist")
+    if not root.is_dir():
+        raise UserError(f"dataset {root} is not a folder (expected class folders of JPEG files)")
+    classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
+    items = []
+    for index, name in enumerate(classes):
+        for dirpath, _, files in os.walk(root / name):
+            items += [(os.path.join(dirpath, f), index) for f in sorted(files) if f.lower().endswith(EXTENSIONS)]
+    if not items:
+        what = "is empty" if not any(root.iterdir()) else "holds no .jpg/.jpeg/.png files in class folders"
+        raise UserError(f"dataset folder {root} {what} (expected {root}/<class>/<image>.jpg; "
+                        f"`dlbench data images {root} --n 1000` writes such a dataset)")
+    _check_some_are_images(root, [p for p, _ in items[:: max(1, len(items) // 32)]])
+    return items, classes
+
+
+def _check_some_are_images(root: Path, sample: list[str]) -> None:
+    for path in sample:
+        with open(path, "rb") as f:
+            if f.read(4).startswith(_MAGIC):
+                return
+    raise UserError(f"dataset folder {root}: none of {len(sample)} files checked is a JPEG or PNG image")
+
+
+class FolderImages(Dataset):
+    """Decoded, transformed uint8 images; a file that fails to decode is replaced by the next one."""
+
+    def __init__(self, items: list[tuple[str, int]], config: ImageConfig, decode: bool = True) -> None:
+        self.items, self.decode = items, decode
+        self.transform = transforms(config)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> tuple[Any, int, list[str]]:
+        # Never raises: a worker's exception would reach the user as a traceback. Bad files are
+        # reported with the batch, and the main process decides whether there are too many.
+        bad: list[str] = []
+        for attempt in range(min(len(self.items), 16)):
+            path, label = self.items[(index + attempt) % len(self.items)]
+            try:
+                data = _read(path)
+                sample = self.transform(decode_image(data, mode=ImageReadMode.RGB)) if self.decode else (data, path)
+                return sample, label, bad
+            except Exception:  # noqa: BLE001 - any undecodable file is skipped and counted
+                bad.append(path)
+        return None, -1, bad
+
+
+def _read(path: str) -> torch.Tensor:
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data.startswith(_MAGIC):
+        raise ValueError(f"{path} is not a JPEG or PNG file")
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+
+class DummyImages(Dataset):
+    """Random photo-sized uint8 images made on the CPU: the pipeline's cost without decoding."""
+
+    def __init__(self, length: int, config: ImageConfig) -> None:
+        self.length, self.seed = length, config.seed
+        self.transform = transforms(config)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int, list[str]]:
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+        image = torch.randint(0, 256, (3, 375, 500), dtype=torch.uint8, generator=generator)
+        return self.transform(image), index % 1000, []
+
+
+def _good(batch: list) -> tuple[tuple, tuple, list[str]]:
+    bad = [p for _, _, paths in batch for p in paths]
+    kept = [(sample, label) for sample, label, _ in batch if sample is not None] or [(None, -1)]
+    samples, labels = zip(*kept)
+    return samples, labels, bad
+
+
+def _collate(batch: list) -> tuple[Any, torch.Tensor, list[str]]:
+    samples, labels, bad = _good(batch)
+    if samples[0] is None:
+        return None, torch.tensor(labels), bad
+    return torch.stack(samples), torch.tensor(labels), bad
+
+
+def collate_bytes(batch: list) -> tuple[list[torch.Tensor], torch.Tensor, list[str], list[str]]:
+    """Encoded files stay a list (sizes differ); their paths come along to name corrupt ones."""
+    samples, labels, bad = _good(batch)
+    if samples[0] is None:
+        return [], torch.tensor(labels), bad, []
+    return [data for data, _ in samples], torch.tensor(labels), bad, [path for _, path in samples]
+
+
+def _worker_init(_: int) -> None:
+    torch.set_num_threads(1)  # N workers x all cores each would oversubscribe the CPU
+
+
+def data_loader(dataset: Dataset, config: ImageConfig, device: torch.device, collate=_collate) -> DataLoader:
+    if config.world > 1:
+        sampler = DistributedSampler(dataset, config.world, config.rank, shuffle=config.train, seed=config.seed)
+    else:
+        sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(config.seed)) if config.train \
+            else SequentialSampler(dataset)
+    workers = config.workers
+    return DataLoader(dataset, batch_size=config.batch, sampler=sampler, num_workers=workers,
+                      collate_fn=collate, pin_memory=device.type == "cuda", drop_last=True,
+                      prefetch_factor=config.prefetch if workers else None,
+                      persistent_workers=workers > 0, worker_init_fn=_worker_init if workers else None)
+
+
+class HostLoader:
+    """Cycles a DataLoader for as many steps as asked; counts skipped files."""
+
+    def __init__(self, loader: DataLoader, corrupt: Corrupt | None) -> None:
+        self.loader, self.corrupt = loader, corrupt
+        self.images = len(loader.dataset)
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def batches(self) -> Iterator[tuple]:
+        """The DataLoader's batches, epoch after epoch (reshuffled each time)."""
+        while True:
+            sampler = self.loader.sampler
+            if hasattr(sampler, "set_epoch"):
+                sampler.set_epoch(self.epoch)
+            for batch in self.loader:
+                if batch[2] and self.corrupt is not None:
+                    self.corrupt.add(batch[2])
+                if batch[0] is None or len(batch[0]) == 0:
+                    raise UserError(f"no file of a whole batch could be decoded, e.g. {batch[2][0]}")
+                yield batch
+            self.epoch += 1
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for inputs, targets, *_ in self.batches():
+            yield inputs, targets
+
+    def close(self) -> None:
+        iterator = getattr(self.loader, "_iterator", None)
+        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+            iterator._shutdown_workers()
+
+
+# ---------------------------------------------------------------- device decoding
+
+
+class DeviceDecoder:
+    """JPEG bytes from DataLoader workers, decoded and cropped on the device one batch ahead.
+
+    A background thread decodes on its own CUDA stream while the model runs on the main one;
+    the consumer's stream waits on an event, so the device timeline shows only the wait that
+    is left. On the CPU the same code runs without streams (that is what the tests exercise).
+    """
+
+    def __init__(self, host: HostLoader, config: ImageConfig, device: torch.device) -> None:
+        self.host, self.config, self.device = host, config, device
+        self.corrupt = host.corrupt
+        self.images = host.images
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, config.prefetch))
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._generator = torch.Generator(device="cpu").manual_seed(config.seed)
+
+    def __len__(self) -> int:
+        return len(self.host)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._produce, daemon=True, name="dlbench-decode")
+            self._thread.start()
+        while True:
+            item = self._queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            images, targets, ready = item
+            if ready is not None:
+                stream = torch.cuda.current_stream(self.device)
+                stream.wait_event(ready)
+                images.record_stream(stream)  # made on the decode stream, used on this one
+                targets.record_stream(stream)
+            yield images, targets
+
+    def _produce(self) -> None:
+        stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        try:
+            for encoded, targets, _, paths in self.host.batches():
+                if self._stop.is_set():
+                    return
+                with torch.cuda.stream(stream) if stream is not None else _nullcontext():
+                    images = self.decode_batch(encoded, paths)
+                    targets = targets.to(self.device, non_blocking=True)
+                    ready = None
+                    if stream is not None:
+                        ready = torch.cuda.Event()
+                        ready.record(stream)
+                self._put((images, targets, ready))
+        except BaseException as error:  # noqa: BLE001 - handed to the consumer, which raises it
+            self._put(error)
+
+    def _put(self, item: Any) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def decode_batch(self, encoded: list[torch.Tensor], paths: list[str]) -> torch.Tensor:
+        """Decode a batch on the device (skipping corrupt files), crop, resize and flip there."""
+        images = self._decode(encoded, paths)
+        return torch.stack([self._crop(image) for image in images])
+
+    def _decode(self, encoded: list[torch.Tensor], paths: list[str]) -> list[torch.Tensor]:
+        try:
+            return list(decode_jpeg(encoded, device=self.device, mode=ImageReadMode.RGB))
+        except RuntimeError:
+            pass
+        images, bad = [], []  # a file spoilt the batch: find it and stand a good image in for it
+        for data, path in zip(encoded, paths):
+            try:
+                images.append(decode_jpeg(data, device=self.device, mode=ImageReadMode.RGB))
+            except RuntimeError:
+                bad.append(path)
+        if self.corrupt is not None:
+            self.corrupt.add(bad)
+        if not images:
+            raise UserError(f"no file of a whole batch could be decoded, e.g. {paths[0]}")
+        return images + [images[i % len(images)] for i in range(len(bad))]
+
+    def _crop(self, image: torch.Tensor) -> torch.Tensor:
+        height, width = self.config.size
+        if not self.config.train:
+            resized = v2.functional.resize(image, [int(height / EVAL_RESIZE), int(width / EVAL_RESIZE)], antialias=True)
+            return v2.functional.center_crop(resized, [height, width])
+        top, left, h, w = _crop_params(image, self._generator)
+        crop = v2.functional.resized_crop(image, top, left, h, w, [height, width], antialias=True)
+        if torch.rand((), generator=self._generator) < 0.5:
+            crop = crop.flip(-1)
+        return crop
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.host.close()
+
+
+def _crop_params(image: torch.Tensor, generator: torch.Generator) -> tuple[int, int, int, int]:
+    height, width = image.shape[-2:]
+    area = height * width
+    for _ in range(10):
+        target = area * float(torch.empty(()).uniform_(0.08, 1.0, generator=generator))
+        ratio = math.exp(float(torch.empty(()).uniform_(math.log(3 / 4), math.log(4 / 3), generator=generator)))
+        w, h = int(round(math.sqrt(target * ratio))), int(round(math.sqrt(target / ratio)))
+        if 0 < w <= width and 0 < h <= height:
+            top = int(torch.randint(0, height - h + 1, (), generator=generator))
+            left = int(torch.randint(0, width - w + 1, (), generator=generator))
+            return top, left, h, w
+    return 0, 0, height, width
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+# ---------------------------------------------------------------- the device side
+
+
+def to_device(inputs: torch.Tensor, device: torch.device, channels_last: bool) -> torch.Tensor:
+    """Copy a uint8 batch to the device (non-blocking from pinned memory) and normalise it there."""
+    x = inputs.to(device, non_blocking=True)
+    if x.dtype == torch.uint8:
+        scale = torch.tensor([1 / (255 * s) for s in STD], device=device).view(1, 3, 1, 1)
+        shift = torch.tensor([m / s for m, s in zip(MEAN, STD)], device=device).view(1, 3, 1, 1)
+        x = x.float().mul_(scale).sub_(shift)
+    if channels_last and x.dim() == 4:
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x

@@ -1,0 +1,117 @@
+"""The output of blockwise prediction: a chunked zarr or N5 array plus a completion record.
+
+One chunk per output block (channels first), so concurrent writers never share a chunk.
+The completion record lives inside the output (`.dlbench/`): `run.json` holds the settings
+the output was made with, `done/<block>` marks a block whose chunk is on disk. A block is
+marked only after its write committed, so `--resume` redoes exactly the unfinished blocks
+and the bytes equal an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from dlbench.data.volumes import split_path_key
+from dlbench.errors import UserError
+
+OUTPUT_KEY = "prediction"
+DTYPES = ("uint8", "float16")
+
+
+def _spec(path: Path, key: str, fmt: str, shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str) -> dict:
+    kvstore = {"driver": "file", "path": str((path / key).resolve())}
+    blosc = {"cname": "lz4", "clevel": 5, "shuffle": 1}
+    if fmt == "n5":
+        metadata = {"dimensions": list(shape), "blockSize": list(chunks), "dataType": dtype,
+                    "compression": {"type": "blosc", **blosc, "blocksize": 0}}
+        return {"driver": "n5", "kvstore": kvstore, "metadata": metadata}
+    metadata = {"shape": list(shape), "chunks": list(chunks), "dtype": np.dtype(dtype).str,
+                "compressor": {"id": "blosc", **blosc}, "fill_value": 0}
+    return {"driver": "zarr", "kvstore": kvstore, "metadata": metadata}
+
+
+class PredictionStore:
+    def __init__(self, path_key: str) -> None:
+        self.path, self.key = split_path_key(path_key, OUTPUT_KEY)
+        self.format = "n5" if self.path.suffix.lower() == ".n5" else "zarr"
+        self.record = self.path / ".dlbench"
+        self.array = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.path}:{self.key}"
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def check_new(self, resume: bool, overwrite: bool) -> None:
+        """Refuse to touch an existing output unless the user said how."""
+        if resume and overwrite:
+            raise UserError("--resume and --overwrite exclude each other")
+        if self.exists() and not (resume or overwrite):
+            raise UserError(f"output {self.path} already exists: pass --resume to complete it or --overwrite to replace it")
+        if self.exists() and resume and not (self.record / "run.json").exists():
+            raise UserError(f"output {self.path} exists but holds no dlbench completion record: cannot --resume it "
+                            f"(use --overwrite to replace it)")
+
+    def create(self, settings: dict, shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str,
+               resume: bool, overwrite: bool) -> None:
+        """Make (or, for --resume, check and reopen) the output; call on one process only."""
+        import tensorstore as ts
+
+        if self.exists() and overwrite:
+            shutil.rmtree(self.path) if self.path.is_dir() else self.path.unlink()
+        if self.exists() and resume:
+            stored = json.loads((self.record / "run.json").read_text(encoding="utf-8"))
+            if stored != settings:
+                changed = sorted(k for k in set(stored) | set(settings) if stored.get(k) != settings.get(k))
+                raise UserError(f"output {self.path} was written with other settings ({', '.join(changed)} differ): "
+                                f"rerun with the same settings or --overwrite")
+            return
+        try:
+            self._make_groups()
+            (self.record / "done").mkdir(parents=True, exist_ok=True)
+            ts.open(_spec(self.path, self.key, self.format, shape, chunks, dtype), create=True,
+                    delete_existing=True).result()
+            tmp = self.record / "run.json.tmp"
+            tmp.write_text(json.dumps(settings, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, self.record / "run.json")
+        except OSError as error:
+            raise UserError(f"cannot create output {self.path}: {error.strerror or error}") from None
+
+    def _make_groups(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        if self.format == "n5":
+            (self.path / "attributes.json").write_text('{"n5": "2.0.0"}')
+            return
+        for group in [self.path, *[self.path / p for p in Path(self.key).parents if str(p) != "."]]:
+            group.mkdir(parents=True, exist_ok=True)
+            (group / ".zgroup").write_text('{"zarr_format": 2}')
+
+    def open(self) -> None:
+        import tensorstore as ts
+
+        spec = {"driver": self.format, "kvstore": {"driver": "file", "path": str((self.path / self.key).resolve())}}
+        self.array = ts.open(spec, read=True, write=True).result()
+
+    def done(self) -> set[int]:
+        folder = self.record / "done"
+        return {int(name) for name in os.listdir(folder) if name.isdigit()} if folder.is_dir() else set()
+
+    def write_block(self, index: int, box: tuple[slice, ...], data: np.ndarray) -> None:
+        """Write one block's chunk, then mark it done; raises OSError when the disk fails."""
+        try:
+            self.array[(slice(None), *box)].write(data).result()
+        except ValueError as error:  # tensorstore reports I/O failures as ValueError
+            raise OSError(str(error).splitlines()[0]) from None
+        marker = self.record / "done" / str(index)
+        with open(marker, "w", encoding="utf-8"):
+            pass
+
+    def read(self) -> np.ndarray:
+        return self.array.read().result()

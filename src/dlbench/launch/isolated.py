@@ -1,0 +1,179 @@
+"""Run one spec in its own process and always come back with a Result.
+
+The child is `python -m dlbench.launch.worker` (or torchrun running it, for gpus > 1) in
+a session of its own, so a terminal's Ctrl-C reaches only the parent, which decides.
+Whatever the child does (segfault, abort, CUDA error, OOM, hang, killed by the kernel)
+ends as a record: the worker's own result when it wrote one, else `error`, `timeout` or
+`interrupted` with the end of the child's output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from dlbench.launch import torchrun
+from dlbench.launch.interrupts import Interrupts
+from dlbench.results.record import Result, now
+from dlbench.spec import BenchmarkSpec
+
+POLL_S = 0.1
+STOP_GRACE_S = 10.0  # after SIGTERM, before SIGKILL
+EXIT_GRACE_S = 30.0  # a child that wrote its result but does not exit (stuck in teardown) is killed then
+OUTPUT_TAIL = 8000
+
+Tick = Callable[[dict | None], None]  # called every poll with the child's latest progress
+
+
+@dataclass
+class Job:
+    """Where a result belongs: suite name, suite-run id and tag are stored with it."""
+    suite: str | None = None
+    run: str | None = None
+    tag: str | None = None
+
+
+def command(spec: BenchmarkSpec, spec_file: Path, result_file: Path) -> list[str]:
+    if spec.gpus > 1:
+        return torchrun.command(spec_file, result_file, spec.gpus)
+    return [sys.executable, "-m", "dlbench.launch.worker", str(spec_file), str(result_file)]
+
+
+def run(spec: BenchmarkSpec, system: dict, job: Job, *, timeout: float | None,
+        interrupts: Interrupts | None = None, tick: Tick | None = None) -> Result:
+    """Run `spec` in a child process; a second interrupt raises KeyboardInterrupt after killing it."""
+    interrupts = interrupts or Interrupts()
+    with tempfile.TemporaryDirectory(prefix="dlbench-") as tmp:
+        folder = Path(tmp)
+        files = {name: folder / name for name in ("spec.json", "result.json", "progress.json", "output.log")}
+        files["spec.json"].write_text(json.dumps({"spec": spec.to_dict(), "suite": job.suite, "tag": job.tag,
+                                                  "run": job.run}), encoding="utf-8")
+        started, clock = now(), time.monotonic()
+        with open(files["output.log"], "wb") as log:
+            proc = _start(command(spec, files["spec.json"], files["result.json"]), log, files["progress.json"])
+            try:
+                reason, progress = _supervise(proc, files, timeout, interrupts, tick)
+            finally:
+                _kill(proc, signal.SIGKILL)  # also what the child left behind in its session
+                proc.wait()
+        result = _outcome(spec, system, proc.returncode, reason, progress, files, timeout)
+        result.started = result.started if files["result.json"].exists() else started
+    result.suite, result.run, result.tag = job.suite, job.run, job.tag
+    result.traces["launch"] = {"mode": "torchrun" if spec.gpus > 1 else "isolated",
+                               "wall_s": round(time.monotonic() - clock, 3), "returncode": proc.returncode}
+    return result
+
+
+def _start(cmd: list[str], log, progress_file: Path) -> subprocess.Popen:
+    env = {**os.environ, "DLBENCH_PROGRESS": str(progress_file), "PYTHONFAULTHANDLER": "1",
+           "PYTHONUNBUFFERED": "1"}
+    with _no_core_files():
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+
+
+@contextlib.contextmanager
+def _no_core_files() -> Iterator[None]:
+    # A crashing CUDA process can dump gigabytes of core into the working directory; the
+    # child inherits the limit at fork, so it is lowered only around the start.
+    soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
+
+
+def _supervise(proc: subprocess.Popen, files: dict[str, Path], timeout: float | None,
+               interrupts: Interrupts, tick: Tick | None) -> tuple[str | None, dict | None]:
+    """Wait for the child; returns why it was stopped (None, 'timeout', 'interrupted') and its last progress."""
+    start = time.monotonic()
+    reason: str | None = None
+    kill_at: float | None = None
+    progress = None
+    while proc.poll() is None:
+        clock = time.monotonic()
+        progress = _read_json(files["progress.json"]) or progress
+        if tick:
+            tick(progress)
+        if reason in (None, "finished") and interrupts.count:
+            reason, kill_at = "interrupted", clock + (STOP_GRACE_S if reason is None else 0.0)
+            _kill(proc, signal.SIGTERM)
+        elif reason is None and timeout is not None and clock - start > timeout:
+            reason, kill_at = "timeout", clock + STOP_GRACE_S
+            _kill(proc, signal.SIGTERM)
+        elif reason is None and files["result.json"].exists():
+            reason, kill_at = "finished", clock + EXIT_GRACE_S
+        if kill_at is not None and clock > kill_at:
+            _kill(proc, signal.SIGKILL)
+        time.sleep(POLL_S)
+    return (None if reason == "finished" else reason), progress
+
+
+def _kill(proc: subprocess.Popen, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _outcome(spec: BenchmarkSpec, system: dict, returncode: int, reason: str | None, progress: dict | None,
+             files: dict[str, Path], timeout: float | None) -> Result:
+    stored = _read_json(files["result.json"])
+    if stored is not None:
+        with contextlib.suppress(ValueError, TypeError):
+            return Result.from_dict(stored)
+    output = _tail(files["output.log"])
+    result = Result(spec=spec.to_dict(), system=system, status="error", finished=now(), traces={"output": output})
+    where = _where(progress)
+    if reason == "timeout":
+        result.status, result.error = "timeout", f"no result after {timeout:g} s{where}; stopped"
+        result.metrics["timeout_s"] = timeout
+    elif reason == "interrupted":
+        result.status, result.error = "interrupted", f"stopped by the user{where}"
+    else:
+        result.error = _death(returncode, output) + where
+    return result
+
+
+def _where(progress: dict | None) -> str:
+    if not progress or progress.get("stage") == "start":
+        return " (while starting)"
+    return f" (in {progress.get('stage')}, step {progress.get('done')} of {progress.get('total')})"
+
+
+def _death(returncode: int, output: str) -> str:
+    """Why a child ended without a result, in one line."""
+    if returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else f"signal {-returncode}"
+        hint = " (the kernel's out-of-memory killer does this)" if -returncode == signal.SIGKILL else ""
+        return f"benchmark process died from {name}{hint}"
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    if errors:
+        return errors[-1].removeprefix("error: ")
+    last = next((line for line in reversed(output.splitlines()) if line.strip()), "")
+    return f"benchmark process exited with status {returncode} and no result" + (f": {last[:300]}" if last else "")
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, path.stat().st_size - OUTPUT_TAIL))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""

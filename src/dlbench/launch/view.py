@@ -1,0 +1,86 @@
+"""One progress view for a whole suite: overall bar with ETA, the running benchmark (fed
+from the child's progress file), and the last result.
+
+On a terminal it is a live display; elsewhere (logs, SLURM output) it prints one line
+when each benchmark starts, so a log still says what ran when.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn
+from rich.text import Text
+
+from dlbench.results.record import Result
+from dlbench.spec import BenchmarkSpec
+from dlbench.suites import title
+from dlbench.suites.estimate import Estimate, format_seconds
+
+STYLE = {"ok": "green", "oom": "yellow", "interrupted": "yellow"}
+
+
+class _Bars(Progress):
+    """rich's Progress with one more line under the bars: the last result."""
+
+    last: Text = Text("")
+
+    def get_renderables(self):
+        yield self.make_tasks_table(self.tasks)
+        if self.last.plain:
+            yield self.last
+
+
+class SuiteView:
+    def __init__(self, console: Console, name: str, estimates: list[Estimate]) -> None:
+        self.console, self.name, self.estimates = console, name, estimates
+        self.bars = _Bars(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
+                          console=console, transient=False)
+        self.index, self.started, self.timeout = 0, time.monotonic(), None
+        self.spent = 0.0  # wall seconds of the finished benchmarks
+        self.overall = self.bars.add_task(f"suite {name}", total=len(estimates), info="")
+        self.current = self.bars.add_task("", total=1, info="")
+
+    def __enter__(self) -> "SuiteView":
+        self.bars.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bars.stop()
+
+    def start(self, index: int, spec: BenchmarkSpec, timeout: float | None) -> None:
+        self.index, self.started, self.timeout = index, time.monotonic(), timeout
+        label = title(spec)
+        self.bars.update(self.current, description=label, completed=0, total=1)
+        if not self.console.is_terminal:
+            self.console.print(f"[{index + 1}/{len(self.estimates)}] {label} …", highlight=False, markup=False)
+        self.tick(None)
+
+    def tick(self, progress: dict | None) -> None:
+        """Called about ten times a second while a benchmark runs."""
+        elapsed = time.monotonic() - self.started
+        limit = f" of {format_seconds(self.timeout)}" if self.timeout else ""
+        stage = "starting"
+        if progress and progress.get("stage") != "start":
+            done, total = int(progress.get("done", 0)), max(1, int(progress.get("total", 1)))
+            self.bars.update(self.current, completed=min(done, total), total=total)
+            stage = f"{progress.get('stage')} {done}/{total}"
+        self.bars.update(self.current, info=f"{stage}, {format_seconds(elapsed)}{limit}")
+        self.bars.update(self.overall, completed=self.index, info=self._eta(elapsed))
+
+    def finish(self, result: Result, line: str) -> None:
+        self.spent += time.monotonic() - self.started
+        self.bars.last = Text(f"last: {line}", style=STYLE.get(result.status, "red"))
+        self.bars.update(self.overall, completed=self.index + 1, info=self._eta(0.0, finished=1))
+        self.console.print(Text(line, style=STYLE.get(result.status, "red")))
+
+    def _eta(self, elapsed: float, finished: int = 0) -> str:
+        done = self.estimates[:self.index + finished]
+        rest = self.estimates[self.index + finished:]
+        # Scale the estimates by how far off they were for the benchmarks already run.
+        scale = self.spent / sum(e.seconds for e in done) if done and sum(e.seconds for e in done) > 0 else 1.0
+        current = max(0.0, rest[0].seconds * scale - elapsed) if rest else 0.0
+        remaining = current + sum(e.seconds for e in rest[1:]) * scale
+        guessed = " (guess)" if any(not e.measured for e in rest) and not done else ""
+        return f"{len(done)}/{len(self.estimates)} done, ETA {format_seconds(remaining)}{guessed}"

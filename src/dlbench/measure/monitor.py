@@ -1,0 +1,166 @@
+"""GPU monitor: a sampler thread that reads NVML during a measured window.
+
+It records utilisation, SM clock, memory used, power, the energy counter, temperature
+and throttle reasons, one reading every `interval` seconds plus one at each end of the
+window so the energy counter's difference covers exactly the window. Without a GPU or
+NVML it records nothing and says why; it never fails a benchmark.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from dlbench.system import nvml as nvml_api
+
+DEFAULT_INTERVAL = 0.1
+# A window is flagged throttled when this share of its readings carry a slowdown reason.
+THROTTLED_SHARE = 0.1
+
+Reader = Callable[[], dict[str, Any]]
+
+
+@dataclass
+class MonitorData:
+    available: bool
+    reason: str | None = None  # why nothing was recorded
+    readings: list[dict[str, Any]] = field(default_factory=list)  # parsed readings
+    other_processes: list[dict[str, Any]] = field(default_factory=list)
+
+    def trace(self) -> dict[str, Any]:
+        """Column-wise trace for Result.traces['monitor']."""
+        if not self.available:
+            return {"available": False, "reason": self.reason}
+        keys = ("t", "util", "sm_clock_mhz", "memory_used_gb", "power_w", "energy_j",
+                "temperature_c", "throttle")
+        return {"available": True, **{k: [r.get(k) for r in self.readings] for k in keys}}
+
+    def summary(self) -> dict[str, Any]:
+        """Window figures: means, extremes, energy, throttling; {} when nothing was recorded."""
+        if not self.available or not self.readings:
+            return {}
+        return summarize_readings(self.readings, self.other_processes)
+
+
+def _values(readings: list[dict[str, Any]], key: str) -> list[float]:
+    return [r[key] for r in readings if r.get(key) is not None]
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def window_energy_j(readings: list[dict[str, Any]]) -> tuple[float | None, str | None]:
+    """Energy over the window: the counter's difference, else power integrated over time."""
+    energy = [(r["t"], r["energy_j"]) for r in readings if r.get("energy_j") is not None]
+    if len(energy) >= 2 and energy[-1][1] >= energy[0][1]:
+        return energy[-1][1] - energy[0][1], "energy counter"
+    power = [(r["t"], r["power_w"]) for r in readings if r.get("power_w") is not None]
+    if len(power) >= 2:
+        joules = sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(power, power[1:]))
+        return joules, "power integrated"
+    return None, None
+
+
+def summarize_readings(readings: list[dict[str, Any]], others: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    clocks = _values(readings, "sm_clock_mhz")
+    slow = [r for r in readings if nvml_api.SLOWDOWN_REASONS.intersection(r.get("throttle") or ())]
+    reasons = sorted({name for r in slow for name in r["throttle"] if name in nvml_api.SLOWDOWN_REASONS})
+    energy, energy_method = window_energy_j(readings)
+    temps, power, memory = _values(readings, "temperature_c"), _values(readings, "power_w"), _values(readings, "memory_used_gb")
+    return {
+        "monitor_readings": len(readings),
+        "gpu_util_mean": _mean(_values(readings, "util")),
+        "sm_clock_mean_mhz": _mean(clocks),
+        "sm_clock_min_mhz": min(clocks) if clocks else None,
+        "power_mean_w": _mean(power),
+        "power_max_w": max(power) if power else None,
+        "temperature_max_c": max(temps) if temps else None,
+        "memory_used_max_gb": max(memory) if memory else None,
+        "energy_j": energy,
+        "energy_method": energy_method,
+        "throttled": len(slow) >= THROTTLED_SHARE * len(readings) and bool(slow),
+        "throttled_share": len(slow) / len(readings),
+        "throttle_reasons": reasons,
+        "other_processes": len(others or []),
+        "other_processes_memory_gb": sum(p.get("memory_gb", 0.0) for p in others or []),
+    }
+
+
+class Monitor:
+    """`with Monitor(device):` samples the device's GPU in a thread until the block ends."""
+
+    def __init__(self, device: torch.device | str, interval: float = DEFAULT_INTERVAL,
+                 reader: Reader | None = None, others: Callable[[], list[dict[str, Any]]] | None = None) -> None:
+        self.device = torch.device(device)
+        self.interval = interval
+        self._reader, self._others = reader, others
+        self._nvml = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = 0.0
+        self.data = MonitorData(available=False, reason="monitor not started")
+
+    def _open(self) -> bool:
+        if self._reader is not None:
+            return True
+        if self.device.type != "cuda":
+            self.data = MonitorData(available=False, reason=f"no GPU monitor on device {self.device}")
+            return False
+        nvml = nvml_api.acquire()
+        if nvml is None:
+            self.data = MonitorData(available=False, reason=nvml_api.last_error())
+            return False
+        handle = nvml_api.handle_for(nvml, self.device.index or 0)
+        if handle is None:
+            nvml_api.release()
+            self.data = MonitorData(available=False, reason="NVML does not know this GPU")
+            return False
+        self._nvml = nvml
+        self._reader = lambda: nvml_api.read_raw(nvml, handle)
+        self._others = lambda: nvml_api.other_processes(nvml, handle)
+        return True
+
+    def _sample(self) -> None:
+        try:
+            raw = self._reader()
+        except Exception:  # a failed reading is a gap in the trace, not a failed benchmark
+            return
+        self.data.readings.append(nvml_api.parse(raw, time.perf_counter() - self._t0))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def start(self) -> "Monitor":
+        if not self._open():
+            return self
+        self.data = MonitorData(available=True)
+        self._t0 = time.perf_counter()
+        if self._others is not None:
+            self.data.other_processes = self._others()
+        self._sample()
+        self._thread = threading.Thread(target=self._loop, name="dlbench-monitor", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> MonitorData:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self._sample()
+        if self._nvml is not None:
+            nvml_api.release()
+            self._nvml = None
+        return self.data
+
+    def __enter__(self) -> "Monitor":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,148 @@
+"""3D U-Nets for volumetric (EM) data: the seed's anisotropic CREMI net and the isotropic successor.
+
+Both keep the input's spatial shape for any input size: a decoder level is resized to its
+skip connection before concatenation, so odd sizes work (the seed's net needed multiples of
+the pooling factors).
+
+Registry names (see `register_all`):
+  unet3d-aniso                  seed 000/001: 12 features x5 per level, 3 xy-only poolings, ELU,
+                                3 affinity outputs with a sigmoid (93.7 M parameters)
+  unet3d                        depth 4, 32 features x2 per level, ReLU, MaxPool 2, transposed
+                                convolutions, 1 output (foreground probability, sigmoid)
+  unet3d:f=16,d=3,g=2,out=3     either family with its settings changed: f = initial features,
+  unet3d-aniso:f=8,d=3          d = depth (levels, poolings = d - 1), g = feature growth per level,
+                                out = output channels
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from dlbench.errors import UserError
+
+
+@dataclass(frozen=True)
+class UNetConfig:
+    features: int = 32
+    depth: int = 4  # levels; the net pools depth - 1 times
+    growth: int = 2
+    out_channels: int = 1
+    in_channels: int = 1
+    anisotropic: bool = False  # True: the seed's CREMI design (xy-only pooling by 3, ELU, nearest upsampling)
+
+
+ANISO = UNetConfig(features=12, depth=4, growth=5, out_channels=3, anisotropic=True)
+ISO = UNetConfig(features=32, depth=4, growth=2, out_channels=1, anisotropic=False)
+
+
+class _ConvBlock(nn.Sequential):
+    """Two 3x3x3 convolutions with 'same' padding, each followed by the activation."""
+
+    def __init__(self, cin: int, cout: int, act: Callable[[], nn.Module]) -> None:
+        super().__init__(nn.Conv3d(cin, cout, 3, padding=1), act(), nn.Conv3d(cout, cout, 3, padding=1), act())
+
+
+def _fit(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Crop or zero-pad x's spatial dims to like's (transposed convolutions of odd sizes)."""
+    diff = [b - a for a, b in zip(x.shape[2:], like.shape[2:])]
+    if not any(diff):
+        return x
+    pad: list[int] = []
+    for d in reversed(diff):
+        pad += [0, d] if d > 0 else [0, 0]
+    x = F.pad(x, pad) if any(pad) else x
+    z, y, w = like.shape[2:]
+    return x[:, :, :z, :y, :w]
+
+
+class UNet3D(nn.Module):
+    def __init__(self, config: UNetConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        act: Callable[[], nn.Module] = (lambda: nn.ELU(inplace=True)) if c.anisotropic else (lambda: nn.ReLU(inplace=True))
+        widths = [c.features * c.growth ** level for level in range(c.depth)]
+        self.encoders = nn.ModuleList()
+        cin = c.in_channels
+        for width in widths:
+            self.encoders.append(_ConvBlock(cin, width, act))
+            cin = width
+        if c.anisotropic:
+            self.pool = nn.MaxPool3d(kernel_size=(1, 4, 4), stride=(1, 3, 3), padding=(0, 1, 1))
+        else:
+            self.pool = nn.MaxPool3d(2)
+        self.upsamplers = nn.ModuleList()
+        self.decoders = nn.ModuleList()
+        for level in reversed(range(c.depth - 1)):
+            below, here = widths[level + 1], widths[level]
+            if c.anisotropic:
+                # Nearest-neighbour upsampling has no weights: the decoder convolution reduces the channels.
+                self.upsamplers.append(nn.Identity())
+                self.decoders.append(_ConvBlock(below + here, here, act))
+            else:
+                self.upsamplers.append(nn.ConvTranspose3d(below, here, kernel_size=2, stride=2))
+                self.decoders.append(_ConvBlock(2 * here, here, act))
+        if c.anisotropic:
+            self.head = nn.Sequential(nn.Conv3d(widths[0], c.out_channels, 3, padding=1), nn.Sigmoid())
+        else:
+            self.head = nn.Sequential(nn.Conv3d(widths[0], c.out_channels, 1), nn.Sigmoid())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skips: list[torch.Tensor] = []
+        for i, encoder in enumerate(self.encoders):
+            x = encoder(x)
+            if i < len(self.encoders) - 1:
+                skips.append(x)
+                x = self.pool(x)
+        for upsample, decoder in zip(self.upsamplers, self.decoders):
+            skip = skips.pop()
+            if self.config.anisotropic:
+                x = F.interpolate(x, size=skip.shape[2:], mode="nearest")
+            else:
+                x = _fit(upsample(x), skip)
+            x = decoder(torch.cat([x, skip], dim=1))
+        return self.head(x)
+
+
+_KEYS = {"f": "features", "d": "depth", "g": "growth", "out": "out_channels", "in": "in_channels"}
+
+
+def parse_name(name: str) -> UNetConfig:
+    """'unet3d', 'unet3d-aniso' or either with ':f=16,d=3,g=2,out=3' -> its configuration."""
+    family, _, settings = name.partition(":")
+    if family not in ("unet3d", "unet3d-aniso"):
+        raise UserError(f"unknown 3D U-Net {family!r}: use unet3d or unet3d-aniso")
+    config = ANISO if family == "unet3d-aniso" else ISO
+    if not settings:
+        return config
+    changes: dict[str, int] = {}
+    for item in settings.split(","):
+        key, _, value = item.partition("=")
+        if key.strip() not in _KEYS or not value.strip().isdigit() or int(value) < 1:
+            raise UserError(f"bad 3D U-Net setting {item!r} in {name!r}: use f=N (features), d=N (depth), "
+                            f"g=N (growth), out=N (output channels), in=N (input channels), each a positive integer")
+        changes[_KEYS[key.strip()]] = int(value)
+    return replace(config, **changes)
+
+
+def build(name: str) -> UNet3D:
+    return UNet3D(parse_name(name))
+
+
+def entry_for(name: str):
+    """A registry entry for any unet3d / unet3d-aniso name (with or without settings)."""
+    from dlbench.models.registry import ModelEntry
+
+    config = parse_name(name)
+    if config.anisotropic:
+        title = "3D U-Net (aniso)" if name == "unet3d-aniso" else f"3D U-Net (aniso, {name.partition(':')[2]})"
+        shape = (config.in_channels, 40, 432, 432)  # the seed's training patch
+    else:
+        title = "3D U-Net" if name == "unet3d" else f"3D U-Net ({name.partition(':')[2]})"
+        shape = (config.in_channels, 64, 512, 512)  # the prediction tile of the benchmark
+    task = "affinities" if config.out_channels == 3 else "mask"
+    return ModelEntry(name, title, lambda: UNet3D(config), shape, task)

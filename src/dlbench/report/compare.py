@@ -1,0 +1,338 @@
+"""Relative speed of systems or runs, with bootstrap confidence intervals over per-step samples.
+
+"A is 2.3x as fast as B" means B's median step time is 2.3 times A's on the same benchmark
+(same workload, model, batch, shape, precision, GPU count and options). The interval
+resamples both sides' raw step times; when it contains 1 the difference is within noise.
+With two sides on one machine this is a regression check: the second side is the candidate.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from dlbench.errors import UserError
+from dlbench.report.tables import Table
+from dlbench.results.record import Result
+
+RESAMPLES = 2000
+_CHUNK_ELEMENTS = 2_000_000  # bootstrap in chunks so a long run's samples never take much memory
+_HEX = re.compile(r"^[0-9a-f]{4,32}$")
+# Settings that change how long or where a run measured, not what it measured.
+_NOT_BENCHMARK = {"device", "seed", "warmup", "warmup_seconds", "steps", "min_seconds", "timeout"}
+
+
+@dataclass
+class Side:
+    label: str  # what the user typed: a system, a host, a tag or an id prefix
+    results: dict[tuple, Result]  # latest usable result per benchmark key
+
+
+@dataclass
+class Ratio:
+    """How many times as fast `a` is as `b` on one benchmark (time of b over time of a)."""
+    a: str
+    b: str
+    benchmark: str
+    ratio: float | None  # None when one side ran out of memory
+    low: float | None = None
+    high: float | None = None
+    oom: str | None = None  # label of the side that ran out of memory
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    @property
+    def within_noise(self) -> bool:
+        return self.has_interval and self.low <= 1.0 <= self.high
+
+
+@dataclass
+class Comparison:
+    sides: list[Side]
+    benchmarks: dict[tuple, str]  # key -> readable name, in display order
+    ratios: dict[tuple[str, str, tuple], Ratio] = field(default_factory=dict)
+    level: float = 0.95
+
+
+# --- choosing results -------------------------------------------------------------------
+
+def benchmark_key(r: Result) -> tuple:
+    spec = {k: v for k, v in r.spec.items() if k not in _NOT_BENCHMARK}
+    return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in spec.items()))
+
+
+def benchmark_name(r: Result) -> str:
+    from dlbench.report.cnn import title  # registry titles, tolerant of unknown models
+
+    spec = r.spec
+    parts = [f"batch {spec.get('batch')}", spec.get("precision", "fp32")]
+    if spec.get("gpus", 1) != 1:
+        parts.append(f"{spec['gpus']} GPUs")
+    if spec.get("channels_last"):
+        parts.append("channels-last")
+    shape = spec.get("input_shape")
+    if shape:
+        parts.append("x".join(map(str, shape)))
+    parts += [f"{k}={v}" for k, v in sorted((spec.get("options") or {}).items())]
+    return f"{title(r.model)} {r.workload} ({', '.join(parts)})"
+
+
+def select(results: Sequence[Result], selector: str) -> list[Result]:
+    """Results matching an id prefix, else a tag, else a system label or host name."""
+    s = selector.strip()
+    if _HEX.match(s.lower()):
+        hits = [r for r in results if r.id.startswith(s.lower())]
+        if hits:
+            return hits
+    hits = [r for r in results if r.tag == s]
+    if hits:
+        return hits
+    hits = [r for r in results if r.system_label.lower() == s.lower() or r.system.get("host") == s]
+    if hits:
+        return hits
+    labels = sorted({r.system_label for r in results if s.lower() in r.system_label.lower()})
+    if len(labels) > 1:
+        raise UserError(f"{selector!r} matches several systems ({'; '.join(labels)}): name one exactly")
+    if labels:
+        return [r for r in results if r.system_label == labels[0]]
+    raise UserError(f"no results match {selector!r}; systems: {_known(results)}")
+
+
+def _known(results: Sequence[Result]) -> str:
+    systems = sorted({r.system_label for r in results})
+    hosts = sorted({str(r.system["host"]) for r in results if r.system.get("host")})
+    tags = sorted({r.tag for r in results if r.tag})
+    text = ", ".join(systems) or "none stored"
+    if hosts:
+        text += f"; hosts: {', '.join(hosts)}"
+    if tags:
+        text += f"; tags: {', '.join(tags)}"
+    return text
+
+
+def _latest(results: Sequence[Result]) -> dict[tuple, Result]:
+    chosen: dict[tuple, Result] = {}
+    for r in sorted(results, key=lambda r: r.started):
+        if r.status in ("ok", "oom") and r.workload != "system":  # machine records are not benchmarks
+            chosen[benchmark_key(r)] = r
+    return chosen
+
+
+# --- statistics --------------------------------------------------------------------------
+
+def bootstrap_ratio(a: Sequence[float], b: Sequence[float], *, level: float = 0.95,
+                    resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
+    """median(b) / median(a) and its percentile bootstrap interval, resampling both sides."""
+    xa, xb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if xa.size == 0 or xb.size == 0:
+        raise ValueError("both sides need samples")
+    rng = np.random.default_rng(seed)
+    chunk = max(1, _CHUNK_ELEMENTS // max(xa.size, xb.size))
+    ratios = []
+    for start in range(0, resamples, chunk):
+        n = min(chunk, resamples - start)
+        med_a = np.median(xa[rng.integers(0, xa.size, (n, xa.size))], axis=1)
+        med_b = np.median(xb[rng.integers(0, xb.size, (n, xb.size))], axis=1)
+        ratios.append(med_b / med_a)
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.percentile(np.concatenate(ratios), (tail, 100.0 - tail))
+    return float(np.median(xb) / np.median(xa)), float(low), float(high)
+
+
+def _step_seconds(r: Result) -> float | None:
+    """One step's time when a result has no samples (imported from an older export)."""
+    if r.metrics.get("total_ms"):
+        return r.metrics["total_ms"] / 1e3
+    if r.metrics.get("throughput") and r.spec.get("batch"):
+        return r.spec["batch"] / r.metrics["throughput"]
+    return None
+
+
+def ratio_of(a: Result, b: Result, labels: tuple[str, str], name: str, level: float) -> Ratio | None:
+    if a.status == "oom" or b.status == "oom":
+        return Ratio(labels[0], labels[1], name, None, oom=labels[0] if a.status == "oom" else labels[1])
+    sa, sb = a.samples.get("step"), b.samples.get("step")
+    if sa and sb:
+        value, low, high = bootstrap_ratio(sa, sb, level=level)
+        return Ratio(labels[0], labels[1], name, value, low, high)
+    ta, tb = _step_seconds(a), _step_seconds(b)
+    if ta and tb:
+        return Ratio(labels[0], labels[1], name, tb / ta)
+    return None
+
+
+def compare(results: Sequence[Result], selectors: Sequence[str], level: float = 0.95) -> Comparison:
+    if len(selectors) < 2:
+        raise UserError("compare needs at least two systems, tags or run ids")
+    if not 0.5 <= level < 1.0:
+        raise UserError(f"confidence level must be between 0.5 and 1, got {level}")
+    sides = [Side(s, _latest(select(results, s))) for s in selectors]
+    for side in sides:
+        if not side.results:
+            raise UserError(f"{side.label!r} has no finished results (only errors or interrupted runs)")
+    keys = [k for k in sides[0].results if any(k in s.results for s in sides[1:])]
+    for side in sides[1:]:
+        keys += [k for k in side.results if k not in keys and any(k in o.results for o in sides if o is not side)]
+    if not keys:
+        raise UserError(f"{', '.join(repr(s) for s in selectors)} ran no benchmark in common; "
+                        "compare runs of the same workload, model, batch and precision")
+    names = {k: benchmark_name(next(s.results[k] for s in sides if k in s.results)) for k in keys}
+    comparison = Comparison(sides, dict(sorted(names.items(), key=lambda kv: kv[1])), level=level)
+    for i, a in enumerate(sides):
+        for b in sides[i + 1:]:
+            for key, name in comparison.benchmarks.items():
+                if key in a.results and key in b.results:
+                    found = ratio_of(a.results[key], b.results[key], (a.label, b.label), name, level)
+                    if found:
+                        comparison.ratios[(a.label, b.label, key)] = found
+    return comparison
+
+
+def get(comparison: Comparison, a: str, b: str, key: tuple) -> Ratio | None:
+    """Ratio of a over b in either stored direction."""
+    if (a, b, key) in comparison.ratios:
+        return comparison.ratios[(a, b, key)]
+    r = comparison.ratios.get((b, a, key))
+    if r is None:
+        return None
+    if r.ratio is None:
+        return Ratio(a, b, r.benchmark, None, oom=r.oom)
+    flip = (lambda v: None if v is None else 1.0 / v)
+    return Ratio(a, b, r.benchmark, 1.0 / r.ratio, flip(r.high), flip(r.low))
+
+
+# --- rendering ---------------------------------------------------------------------------
+
+def _x(value: float) -> str:
+    return f"{value:.2f}x"
+
+
+def cell(r: Ratio | None) -> str | None:
+    if r is None:
+        return None
+    if r.ratio is None:
+        return "OOM"
+    if not r.has_interval:
+        return f"{_x(r.ratio)} (no samples)"
+    noise = " ~" if r.within_noise else ""
+    return f"{_x(r.ratio)} ({r.low:.2f}–{r.high:.2f}){noise}"
+
+
+def tables(comparison: Comparison) -> list[Table]:
+    labels = [s.label for s in comparison.sides]
+    pct = round(comparison.level * 100)
+    out = [_step_table(comparison)]
+    for key, name in comparison.benchmarks.items():
+        rows = [[a, *(("1.00x" if a == b else cell(get(comparison, a, b, key))) for b in labels)] for a in labels]
+        out.append(Table(f"{name}: relative speed", ["", *labels], "l" + "r" * len(labels), rows,
+                         notes=[f"Each row is N x as fast as each column; {pct}% bootstrap interval in "
+                                "brackets; ~ marks a difference within noise."]))
+    return out
+
+
+def _step_table(comparison: Comparison) -> Table:
+    rows = []
+    for key, name in comparison.benchmarks.items():
+        row: list[object] = [name]
+        for side in comparison.sides:
+            r = side.results.get(key)
+            row.append(None if r is None else "OOM" if r.status == "oom" else _median_ms(r))
+        rows.append(row)
+    labels = [s.label for s in comparison.sides]
+    return Table("Median step time (ms)", ["Benchmark", *labels], "l" + "r" * len(labels), rows)
+
+
+def _median_ms(r: Result) -> str | None:
+    steps = r.samples.get("step")
+    seconds = float(np.median(steps)) if steps else _step_seconds(r)
+    return None if seconds is None else f"{seconds * 1e3:.2f}"
+
+
+def conclusions(comparison: Comparison) -> list[str]:
+    """Seed 004's sentences: one per pair and benchmark, then a range across benchmarks."""
+    pct = round(comparison.level * 100)
+    lines = []
+    for (a, b, _key), r in comparison.ratios.items():
+        if r.ratio is None:
+            lines.append(f"{r.oom} ran out of memory on {r.benchmark}")
+        elif r.within_noise:
+            lines.append(f"{a} and {b} are within noise on {r.benchmark} "
+                         f"({_x(r.ratio)}, {pct}% CI {r.low:.2f}–{r.high:.2f})")
+        else:
+            fast, slow, v, lo, hi = (a, b, r.ratio, r.low, r.high) if r.ratio >= 1 else \
+                (b, a, 1 / r.ratio, None if r.high is None else 1 / r.high, None if r.low is None else 1 / r.low)
+            d = _digits(lo, hi)
+            ci = f", {pct}% CI {lo:.{d}f}–{hi:.{d}f}" if lo is not None else " (no samples: no interval)"
+            lines.append(f"{fast} is {v:.{d}f}x as fast as {slow} on {r.benchmark}{ci}")
+    return lines + _ranges(comparison)
+
+
+def _digits(low: float | None, high: float | None) -> int:
+    """One decimal like the seeds, more when one decimal would hide the interval's width."""
+    digits = 1
+    while low is not None and high is not None and digits < 3 and f"{low:.{digits}f}" == f"{high:.{digits}f}":
+        digits += 1
+    return digits
+
+
+def _ranges(comparison: Comparison) -> list[str]:
+    lines = []
+    sides = [s.label for s in comparison.sides]
+    for i, a in enumerate(sides):
+        for b in sides[i + 1:]:
+            values = [r.ratio for (x, y, _), r in comparison.ratios.items() if (x, y) == (a, b) and r.ratio]
+            if len(values) < 2:
+                continue
+            if min(values) >= 1 or max(values) <= 1:
+                fast, slow = (a, b) if min(values) >= 1 else (b, a)
+                spread = sorted(v if fast == a else 1 / v for v in values)
+                lines.append(f"Across {len(values)} benchmarks, {fast} is {spread[0]:.2f}x to {spread[-1]:.2f}x "
+                             f"as fast as {slow}")
+            else:
+                lines.append(f"Across {len(values)} benchmarks, neither {a} nor {b} is faster on all of them "
+                             f"({min(values):.2f}x to {max(values):.2f}x)")
+    return lines
+
+
+def check_regression_args(sides: int, fail_above_pct: float) -> None:
+    if sides != 2:
+        raise UserError("--fail-above needs exactly two sides: the baseline, then the candidate")
+    if fail_above_pct < 0:
+        raise UserError(f"--fail-above must be a percentage >= 0, got {fail_above_pct:g}")
+
+
+def regressions(comparison: Comparison, fail_above_pct: float) -> list[str]:
+    """Benchmarks where the second side is slower than the first by more than the threshold
+    *and* by more than the noise (the interval of the slowdown lies above zero)."""
+    check_regression_args(len(comparison.sides), fail_above_pct)
+    base, cand = (s.label for s in comparison.sides)
+    found = []
+    for (a, b, _key), r in comparison.ratios.items():
+        if r.ratio is None:
+            if r.oom == cand:
+                found.append(f"{r.benchmark}: {cand} ran out of memory, {base} did not")
+            continue
+        slowdown = (r.ratio - 1.0) * 100.0  # ratio = candidate time / baseline time
+        beyond_noise = r.low > 1.0 if r.has_interval else True
+        if slowdown > fail_above_pct and beyond_noise:
+            interval = (f" ({(r.low - 1) * 100:.1f}% to {(r.high - 1) * 100:.1f}%)" if r.has_interval
+                        else " (no samples: noise unknown)")
+            found.append(f"{r.benchmark}: {cand} is {slowdown:.1f}% slower than {base}{interval}")
+    return found
+
+
+def to_json(comparison: Comparison) -> dict:
+    return {
+        "sides": [s.label for s in comparison.sides],
+        "level": comparison.level,
+        "ratios": [{"a": r.a, "b": r.b, "benchmark": r.benchmark, "ratio": r.ratio, "low": r.low,
+                    "high": r.high, "within_noise": r.within_noise, "oom": r.oom}
+                   for r in comparison.ratios.values()],
+        "conclusions": conclusions(comparison),
+    }

@@ -1,0 +1,422 @@
+"""`dlbench doctor`: how far below expectation each result is, and the likely causes.
+
+Expected performance comes from the nearest reference result (same workload, model,
+precision, GPU count and, where published, batch and shape) scaled by the ratio of the
+compute ceilings for that precision: measured ceilings when both machines have them,
+datasheet peaks otherwise (like is compared with like). Causes are only named with the
+evidence that points to them: phase times, the GPU monitor, `dlbench system` records.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Callable
+
+import yaml
+
+from dlbench.results.record import Result
+from dlbench.system.datasheet import lookup
+from dlbench.system.records import ceiling_name, ceilings_for, is_system_record, machine_key
+
+AS_EXPECTED = 0.8  # at or above this share of the expected figure a result is fine
+DATA_PHASES = ("data", "data_wait", "load", "loading", "input", "h2d")
+INPUT_BOUND_SHARE = 0.15
+LAUNCH_BOUND_UTIL = 60.0
+SLOW_DISK_GBS = 1.0
+LOW_CEILING_SHARE = 0.7
+PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+_UNITS = {("iters/min", "iter/s"): 1 / 60, ("iter/s", "iters/min"): 60.0,
+          ("iters/min", "it/s"): 1 / 60, ("it/s", "iters/min"): 60.0}
+
+
+@dataclass
+class Reference:
+    source: str
+    gpu: str
+    workload: str
+    model: str
+    precision: str
+    metric: str  # 'throughput' (higher is better) or 'step_s' (lower is better)
+    value: float
+    unit: str
+    gpus: int = 1
+    batch: int | None = None
+    input_shape: list[int] | None = None
+    note: str = ""
+    ceilings: Result | None = None  # system record of a reference run, if any
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Cause:
+    name: str
+    evidence: str
+
+
+@dataclass
+class Diagnosis:
+    result: Result
+    actual: float | None
+    unit: str
+    expected: float | None = None
+    reference: Reference | None = None
+    scaling: str = ""
+    causes: list[Cause] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float | None:
+        """Actual over expected performance (>1 is faster than expected)."""
+        if not self.expected or not self.actual:
+            return None
+        if self.reference and self.reference.metric == "step_s":
+            return self.expected / self.actual
+        return self.actual / self.expected
+
+
+# ---- reference set ---------------------------------------------------------------------
+
+def load_references() -> list[Reference]:
+    """The seeds' figures plus the reference runs shipped with the package."""
+    root = resources.files("dlbench.system")
+    data = yaml.safe_load(root.joinpath("references.yaml").read_text(encoding="utf-8"))
+    known = set(Reference.__dataclass_fields__)
+    refs = [Reference(**{k: v for k, v in entry.items() if k in known},
+                      extra={k: v for k, v in entry.items() if k not in known})
+            for entry in data["references"]]
+    runs = root.joinpath("reference_runs.jsonl")
+    if runs.is_file():
+        records = [Result.from_dict(json.loads(line)) for line in runs.read_text(encoding="utf-8").splitlines()
+                   if line.strip()]
+        refs += references_from_runs(records, "dlbench reference run")
+    return refs
+
+
+def references_from_runs(records: list[Result], source: str) -> list[Reference]:
+    """dlbench results (with their machines' system records) as references."""
+    refs = []
+    for r in records:
+        if is_system_record(r) or r.status != "ok" or "throughput" not in r.metrics:
+            continue
+        refs.append(Reference(
+            source=f"{source} {r.id[:8]} ({r.started[:10]})", gpu=machine_key(r)[1], workload=r.workload,
+            model=r.model, precision=r.spec.get("precision", "fp32"), metric="throughput",
+            value=float(r.metrics["throughput"]), unit=r.metrics.get("throughput_unit", ""),
+            gpus=r.spec.get("gpus") or 1, batch=r.spec.get("batch"), input_shape=r.spec.get("input_shape"),
+            ceilings=ceilings_for(r, records)))
+    return refs
+
+
+def _convert(value: float, unit: str, to: str) -> float | None:
+    if unit == to:
+        return value
+    factor = _UNITS.get((unit, to))
+    return value * factor if factor else None
+
+
+def _matches(ref: Reference, r: Result) -> bool:
+    spec = r.spec
+    if (ref.workload, ref.model, ref.precision) != (r.workload, r.model, spec.get("precision", "fp32")):
+        return False
+    if ref.gpus != (spec.get("gpus") or 1):
+        return False
+    if ref.batch is not None and ref.batch != spec.get("batch"):
+        return False
+    shape = spec.get("input_shape")
+    return ref.input_shape is None or shape is None or list(ref.input_shape) == list(shape)
+
+
+# ---- expectation -------------------------------------------------------------------------
+
+def _peak(gpu_name: str, precision: str) -> float | None:
+    spec = lookup(gpu_name)
+    return spec.peak_tflops(precision) if spec else None
+
+
+def _ceilings(ref: Reference, r: Result, record: Result | None) -> tuple[float, float, str] | None:
+    """(this machine's ceiling, the reference's, how) for the precision; like with like."""
+    precision = r.spec.get("precision", "fp32")
+    name = ceiling_name(precision)
+    mine_measured = record.metrics.get(name) if record else None
+    ref_measured = ref.ceilings.metrics.get(name) if ref.ceilings else None
+    if mine_measured and ref_measured:
+        return mine_measured, ref_measured, f"measured {precision} matmul"
+    mine_sheet, ref_sheet = _peak(machine_key(r)[1], precision), _peak(ref.gpu, precision)
+    if mine_sheet and ref_sheet:
+        return mine_sheet, ref_sheet, f"datasheet {precision} peak"
+    if mine_measured and ref_sheet:
+        return mine_measured, ref_sheet, f"measured {precision} matmul here vs datasheet there"
+    return None
+
+
+def _actual(r: Result, ref: Reference) -> tuple[float | None, str]:
+    if ref.metric == "step_s":
+        steps = r.samples.get("step") or []
+        return (statistics.median(steps) if steps else None), "s/step"
+    unit = r.metrics.get("throughput_unit", "")
+    value = r.metrics.get("throughput")
+    return (float(value) if value else None), unit
+
+
+def _same_data(ref: Reference, r: Result) -> bool:
+    kind = ref.extra.get("dataset")
+    return kind is not None and (kind == "dummy") == (_reads_storage(r) is None)
+
+
+def expectation(r: Result, refs: list[Reference], record: Result | None) -> Diagnosis:
+    """Scale the nearest matching reference to this machine."""
+    unit = r.metrics.get("throughput_unit", "")
+    best: tuple[float, Reference, float, str, float] | None = None
+    for ref in refs:
+        if not _matches(ref, r):
+            continue
+        scale = _ceilings(ref, r, record)
+        actual, unit_here = _actual(r, ref)
+        value = ref.value if ref.metric == "step_s" else _convert(ref.value, ref.unit, unit_here)
+        if scale is None or value is None or actual is None:
+            continue
+        mine, theirs, how = scale
+        # nearest ceiling first; on ties prefer dlbench runs, then the same kind of data
+        distance = abs(math.log(mine / theirs)) - (0.01 if ref.ceilings else 0.0) - (0.001 if _same_data(ref, r) else 0.0)
+        if best is None or distance < best[0]:
+            ratio = mine / theirs
+            expected = value / ratio if ref.metric == "step_s" else value * ratio
+            how = f"{how} {mine:,.1f} vs {theirs:,.1f} TFLOP/s (x{ratio:.2f})"
+            best = (distance, ref, expected, how, actual)
+    if best is None:
+        value = r.metrics.get("throughput")
+        return Diagnosis(r, float(value) if value else None, unit)
+    _, ref, expected, how, actual = best
+    return Diagnosis(r, actual, "s/step" if ref.metric == "step_s" else unit, expected, ref, how)
+
+
+# ---- causes --------------------------------------------------------------------------------
+
+def _median(values: list[float] | None) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def data_wait_share(r: Result) -> tuple[float, float, float] | None:
+    """(share, data-wait seconds, step seconds) per step, from the phase samples."""
+    step = _median(r.samples.get("step"))
+    waits = [_median(r.samples.get(p)) for p in DATA_PHASES if r.samples.get(p)]
+    if not step or not waits:
+        return None
+    wait = sum(w for w in waits if w)
+    return wait / step, wait, step
+
+
+def _facts(r: Result, record: Result | None) -> dict[str, Any]:
+    if record is None:
+        return {}
+    index = int(str(r.metrics.get("device", "cuda:0")).partition(":")[2] or 0)
+    facts = record.metrics.get("gpu_facts") or []
+    return next((f for f in facts if f.get("index") == index), {})
+
+
+def input_bound(r: Result, record: Result | None) -> Cause | None:
+    found = data_wait_share(r)
+    if not found or found[0] < INPUT_BOUND_SHARE:
+        return None
+    share, wait, step = found
+    cores = (r.system.get("cpu") or {}).get("cores")
+    gpus = max(1, r.system.get("gpu_count") or 1)
+    options = r.spec.get("options") or {}
+    workers = options.get("workers", options.get("num_workers"))
+    text = f"waiting for data {share:.0%} of each step ({wait * 1e3:.1f} of {step * 1e3:.1f} ms)"
+    if cores:
+        text += f"; {cores} CPU cores for {gpus} GPU(s) ({cores / gpus:.1f} per GPU)"
+    if workers is not None:
+        text += f"; {workers} loader workers"
+    decode = record.metrics.get("jpeg_decode_cpu_img_s_per_core") if record else None
+    if decode and cores and r.metrics.get("throughput_unit") == "img/s":
+        text += f"; JPEG decode measured {decode:,.0f} img/s per core, {decode * cores:,.0f} img/s on all cores"
+    return Cause("input-bound", text)
+
+
+def _reads_storage(r: Result) -> str | None:
+    options = r.spec.get("options") or {}
+    for key in ("data", "dataset", "path", "root", "folder", "images", "volume"):
+        value = options.get(key)
+        if isinstance(value, str) and value and value not in ("synthetic", "dummy", "random"):
+            return value
+    return None
+
+
+def slow_storage(r: Result, record: Result | None) -> Cause | None:
+    path = _reads_storage(r)
+    share = data_wait_share(r)
+    if not path or not share or share[0] < INPUT_BOUND_SHARE or record is None:
+        return None
+    disk = record.metrics.get("disk_read_gbs")
+    if disk is None or disk >= SLOW_DISK_GBS:
+        return None
+    where = record.metrics.get("ceilings", {}).get("disk_read_gbs", {}).get("details", {}).get("path", "?")
+    return Cause("slow storage", f"data read from {path}; `dlbench system --disk` measured {disk:.2f} GB/s "
+                                 f"on {where} (below {SLOW_DISK_GBS:g} GB/s)")
+
+
+def launch_bound(r: Result, record: Result | None) -> Cause | None:
+    util = r.metrics.get("gpu_util_mean")
+    share = data_wait_share(r)
+    if util is None or util >= LAUNCH_BOUND_UTIL or (share and share[0] >= INPUT_BOUND_SHARE):
+        return None
+    step = _median(r.samples.get("step"))
+    return Cause("launch-bound", f"GPU busy only {util:.0f}% of the measured window at batch "
+                                 f"{r.spec.get('batch')} with no data wait (median step "
+                                 f"{(step or 0) * 1e3:.2f} ms): kernels too small or too few to fill it; "
+                                 f"try a larger batch, CUDA graphs or torch.compile")
+
+
+def throttled(r: Result, record: Result | None) -> Cause | None:
+    reasons = r.metrics.get("throttle_reasons") or []
+    if not r.metrics.get("throttled") and not reasons:
+        return None
+    parts = [f"throttle reasons {', '.join(reasons) or 'reported'} in "
+             f"{r.metrics.get('throttled_share', 0):.0%} of the monitor readings"]
+    clock, top = r.metrics.get("sm_clock_mean_mhz"), _facts(r, record).get("sm_clock_max_mhz")
+    if clock:
+        parts.append(f"SM clock {clock:.0f} MHz" + (f" of {top} MHz max" if top else ""))
+    if r.metrics.get("temperature_max_c") is not None:
+        parts.append(f"up to {r.metrics['temperature_max_c']:.0f} °C")
+    power, limit = r.metrics.get("power_mean_w"), _facts(r, record).get("power_limit_w")
+    if power:
+        parts.append(f"{power:.0f} W mean" + (f" against a {limit:.0f} W limit" if limit else ""))
+    return Cause("throttled", "; ".join(parts))
+
+
+def degraded_link(r: Result, record: Result | None) -> Cause | None:
+    facts = _facts(r, record)
+    problems = []
+    busy = (record.metrics.get("ceilings", {}).get("h2d_pinned_gbs", {}).get("details", {}) if record else {})
+    width, width_max = busy.get("pcie_width") or facts.get("pcie_width"), facts.get("pcie_width_max")
+    gen_busy = busy.get("pcie_gen")
+    if gen_busy and facts.get("pcie_gen_max") and gen_busy < facts["pcie_gen_max"]:
+        problems.append(f"PCIe gen {gen_busy} while copying, the slot allows gen {facts['pcie_gen_max']}")
+    if width and width_max and width < width_max:
+        problems.append(f"PCIe link x{width} of x{width_max}")
+    gen_max, gen_gpu = facts.get("pcie_gen_max"), facts.get("pcie_gen_gpu_max")
+    if gen_max and gen_gpu and gen_max < gen_gpu:
+        problems.append(f"slot allows PCIe gen {gen_max}, the GPU supports gen {gen_gpu}")
+    h2d = record.metrics.get("h2d_pinned_gbs") if record else None
+    if h2d and gen_gpu and width_max:
+        nominal = PCIE_LANE_GBS.get(gen_gpu, 0) * width_max
+        if nominal and h2d < 0.5 * nominal:
+            problems.append(f"host-to-device pinned {h2d:.1f} GB/s, under half of gen {gen_gpu} x{width_max} "
+                            f"({nominal:.0f} GB/s)")
+    return Cause("degraded link", "; ".join(problems)) if problems else None
+
+
+def other_processes(r: Result, record: Result | None) -> Cause | None:
+    count = r.metrics.get("other_processes") or 0
+    if not count:
+        return None
+    memory = r.metrics.get("other_processes_memory_gb") or 0.0
+    return Cause("other processes on the GPU", f"{count} other compute process(es) held {memory:.1f} GB "
+                                               f"of GPU memory during the run")
+
+
+def low_ceiling(r: Result, record: Result | None) -> Cause | None:
+    if record is None:
+        return None
+    precision = r.spec.get("precision", "fp32")
+    measured = record.metrics.get(ceiling_name(precision))
+    peak = _peak(machine_key(r)[1], precision)
+    if not measured or not peak or measured >= LOW_CEILING_SHARE * peak:
+        return None
+    facts = _facts(r, record)
+    text = (f"a plain {precision} matmul reaches only {measured:,.1f} TFLOP/s, {measured / peak:.0%} of "
+            f"the datasheet's {peak:,.1f}")
+    if facts.get("power_limit_w") and facts.get("power_limit_default_w") and \
+            facts["power_limit_w"] < facts["power_limit_default_w"]:
+        text += f"; power limit lowered to {facts['power_limit_w']:.0f} of {facts['power_limit_default_w']:.0f} W"
+    return Cause("GPU below its datasheet", text + " (clocks, power limit, or a virtual/MIG slice)")
+
+
+CAUSES: list[Callable[[Result, Result | None], Cause | None]] = [
+    input_bound, slow_storage, launch_bound, throttled, degraded_link, other_processes, low_ceiling,
+]
+
+
+def diagnose(results: list[Result], refs: list[Reference] | None = None) -> list[Diagnosis]:
+    """One diagnosis per benchmark configuration and machine (its newest ok result)."""
+    refs = load_references() if refs is None else refs
+    newest: dict[tuple, Result] = {}
+    for r in results:
+        if is_system_record(r) or r.status != "ok":
+            continue
+        spec = r.spec
+        key = (*machine_key(r), r.workload, r.model, spec.get("batch"), spec.get("precision"),
+               spec.get("gpus"), str(spec.get("input_shape")), json.dumps(spec.get("options"), sort_keys=True))
+        if key not in newest or r.started >= newest[key].started:
+            newest[key] = r
+    out = []
+    for r in newest.values():
+        record = ceilings_for(r, results)
+        d = expectation(r, refs, record)
+        d.causes = [c for c in (check(r, record) for check in CAUSES) if c]
+        if record is None and str(r.metrics.get("device", "")).startswith("cuda"):
+            d.hints.append("no `dlbench system` record for this machine: run it to compare measured ceilings")
+        if r.metrics.get("gpu_util_mean") is None and str(r.metrics.get("device", "")).startswith("cuda"):
+            d.hints.append("no GPU monitor readings in this result (NVML missing?)")
+        out.append(d)
+    return out
+
+
+# ---- rendering -----------------------------------------------------------------------------
+
+def _fmt(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _headline(d: Diagnosis) -> str:
+    if d.actual is None:
+        return "no throughput recorded"
+    measured = f"measured {_fmt(d.actual)} {d.unit}"
+    if d.expected is None:
+        return f"{measured}; no reference for this workload, model, precision and GPU count"
+    ratio = d.ratio or 0.0
+    if ratio >= AS_EXPECTED:
+        verdict = "as expected" if ratio <= 1.25 else f"{ratio:.2f}x faster than expected"
+    else:
+        verdict = f"{1 / ratio:.1f}x slower than it should be ({ratio:.0%} of expected)"
+    return f"{measured}, expected {_fmt(d.expected)} {d.unit}: {verdict}"
+
+
+def render(diagnoses: list[Diagnosis]) -> str:
+    blocks = []
+    for d in diagnoses:
+        r = d.result
+        host, label = machine_key(r)
+        title = f"## {r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}" \
+                f"{' x' + str(r.spec.get('gpus')) + ' GPUs' if (r.spec.get('gpus') or 1) > 1 else ''} on {label} ({host})"
+        lines = [title, _headline(d)]
+        if d.reference:
+            ref = d.reference
+            lines.append(f"reference: {ref.gpu}, {_fmt(ref.value)} {ref.unit} ({ref.source}); scaled by {d.scaling}")
+            if ref.batch is None and ref.metric == "step_s":
+                lines.append("note: the reference's batch size is not published; compare with care")
+        fraction = r.metrics.get("ceiling_fraction")
+        if fraction is not None:
+            lines.append(f"FLOP utilisation: {r.metrics['achieved_tflops']:.1f} TFLOP/s, {fraction:.0%} of the "
+                         f"measured {r.spec.get('precision')} ceiling")
+        if d.causes:
+            lines.append("likely causes:")
+            lines += [f"- {c.name}: {c.evidence}" for c in d.causes]
+        elif d.ratio is not None and d.ratio < AS_EXPECTED:
+            lines.append("no cause found in the recorded evidence")
+        lines += [f"note: {h}" for h in d.hints]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+NOTHING_TO_DIAGNOSE = (
+    "No benchmark results in the store yet. Run first:\n"
+    "  dlbench system                            # measure this machine's ceilings\n"
+    "  dlbench                                   # the quick suite (or: dlbench run fwdbwd --model resnet50)\n"
+    "then `dlbench doctor` again."
+)

@@ -1,0 +1,42 @@
+"""The HTML report: one self-contained file (styles inline, plots as SVG data URIs, no
+scripts, nothing fetched), every section's tables and the plots. Jinja2 autoescapes every
+value, so text from results shows as text."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import jinja2
+
+from dlbench.report.plots import plots
+from dlbench.report.tables import Table
+from dlbench.results.record import Result
+
+MAX_RUNS = 500  # newest runs listed at the end of the page
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("dlbench.report", "templates"),
+                              autoescape=True, undefined=jinja2.StrictUndefined)
+
+
+def render_html(results: list[Result], title: str = "dlbench report") -> str:
+    from dlbench.report import EMPTY, tables
+
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        title=title, results=len(results), systems=sorted({r.system_label for r in results}),
+        generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        tables=tables(results) + ([runs_table(results)] if results else []), plots=plots(results), empty=EMPTY,
+    )
+
+
+def runs_table(results: list[Result]) -> Table:
+    """Every run the page was drawn from, so a figure can be traced to its record."""
+    from dlbench.report.compare import benchmark_name
+
+    rows = [[r.id[:8], r.started[:16].replace("T", " "), r.status, benchmark_name(r), r.system_label,
+             r.system.get("host"), r.suite, r.tag] for r in results[-MAX_RUNS:]]
+    return Table("Runs", ["Id", "Started (UTC)", "Status", "Benchmark", "System", "Host", "Suite", "Tag"],
+                 "llllllll", rows, notes=[f"The newest {MAX_RUNS} runs." if len(results) > MAX_RUNS else
+                                          f"All {len(results)} runs in this report."])

@@ -1,0 +1,265 @@
+"""Figures for the HTML report, drawn with matplotlib and returned as self-contained SVG.
+
+Each function takes results and returns a list of `Plot` (empty when the results hold
+nothing to draw), so a report without traces or sweeps simply has fewer figures.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from dlbench.report.compare import benchmark_key, benchmark_name
+from dlbench.results.record import Result
+
+MAX_DISTRIBUTIONS = 24  # boxes in one latency figure
+MAX_TRACES = 8  # monitored runs drawn
+
+
+@dataclass
+class Plot:
+    id: str  # stable anchor, e.g. "throughput-fwdbwd"
+    title: str
+    caption: str
+    svg: bytes
+
+    @property
+    def data_uri(self) -> str:
+        # An <img> with an SVG data URI cannot run scripts, so labels from results are inert.
+        return "data:image/svg+xml;base64," + base64.b64encode(self.svg).decode("ascii")
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _horizontal() -> dict:
+    import matplotlib
+
+    major, minor = (int(p) for p in matplotlib.__version__.split(".")[:2])
+    return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
+
+
+def _label(text: object) -> str:
+    # '$' would start matplotlib mathtext; a name from a result is always plain text.
+    return str(text).replace("$", r"\$")
+
+
+def _svg(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    _pyplot().close(fig)
+    return buffer.getvalue()
+
+
+def throughput_of(r: Result) -> tuple[float, str] | None:
+    m = r.metrics
+    if m.get("throughput"):
+        return float(m["throughput"]), str(m.get("throughput_unit") or "img/s")
+    if m.get("images_per_s"):
+        return float(m["images_per_s"]), "img/s"
+    steps = r.samples.get("step")
+    if steps and r.spec.get("batch"):
+        return r.spec["batch"] * len(steps) / float(np.sum(steps)), "img/s"
+    return None
+
+
+def latest_ok(results: list[Result]) -> list[Result]:
+    """The latest successful benchmark result per benchmark and system (machine records aside)."""
+    chosen: dict[tuple, Result] = {}
+    for r in sorted(results, key=lambda r: r.started):
+        if r.status == "ok" and r.workload != "system":
+            chosen[(benchmark_key(r), r.system_label)] = r
+    return list(chosen.values())
+
+
+def _short(r: Result) -> str:
+    spec = r.spec
+    from dlbench.report.cnn import title
+
+    return f"{title(r.model)} b{spec.get('batch')} {spec.get('precision', 'fp32')}" + \
+        (f" x{spec['gpus']}GPU" if spec.get("gpus", 1) != 1 else "")
+
+
+def throughput_plots(results: list[Result]) -> list[Plot]:
+    plt = _pyplot()
+    by_workload: dict[str, list[Result]] = defaultdict(list)
+    for r in latest_ok(results):
+        if throughput_of(r):
+            by_workload[r.workload].append(r)
+    plots = []
+    for workload, runs in sorted(by_workload.items()):
+        benches = sorted({_short(r) for r in runs})
+        systems = sorted({r.system_label for r in runs})
+        unit = throughput_of(runs[0])[1]
+        height = 0.8 / len(systems)
+        fig, ax = plt.subplots(figsize=(8, 0.6 + 0.35 * len(benches) * max(1, len(systems) / 2)))
+        for i, system in enumerate(systems):
+            values = {_short(r): throughput_of(r)[0] for r in runs if r.system_label == system}
+            y = [b + i * height for b in range(len(benches))]
+            ax.barh(y, [values.get(b, 0.0) for b in benches], height=height, label=_label(system))
+        ax.set_yticks([b + 0.4 - height / 2 for b in range(len(benches))], [_label(b) for b in benches])
+        ax.invert_yaxis()
+        ax.set_xlabel(_label(unit))
+        ax.legend(fontsize="small", loc="best")
+        ax.grid(axis="x", alpha=0.3)
+        plots.append(Plot(f"throughput-{workload}", f"Throughput: {workload}",
+                          f"Throughput per system ({unit}), latest run of each benchmark.", _svg(fig)))
+    return plots
+
+
+def _sweep_label(r: Result, field: str) -> str:
+    from dlbench.report.cnn import title
+
+    spec = r.spec
+    text = f"{r.system_label}: {title(r.model)} {spec.get('precision', 'fp32')}"
+    if field != "batch":
+        text += f" b{spec.get('batch')}"
+    if field != "gpus" and spec.get("gpus", 1) != 1:
+        text += f" x{spec['gpus']}GPU"
+    return text
+
+
+def _sweep_plots(results: list[Result], field: str, name: str, title: str, xlabel: str,
+                 caption: str, ideal: bool) -> list[Plot]:
+    """Throughput against one spec field (gpus or batch): a line per system and benchmark."""
+    lines: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    labels: dict[tuple, str] = {}
+    unit = "img/s"
+    for r in latest_ok(results):
+        found = throughput_of(r)
+        if not found:
+            continue
+        rest = {k: v for k, v in r.spec.items() if k != field}
+        key = (r.system_label, benchmark_key(Result(spec=rest, system={})))
+        lines[key].append((float(r.spec.get(field, 1) or 1), found[0]))
+        labels[key] = _sweep_label(r, field)
+        unit = found[1]
+    sweeps = {k: sorted(v) for k, v in lines.items() if len({x for x, _ in v}) > 1}
+    if not sweeps:
+        return []
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for key, points in sorted(sweeps.items(), key=lambda kv: labels[kv[0]]):
+        xs, ys = zip(*points)
+        drawn = ax.plot(xs, ys, marker="o", label=_label(labels[key]))
+        if ideal and xs[0] == 1:
+            ax.plot(xs, [ys[0] * x for x in xs], linestyle="--", color=drawn[0].get_color(), alpha=0.5)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(_label(unit))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    return [Plot(name, title, caption, _svg(fig))]
+
+
+def scaling_plots(results: list[Result]) -> list[Plot]:
+    return _sweep_plots(results, "gpus", "scaling", "Scaling with GPUs", "GPUs",
+                        "Throughput against the number of GPUs; dashed: perfect scaling from one GPU.", ideal=True)
+
+
+def batch_plots(results: list[Result]) -> list[Plot]:
+    return _sweep_plots(results, "batch", "batch-sweep", "Batch-size sweeps", "batch size",
+                        "Throughput against the batch size.", ideal=False)
+
+
+def latency_plots(results: list[Result]) -> list[Plot]:
+    runs = [r for r in latest_ok(results) if r.samples.get("step")][-MAX_DISTRIBUTIONS:]
+    if not runs:
+        return []
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.35 * len(runs)))
+    data = [np.asarray(r.samples["step"], dtype=float) * 1e3 for r in runs]
+    ax.boxplot(data, whis=(1, 99), showfliers=True, flierprops={"markersize": 2}, **_horizontal())
+    ax.set_yticks(range(1, len(runs) + 1), [_label(f"{r.system_label}: {_short(r)}") for r in runs])
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("step time (ms)")
+    ax.grid(axis="x", alpha=0.3)
+    return [Plot("latency", "Step time distributions", "Per-step times of each run (box: quartiles, whiskers: "
+                 "p1 and p99, dots: outliers).", _svg(fig))]
+
+
+TRACE_SERIES = (("sm_clock_mhz", "SM clock (MHz)"), ("power_w", "power (W)"), ("util", "utilisation (%)"),
+                ("temperature_c", "temperature (°C)"))
+_ALIASES = {"temperature_c": ("temperature_c", "temp_c")}
+
+
+def _trace(r: Result) -> dict[str, list[float]] | None:
+    monitor = (r.traces or {}).get("monitor")
+    if not isinstance(monitor, dict) or not isinstance(monitor.get("t"), list) or not monitor["t"]:
+        return None
+    n = len(monitor["t"])
+    series = {}
+    for key, _ in TRACE_SERIES:
+        for name in _ALIASES.get(key, (key,)):
+            values = monitor.get(name)
+            if isinstance(values, list) and len(values) == n and any(v is not None for v in values):
+                series[key] = _floats(values)
+                break
+    return {"t": _floats(monitor["t"]), **series} if series else None
+
+
+def _floats(values: list) -> list[float]:
+    # Readings NVML could not take are None: drawn as gaps.
+    return [float("nan") if v is None else float(v) for v in values]
+
+
+def trace_plots(results: list[Result]) -> list[Plot]:
+    runs = [(r, t) for r in latest_ok(results) if (t := _trace(r))][-MAX_TRACES:]
+    if not runs:
+        return []
+    plt = _pyplot()
+    present = [(k, label) for k, label in TRACE_SERIES if any(k in t for _, t in runs)]
+    fig, axes = plt.subplots(len(present), 1, figsize=(8, 2.2 * len(present)), sharex=True, squeeze=False)
+    for (key, label), ax in zip(present, axes[:, 0]):
+        for r, t in runs:
+            if key in t:
+                start = t["t"][0]
+                ax.plot([x - start for x in t["t"]], t[key], label=_label(f"{r.system_label}: {_short(r)}"))
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("seconds into the measured window")
+    axes[0, 0].legend(fontsize="small")
+    return [Plot("gpu-traces", "GPU clock and power", "GPU readings sampled during each measured window.", _svg(fig))]
+
+
+def ceiling_plots(results: list[Result]) -> list[Plot]:
+    runs = [r for r in latest_ok(results) if isinstance(r.metrics.get("ceiling_fraction"), (int, float))]
+    if not runs:
+        return []
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.35 * len(runs)))
+    values = [100.0 * float(r.metrics["ceiling_fraction"]) for r in runs]
+    bars = ax.barh(range(len(runs)), values)
+    for bar, r in zip(bars, runs):
+        achieved = r.metrics.get("achieved_tflops", r.metrics.get("tflops_achieved"))
+        if isinstance(achieved, (int, float)):
+            ax.annotate(f" {achieved:.1f} TFLOP/s", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+                        va="center", fontsize="small")
+    ax.set_yticks(range(len(runs)), [_label(f"{r.system_label}: {_short(r)}") for r in runs])
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(100.0, max(values) * 1.15))
+    ax.axvline(100.0, color="grey", linestyle="--")
+    ax.set_xlabel("% of the measured matmul ceiling for the precision used")
+    return [Plot("ceiling", "Utilisation against the measured ceiling",
+                 "Achieved model TFLOP/s as a share of the matmul ceiling that dlbench system measured on that machine.", _svg(fig))]
+
+
+ALL: list[Callable[[list[Result]], list[Plot]]] = [
+    throughput_plots, scaling_plots, batch_plots, latency_plots, trace_plots, ceiling_plots,
+]
+
+
+def plots(results: list[Result]) -> list[Plot]:
+    return [p for make in ALL for p in make(results)]

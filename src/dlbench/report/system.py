@@ -1,0 +1,71 @@
+"""Machine ceilings tables: the newest `dlbench system` record of each machine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlbench.report.tables import Table
+from dlbench.results.record import Result
+from dlbench.system.records import is_system_record, machine_key
+
+_LABELS = {
+    "matmul_fp32_tflops": "matmul fp32", "matmul_tf32_tflops": "matmul tf32",
+    "matmul_fp16_tflops": "matmul fp16", "matmul_bf16_tflops": "matmul bf16",
+    "matmul_fp8_tflops": "matmul fp8", "copy_gbs": "memory copy",
+    "h2d_pinned_gbs": "host to device pinned", "h2d_pageable_gbs": "host to device pageable",
+    "d2h_pinned_gbs": "device to host pinned", "d2h_pageable_gbs": "device to host pageable",
+    "allreduce_busbw_gbs": "all-reduce bus bw", "jpeg_decode_cpu_img_s_per_core": "JPEG decode, 1 CPU core",
+    "jpeg_decode_gpu_img_s": "JPEG decode, GPU", "disk_read_gbs": "disk read",
+}
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _facts_line(facts: dict[str, Any]) -> str:
+    parts = [f"GPU {facts.get('index')}: {facts.get('name', '?')}"]
+    if facts.get("pcie_gen") is not None:
+        parts.append(f"PCIe gen {facts['pcie_gen']} x{facts.get('pcie_width')} "
+                     f"(max gen {facts.get('pcie_gen_max')} x{facts.get('pcie_width_max')})")
+    if facts.get("nvlinks_active") is not None:
+        parts.append(f"NVLink links active {facts['nvlinks_active']}")
+    if facts.get("ecc") is not None:
+        parts.append(f"ECC {'on' if facts['ecc'] else 'off'}")
+    if facts.get("sm_clock_max_mhz"):
+        parts.append(f"SM clock max {facts['sm_clock_max_mhz']} MHz")
+    if facts.get("power_limit_w"):
+        parts.append(f"power limit {facts['power_limit_w']:.0f} W")
+    if facts.get("other_processes"):
+        parts.append(f"{len(facts['other_processes'])} other process(es) on it")
+    return ", ".join(parts)
+
+
+def ceilings_table(record: Result) -> Table:
+    host, label = machine_key(record)
+    sheet = record.metrics.get("datasheet", {})
+    rows = []
+    for name, ceiling in record.metrics.get("ceilings", {}).items():
+        peak = sheet.get(name)
+        ratio = f"{ceiling['value'] / peak:.0%}" if peak else "-"
+        rows.append([_LABELS.get(name, name), _number(ceiling["value"]), ceiling["unit"],
+                     _number(peak) if peak else "-", ratio, ceiling["method"]])
+    notes = [f"Measured {record.started[:16].replace('T', ' ')} UTC, record {record.id[:8]}."]
+    notes += [_facts_line(f) for f in record.metrics.get("gpu_facts", [])]
+    busy = record.metrics.get("ceilings", {}).get("h2d_pinned_gbs", {}).get("details", {})
+    if busy.get("pcie_gen"):
+        notes.append(f"PCIe link during the host-to-device copies: gen {busy['pcie_gen']} x{busy.get('pcie_width')}")
+    notes += [f"Not measured: {_LABELS.get(k, k)}: {why}" for k, why in record.metrics.get("unmeasured", {}).items()]
+    return Table(f"Ceilings: {label} on {host}",
+                 ["Ceiling", "Measured", "Unit", "Datasheet", "Measured/datasheet", "Method"],
+                 "lrlrrl", rows, [n + "  " for n in notes])
+
+
+def tables(results: list[Result]) -> list[Table]:
+    newest: dict[tuple[str, str], Result] = {}
+    for r in results:
+        if is_system_record(r) and r.status == "ok":
+            key = machine_key(r)
+            if key not in newest or r.started >= newest[key].started:
+                newest[key] = r
+    return [ceilings_table(r) for r in newest.values()]

@@ -1,0 +1,310 @@
+"""Measured ceilings of this machine: what the hardware does at best on plain operations.
+
+Each function measures one ceiling and returns a `Ceiling` that carries its method. Device
+work is timed with CUDA events (read after a synchronize); host work with a host clock.
+Every figure is the median of several repetitions; where a sweep is made (matmul sizes)
+the best size is kept, since a ceiling is what the chip can reach.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from dlbench.errors import UserError
+from dlbench.system import nvml
+
+GPU_MATMUL_SIZES = (4096, 8192, 16384)
+CPU_MATMUL_SIZES = (256, 512, 1024)
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+REPS = 5
+REP_SECONDS = 0.05  # each repetition runs enough calls to last about this long
+ALLREDUCE_CALLS = 10
+
+
+@dataclass
+class Ceiling:
+    name: str  # e.g. matmul_bf16_tflops; the unit is in the name, so flat metrics read well
+    value: float
+    unit: str
+    method: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Unmeasured(Exception):
+    """A ceiling this machine cannot measure (no GPU, no fp8, one GPU only...)."""
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_call(fn: Callable[[], object], device: torch.device, reps: int = REPS,
+              rep_seconds: float = REP_SECONDS, calls: int | None = None) -> float:
+    """Median seconds per call of `fn`, after a warm-up call; calls are batched per repetition
+    so that launch and timer overheads vanish. `calls` fixes the batch (collectives need
+    every rank to make the same calls)."""
+    fn()
+    _sync(device)
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    single = max(time.perf_counter() - start, 1e-7)
+    calls = calls or max(1, min(1000, math.ceil(rep_seconds / single)))
+    per_call = []
+    for _ in range(reps):
+        if device.type == "cuda":
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            for _ in range(calls):
+                fn()
+            end.record()
+            end.synchronize()
+            per_call.append(begin.elapsed_time(end) / 1e3 / calls)
+        else:
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            per_call.append((time.perf_counter() - start) / calls)
+    return statistics.median(per_call)
+
+
+def _matmul_fn(precision: str, n: int, device: torch.device) -> Callable[[], object]:
+    if precision == "fp8":
+        return _fp8_matmul_fn(n, device)
+    dtype = _DTYPES[precision]
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    return lambda: torch.mm(a, b, out=out)
+
+
+def _fp8_matmul_fn(n: int, device: torch.device) -> Callable[[], object]:
+    if device.type != "cuda" or torch.cuda.get_device_capability(device) < (8, 9):
+        raise Unmeasured("fp8 needs a GPU of compute capability 8.9 or newer")
+    if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+        raise Unmeasured(f"torch {torch.__version__} has no fp8 matmul")
+    a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt wants
+    one = torch.ones((), device=device)
+    return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                    use_fast_accum=True)
+
+
+def matmul(precision: str, device: torch.device, sizes: tuple[int, ...] | None = None) -> Ceiling:
+    """Best TFLOP/s of C = A·B over square sizes (2n³ FLOPs per product)."""
+    sizes = sizes or (GPU_MATMUL_SIZES if device.type == "cuda" else CPU_MATMUL_SIZES)
+    if device.type != "cuda" and precision != "fp32":
+        raise Unmeasured(f"{precision} matmul is measured on GPUs only")
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    try:
+        rates = {}
+        for n in sizes:
+            try:
+                seconds = time_call(_matmul_fn(precision, n, device), device)
+            except torch.cuda.OutOfMemoryError:
+                break
+            except RuntimeError as error:  # fp8 kernels missing in this build, for instance
+                if precision == "fp8":
+                    raise Unmeasured(f"fp8 matmul failed: {str(error).splitlines()[0]}") from None
+                raise
+            rates[n] = 2 * n**3 / seconds / 1e12
+            _free(device)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+    if not rates:
+        raise Unmeasured("not even the smallest matmul fitted in memory")
+    best = max(rates, key=rates.get)
+    kind = "torch._scaled_mm e4m3 x e4m3 -> bf16, fast accumulation" if precision == "fp8" else f"torch.mm {precision}"
+    return Ceiling(f"matmul_{precision}_tflops", rates[best], "TFLOP/s",
+                   f"{kind}, square n x n, n in {list(sizes)}; 2n^3 FLOPs / median time of {REPS} "
+                   f"repetitions; best size kept", {"best_n": best, "by_size": {str(n): v for n, v in rates.items()},
+                    "device": str(device)})
+
+
+def _free(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def copy_bandwidth(device: torch.device, nbytes: int | None = None) -> Ceiling:
+    """Device-memory bandwidth of a large copy, counting bytes read plus bytes written."""
+    nbytes = nbytes or (1 << 30 if device.type == "cuda" else 1 << 27)
+    src = torch.randn(nbytes // 4, device=device)
+    dst = torch.empty_like(src)
+    seconds = time_call(lambda: dst.copy_(src), device)
+    del src, dst
+    _free(device)
+    where = "device memory" if device.type == "cuda" else "host memory"
+    return Ceiling("copy_gbs", 2 * nbytes / seconds / 1e9, "GB/s",
+                   f"{where}: copy of {nbytes >> 20} MiB, (read + written bytes) / median time of {REPS}",
+                   {"bytes": nbytes, "device": str(device)})
+
+
+def host_device(device: torch.device, direction: str, pinned: bool, nbytes: int = 1 << 28) -> Ceiling:
+    """Host-to-device ('h2d') or device-to-host ('d2h') copy bandwidth, pinned or pageable."""
+    if device.type != "cuda":
+        raise Unmeasured("no GPU")
+    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned).random_()
+    gpu = torch.empty(nbytes, dtype=torch.uint8, device=device).random_()
+    src, dst = (host, gpu) if direction == "h2d" else (gpu, host)
+    seconds = time_call(lambda: dst.copy_(src, non_blocking=pinned), device)
+    gen, width = nvml.pcie_link(device.index or 0)  # right after the copies, while the link is up
+    del host, gpu
+    _free(device)
+    kind = "pinned" if pinned else "pageable"
+    return Ceiling(f"{direction}_{kind}_gbs", nbytes / seconds / 1e9, "GB/s",
+                   f"{direction} copy of {nbytes >> 20} MiB from {kind} host memory; bytes / median time "
+                   f"of {REPS}", {"bytes": nbytes, "device": str(device), "pcie_gen": gen, "pcie_width": width})
+
+
+def _allreduce_worker(rank: int, world: int, backend: str, nbytes: int, init_file: str, out_file: str) -> None:
+    import torch.distributed as dist
+
+    device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        tensor = torch.randn(nbytes // 4, device=device)
+        seconds = time_call(lambda: dist.all_reduce(tensor), device, calls=ALLREDUCE_CALLS)
+        if rank == 0:
+            Path(out_file).write_text(repr(seconds))
+    finally:
+        dist.destroy_process_group()
+
+
+def allreduce(world: int, backend: str = "nccl", nbytes: int = 1 << 28) -> Ceiling:
+    """All-reduce bus bandwidth across `world` local ranks: (bytes / time) · 2(n-1)/n, the
+    figure nccl-tests reports, comparable across GPU counts."""
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    if world < 2:
+        raise Unmeasured(f"{world} GPU(s): all-reduce needs two or more")
+    if backend == "nccl" and not (torch.cuda.is_available() and torch.distributed.is_nccl_available()):
+        raise Unmeasured("NCCL is not available")
+    with tempfile.TemporaryDirectory() as tmp:
+        out_file = os.path.join(tmp, "seconds")
+        mp.spawn(_allreduce_worker, args=(world, backend, nbytes, os.path.join(tmp, "init"), out_file),
+                 nprocs=world, join=True)
+        seconds = float(Path(out_file).read_text())
+    algbw = nbytes / seconds / 1e9
+    return Ceiling("allreduce_busbw_gbs", algbw * 2 * (world - 1) / world, "GB/s",
+                   f"{backend} all_reduce of {nbytes >> 20} MiB fp32 over {world} ranks; bus bandwidth = "
+                   f"bytes / median time x 2(n-1)/n", {"world": world, "backend": backend, "bytes": nbytes,
+                                                        "algbw_gbs": algbw})
+
+
+def synthetic_jpeg(height: int = 375, width: int = 500, quality: int = 90, seed: int = 0) -> torch.Tensor:
+    """A JPEG of ImageNet's typical size with photo-like content (smooth shapes plus noise)."""
+    from torchvision.io import encode_jpeg
+
+    g = torch.Generator().manual_seed(seed)
+    coarse = torch.rand(1, 3, height // 25, width // 25, generator=g)
+    smooth = torch.nn.functional.interpolate(coarse, size=(height, width), mode="bicubic", align_corners=False)
+    image = (smooth[0] * 200 + torch.rand(3, height, width, generator=g) * 55).clamp(0, 255).to(torch.uint8)
+    return encode_jpeg(image, quality=quality)
+
+
+def jpeg_decode_cpu(seconds: float = 1.0) -> Ceiling:
+    """JPEG decode rate of one CPU core (libjpeg-turbo through torchvision)."""
+    from torchvision.io import decode_jpeg
+
+    data = synthetic_jpeg()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        decode_jpeg(data)
+        count, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            decode_jpeg(data)
+            count += 1
+        rate = count / (time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    cores = os.cpu_count() or 1
+    return Ceiling("jpeg_decode_cpu_img_s_per_core", rate, "img/s",
+                   f"torchvision.io.decode_jpeg on one thread, 500x375 q90 JPEG ({data.numel() // 1024} KiB), "
+                   f"repeated for {seconds:g} s", {"cores": cores, "all_cores_estimate_img_s": rate * cores})
+
+
+def jpeg_decode_gpu(device: torch.device, batch: int = 128, seconds: float = 1.0) -> Ceiling:
+    """Batched JPEG decode rate on the GPU (nvjpeg through torchvision)."""
+    from torchvision.io import decode_jpeg
+
+    if device.type != "cuda":
+        raise Unmeasured("no GPU")
+    images = [synthetic_jpeg(seed=i) for i in range(batch)]
+    try:
+        decode_jpeg(images, device=device)
+    except Exception as error:
+        raise Unmeasured(f"GPU JPEG decode unavailable: {str(error).splitlines()[0]}") from None
+    _sync(device)
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        decode_jpeg(images, device=device)
+        count += batch
+    _sync(device)
+    rate = count / (time.perf_counter() - start)
+    return Ceiling("jpeg_decode_gpu_img_s", rate, "img/s",
+                   f"torchvision.io.decode_jpeg(device=cuda) on batches of {batch} 500x375 q90 JPEGs, "
+                   f"for {seconds:g} s", {"batch": batch, "device": str(device)})
+
+
+def _files_under(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob("*") if p.is_file())
+
+
+def disk_read(path: str | os.PathLike, max_bytes: int = 4 << 30, chunk: int = 16 << 20) -> Ceiling:
+    """Sequential read bandwidth of the files at `path` (a file or a folder), up to
+    `max_bytes`. Each file's cached pages are dropped first (posix_fadvise), so the figure
+    is the storage's, unless the kernel keeps them."""
+    root = Path(path)
+    if not root.exists():
+        raise UserError(f"--disk {path}: no such file or folder")
+    files = _files_under(root)
+    buffer = bytearray(chunk)
+    total, count, dropped = 0, 0, True
+    start = time.perf_counter()
+    for file in files:
+        try:
+            fd = os.open(file, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            except (AttributeError, OSError):
+                dropped = False
+            with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
+                while (n := f.readinto(buffer)) and total < max_bytes:
+                    total += n
+        finally:
+            os.close(fd)
+        count += 1
+        if total >= max_bytes:
+            break
+    seconds = time.perf_counter() - start
+    if total == 0:
+        raise UserError(f"--disk {path}: nothing readable there (give a file or a folder with data)")
+    cache = "page cache dropped per file first" if dropped else "page cache NOT dropped (may read from RAM)"
+    return Ceiling("disk_read_gbs", total / seconds / 1e9, "GB/s",
+                   f"sequential read of {count} file(s), {total >> 20} MiB in {chunk >> 20} MiB chunks; {cache}",
+                   {"path": str(root.resolve()), "bytes": total, "files": count, "cache_dropped": dropped})

@@ -1,0 +1,113 @@
+"""Several processes (one per GPU) running one benchmark together, under torchrun.
+
+`process_group` joins the group torchrun set up (NCCL on GPUs, gloo on the CPU) and leaves
+it at the end; `wrap` puts a model under DistributedDataParallel; `measure` runs warm-up and
+measurement with step counts every rank agrees on (a rank that stopped on its own clock
+would leave the others waiting in an all-reduce); `gather` brings per-rank figures to rank 0.
+With one process all of it reduces to plain `run_steps`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.distributed as dist
+
+from dlbench.measure.loop import Measured, Progress, run_steps, synchronize
+from dlbench.measure.timer import NullTimer
+
+
+@dataclass(frozen=True)
+class Group:
+    rank: int
+    world: int
+    device: torch.device
+
+    @property
+    def distributed(self) -> bool:
+        return self.world > 1
+
+
+def from_environment() -> tuple[int, int, int]:
+    """(rank, world size, local rank) as torchrun sets them; (0, 1, 0) outside torchrun."""
+    env = os.environ
+    return int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), int(env.get("LOCAL_RANK", 0))
+
+
+@contextlib.contextmanager
+def process_group(device: torch.device) -> Iterator[Group]:
+    rank, world, local = from_environment()
+    if world == 1:
+        yield Group(0, 1, device)
+        return
+    if device.type == "cuda":
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+    already = dist.is_initialized()
+    if not already:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    try:
+        yield Group(rank, world, device)
+    finally:
+        if not already:
+            dist.destroy_process_group()
+
+
+def wrap(model: torch.nn.Module, group: Group) -> torch.nn.Module:
+    if not group.distributed:
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [group.device.index] if group.device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=ids)
+
+
+def agree(value: int, group: Group) -> int:
+    """The largest of every rank's `value`."""
+    if not group.distributed:
+        return value
+    tensor = torch.tensor([value], dtype=torch.int64, device=group.device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return int(tensor.item())
+
+
+def measure(step: Callable, spec, group: Group, progress: Progress, steps: int | None = None) -> Measured:
+    """Warm-up and measurement as the spec asks; `steps` fixes the measured count (whole epochs)."""
+    min_seconds = 0.0 if steps else spec.min_seconds
+    steps = steps or spec.steps
+    if not group.distributed:
+        return run_steps(step, group.device, warmup=spec.warmup, warmup_seconds=spec.warmup_seconds,
+                         steps=steps, min_seconds=min_seconds, progress=progress)
+    null = NullTimer()
+    start = time.perf_counter()
+    first = max(1, spec.warmup)
+    for i in range(first):
+        step(null)
+        progress("warm-up", i + 1, first)
+    synchronize(group.device)
+    per_step = max((time.perf_counter() - start) / first, 1e-6)
+    extra = agree(math.ceil(max(0.0, spec.warmup_seconds - per_step * first) / per_step), group)
+    for _ in range(extra):
+        step(null)
+    synchronize(group.device)
+    warmup_s = time.perf_counter() - start
+    count = agree(max(steps, math.ceil(min_seconds / per_step)), group)
+    measured = run_steps(step, group.device, warmup=0, warmup_seconds=0.0, steps=count, min_seconds=0.0,
+                         progress=progress)
+    measured.warmup_steps, measured.warmup_s = first + extra, warmup_s
+    return measured
+
+
+def gather(payload: Any, group: Group) -> list[Any]:
+    """Every rank's payload, in rank order (just [payload] with one process)."""
+    if not group.distributed:
+        return [payload]
+    out: list[Any] = [None] * group.world
+    dist.all_gather_object(out, payload)
+    return out

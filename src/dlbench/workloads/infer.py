@@ -1,0 +1,60 @@
+"""infer: inference throughput and per-batch latency (seed 002's inference.py, seed 003's
+inference benchmark).
+
+Each step: wait for a batch (`data`), copy it to the device (`h2d`), forward under
+`torch.inference_mode` (`forward`). Latency is the whole step per batch: avg, p50, p90,
+p95, p99. A batch-size sweep is one result per batch (`--batch 1,2,4` or `--batch sweep`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dlbench import data
+from dlbench.measure.loop import Progress
+from dlbench.models import registry
+from dlbench.workloads import distributed
+from dlbench.workloads.pipeline import Feeder, data_metrics, latency, metrics_from_ranks, rank_payload
+from dlbench.workloads.train import measured_steps
+
+OPTIONS = {**data.OPTIONS, "epochs": 0}
+PHASES = ("data", "h2d", "forward")
+
+
+def run(spec, device: torch.device, progress: Progress):
+    entry = registry.resolve(spec.model)
+    warnings = data.check(spec, device)
+    shape = spec.input_shape or entry.input_shape
+    with distributed.process_group(device) as group:
+        device = group.device
+        torch.manual_seed(spec.seed)
+        model = entry.build().to(device).eval()
+        if spec.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        loader = data.make_loader(spec, device, train=False, shape=shape, rank=group.rank, world=group.world)
+        feeder = Feeder(loader, device, spec.channels_last)
+
+        def step(timer) -> None:
+            x, _ = feeder.next(timer)
+            model(x)
+            timer.mark("forward")
+
+        try:
+            with torch.inference_mode():
+                measured = distributed.measure(step, spec, group, progress, measured_steps(spec, loader))
+        finally:
+            feeder.close()
+        ranks = distributed.gather(rank_payload(measured.samples, spec.batch, feeder.host_waits), group)
+    metrics, samples = metrics_from_ranks(ranks, PHASES)
+    metrics.update(latency(samples["step"]))
+    metrics.update(data_metrics(loader, warnings))
+    metrics.update({"input_shape": [spec.batch, *shape], "batch_per_process": spec.batch,
+                    "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s})
+    return metrics, samples
+
+
+def describe(metrics: dict) -> str:
+    procs = f" on {metrics['processes']} processes" if metrics.get("processes", 1) > 1 else ""
+    return (f"{metrics['throughput']:.1f} img/s{procs}; latency per batch avg {metrics['latency_avg_ms']:.2f} ms, "
+            f"p99 {metrics['latency_p99_ms']:.2f} ms; data {metrics['data_ms']:.2f} + h2d {metrics['h2d_ms']:.2f} "
+            f"+ forward {metrics['forward_ms']:.2f} ms (data wait {metrics['data_share']:.0%})")

@@ -1,0 +1,112 @@
+"""What train, infer and smooth share: taking a batch from the loader inside a timed step,
+and turning per-rank samples into the metrics they store.
+
+Data wait is the time the host is blocked in `next()` on the loader. The step first waits
+for the device to finish the previous step, so the device is idle while the host waits and
+the `data` phase on the device timeline is that same wait: phases add up to the step, and
+a slow pipeline shows as a large `data` share rather than hiding behind queued work.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator
+
+import torch
+
+from dlbench.data.images import to_device
+from dlbench.measure.stats import summarize
+from dlbench.measure.timer import NullTimer
+
+THROUGHPUT_METHOD = "images over total measured time"
+
+
+class Feeder:
+    """Pulls batches inside a step and marks the `data` (and optionally `h2d`) phases."""
+
+    def __init__(self, loader, device: torch.device, channels_last: bool) -> None:
+        self.loader, self.device, self.channels_last = loader, device, channels_last
+        self.iterator: Iterator = iter(loader)
+        self.host_waits: list[float] = []
+
+    def next(self, timer, h2d_phase: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if self.device.type == "cuda":
+            torch.cuda.current_stream(self.device).synchronize()
+        start = time.perf_counter()
+        inputs, targets = next(self.iterator)
+        waited = time.perf_counter() - start
+        if not isinstance(timer, NullTimer):
+            self.host_waits.append(waited)
+        if h2d_phase:
+            timer.mark("data")
+        x = to_device(inputs, self.device, self.channels_last)
+        y = targets.to(self.device, non_blocking=True) if targets is not None else None
+        timer.mark("h2d" if h2d_phase else "data")
+        return x, y
+
+    def close(self) -> None:
+        self.loader.close()
+
+
+def rank_payload(samples: dict[str, list[float]], images_per_step: int, host_waits: list[float]) -> dict[str, Any]:
+    return {"samples": samples, "images_per_step": images_per_step, "host_waits": host_waits}
+
+
+def metrics_from_ranks(ranks: list[dict[str, Any]], phases: tuple[str, ...]) -> tuple[dict, dict]:
+    """Global throughput (all ranks' images over the slowest rank's measured time), per-phase
+    medians and shares over every rank's steps, and one line of figures per rank."""
+    pooled: dict[str, list[float]] = {}
+    for payload in ranks:
+        for phase, values in payload["samples"].items():
+            pooled.setdefault(phase, []).extend(values)
+    pooled["data_host"] = [w for payload in ranks for w in payload["host_waits"]]
+    images = sum(p["images_per_step"] * len(p["samples"]["step"]) for p in ranks)
+    window = max(sum(p["samples"]["step"]) for p in ranks)
+    stats = {phase: summarize(values) for phase, values in pooled.items() if values}
+    total = sum(pooled["step"])
+    metrics: dict[str, Any] = {
+        "throughput": images / window,
+        "throughput_unit": "img/s",
+        "throughput_method": THROUGHPUT_METHOD,
+        "images_per_s": images / window,
+        "images": images,
+        "window_s": window,
+        "steps": len(ranks[0]["samples"]["step"]),
+        "processes": len(ranks),
+        "step_ms": stats["step"]["median"] * 1e3,
+        "stats": stats,
+    }
+    for phase in phases:
+        metrics[f"{phase}_ms"] = stats[phase]["median"] * 1e3
+        metrics[f"{phase}_share"] = sum(pooled[phase]) / total
+    if pooled["data_host"]:
+        metrics["data_host_ms"] = stats["data_host"]["median"] * 1e3
+    if len(ranks) > 1:
+        metrics["ranks"] = [_rank_line(i, p, phases) for i, p in enumerate(ranks)]
+    return metrics, pooled
+
+
+def _rank_line(rank: int, payload: dict[str, Any], phases: tuple[str, ...]) -> dict[str, Any]:
+    samples = payload["samples"]
+    line = {"rank": rank, "steps": len(samples["step"]),
+            "throughput": payload["images_per_step"] * len(samples["step"]) / sum(samples["step"]),
+            "step_ms": summarize(samples["step"])["median"] * 1e3}
+    line.update({f"{phase}_ms": summarize(samples[phase])["median"] * 1e3 for phase in phases})
+    return line
+
+
+def latency(samples: list[float]) -> dict[str, float]:
+    """Per-batch latency in ms: avg, p50, p90, p95, p99 (seed 003's columns)."""
+    s = summarize(samples)
+    return {"latency_avg_ms": s["mean"] * 1e3, **{f"latency_p{p}_ms": s[f"p{p}"] * 1e3 for p in (50, 90, 95, 99)}}
+
+
+def data_metrics(loader, warnings: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"dataset_images": getattr(loader, "images", 0)}
+    corrupt = getattr(loader, "corrupt", None)
+    if corrupt is not None:
+        out["corrupt_files"] = len(corrupt.paths)
+        out["corrupt_examples"] = corrupt.paths[:10]
+    if warnings:
+        out["warnings"] = warnings
+    return out

@@ -1,0 +1,71 @@
+"""smooth: randomized-smoothing inference (seed 002's smooth_inference.py).
+
+Each step takes one input from the loader (`data`, the copy to the device included),
+repeats it `--batch` times with Gaussian noise of standard deviation `sigma` (`noise`, the
+data-processing phase) and classifies all copies in one forward pass, counting the votes
+(`forward`). Throughput counts inputs, not noisy copies; `noisy_per_s` counts those.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dlbench import data
+from dlbench.errors import UserError
+from dlbench.measure.loop import Progress
+from dlbench.models import registry
+from dlbench.workloads import distributed
+from dlbench.workloads.fwdbwd import primary_output
+from dlbench.workloads.pipeline import Feeder, data_metrics, latency, metrics_from_ranks, rank_payload
+from dlbench.workloads.train import measured_steps
+
+OPTIONS = {**data.OPTIONS, "sigma": 0.25, "epochs": 0}
+PHASES = ("data", "noise", "forward")
+
+
+def run(spec, device: torch.device, progress: Progress):
+    entry = registry.resolve(spec.model)
+    sigma = spec.options.get("sigma", OPTIONS["sigma"])
+    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or sigma < 0:
+        raise UserError(f"sigma must be a number ≥ 0, got {sigma!r}")
+    warnings = data.check(spec, device)
+    shape = spec.input_shape or entry.input_shape
+    with distributed.process_group(device) as group:
+        device = group.device
+        torch.manual_seed(spec.seed)
+        model = entry.build().to(device).eval()
+        if spec.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        loader = data.make_loader(spec, device, train=False, batch=1, shape=shape, rank=group.rank, world=group.world)
+        feeder = Feeder(loader, device, spec.channels_last)
+        generator = torch.Generator(device=device).manual_seed(spec.seed + group.rank)
+        memory = torch.channels_last if spec.channels_last else torch.contiguous_format
+
+        def step(timer) -> None:
+            x, _ = feeder.next(timer, h2d_phase=False)
+            copies = x.expand(spec.batch, *x.shape[1:])
+            noise = torch.randn(copies.shape, device=device, generator=generator)
+            noisy = torch.add(copies, noise, alpha=sigma).contiguous(memory_format=memory)
+            timer.mark("noise")
+            logits = primary_output(model(noisy))
+            torch.bincount(logits.argmax(1), minlength=logits.shape[1])  # the smoothed prediction's votes
+            timer.mark("forward")
+
+        try:
+            with torch.inference_mode():
+                measured = distributed.measure(step, spec, group, progress, measured_steps(spec, loader))
+        finally:
+            feeder.close()
+        ranks = distributed.gather(rank_payload(measured.samples, 1, feeder.host_waits), group)
+    metrics, samples = metrics_from_ranks(ranks, PHASES)
+    metrics.update(latency(samples["step"]))
+    metrics.update(data_metrics(loader, warnings))
+    metrics.update({"input_shape": [1, *shape], "noise_copies": spec.batch, "sigma": sigma,
+                    "noisy_per_s": metrics["throughput"] * spec.batch,
+                    "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s})
+    return metrics, samples
+
+
+def describe(metrics: dict) -> str:
+    return (f"{metrics['throughput']:.1f} inputs/s ({metrics['noisy_per_s']:.0f} noisy copies/s); data "
+            f"{metrics['data_ms']:.2f} + noise {metrics['noise_ms']:.2f} + forward {metrics['forward_ms']:.2f} ms")

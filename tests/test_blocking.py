@@ -1,0 +1,55 @@
+import numpy as np
+import pytest
+
+from dlbench.data.blocking import Blocking, auto_candidates, every_voxel_once
+from dlbench.errors import UserError
+
+CASES = [((13, 17, 19), (4, 5, 6), (2, 3, 4)), ((8, 8, 8), (8, 8, 8), (0, 0, 0)), ((10, 33, 7), (3, 32, 7), (1, 5, 6)),
+         ((5, 9, 11), (2, 2, 2), (4, 8, 10))]
+
+
+@pytest.mark.parametrize("shape, block, halo", CASES)
+def test_every_voxel_is_written_exactly_once(shape, block, halo):
+    blocking = Blocking(shape, block, halo)
+    assert every_voxel_once(blocking)
+    assert len(blocking) == int(np.prod([-(-s // b) for s, b in zip(shape, block)]))
+    last = blocking[len(blocking) - 1]
+    assert last.end == shape  # the far-border blocks are cut, not dropped
+
+
+@pytest.mark.parametrize("shape, block, halo", CASES)
+def test_tiles_are_reflect_padded_crops(shape, block, halo):
+    blocking = Blocking(shape, block, halo)
+    volume = np.random.default_rng(0).random(shape)
+    reads = []
+
+    def read(box):
+        reads.append(box)
+        return volume[box]
+
+    for blk in blocking:
+        tile = blocking.read_tile(read, blk)
+        assert tile.shape == blocking.tile
+        # The crop of the tile is the block itself.
+        assert np.array_equal(tile[blocking.crop(blk)], volume[blk.box])
+        # Where the padding fits numpy's reflect, the tile is exactly that padding.
+        if all(p < s for p, s in zip(halo, shape)) and all(t + b - h <= s + h for t, b, h, s in
+                                                          zip(blocking.tile, blk.begin, halo, shape)):
+            padded = np.pad(volume, [(h, h) for h in halo], mode="reflect")
+            assert np.array_equal(tile, padded[tuple(slice(b, b + t) for b, t in zip(blk.begin, blocking.tile))])
+    assert all(box[0].start >= 0 and box[0].stop <= shape[0] for box in reads)  # reads never leave the volume
+
+
+def test_bad_blockings():
+    with pytest.raises(UserError, match="block 20x8x8 is larger than the volume 10x10x10"):
+        Blocking((10, 10, 10), (20, 8, 8), (1, 1, 1))
+    with pytest.raises(UserError, match="halo 1x10x1 must be"):
+        Blocking((10, 10, 10), (5, 5, 5), (1, 10, 1))
+    with pytest.raises(UserError, match="need 3 sizes"):
+        Blocking((10, 10, 10), (5, 5), (1, 1, 1))
+
+
+def test_auto_candidates_fit_the_volume():
+    candidates = auto_candidates((20, 300, 5000), (4, 8, 8))
+    assert all(c[0] <= 20 and c[1] <= 300 for c in candidates)
+    assert candidates == sorted(candidates, key=np.prod, reverse=True)

@@ -1,0 +1,133 @@
+import pytest
+
+from conftest import assert_user_error, cli, make_result
+from dlbench.report.doctor import (Reference, diagnose, load_references, references_from_runs, render)
+from dlbench.results.record import Result
+from dlbench.results.store import Store
+from dlbench.system.datasheet import lookup
+
+V100 = {"host": "jade2-node", "gpus": [{"name": "Tesla V100-SXM2-16GB"}] * 4, "gpu_count": 4,
+        "cpu": {"model": "Xeon", "cores": 8}}
+A40 = {"host": "hot-node", "gpus": [{"name": "NVIDIA A40"}], "gpu_count": 1, "cpu": {"model": "EPYC", "cores": 32}}
+
+
+def system_record(system, **metrics):
+    base = {"device": "cuda:0", "ceilings": {}, "unmeasured": {}, "datasheet": {}, "gpu_facts": []}
+    base.update(metrics)
+    return Result(spec={"workload": "system", "model": "", "device": "cuda:0"}, system=system, metrics=base)
+
+
+def input_bound_result():
+    step, data = [0.60, 0.62, 0.61], [0.40, 0.41, 0.42]
+    return make_result(
+        spec={"workload": "train", "model": "resnet50", "batch": 64, "precision": "fp32",
+              "options": {"data": "/scratch/imagenet", "workers": 2}},
+        system=V100,
+        metrics={"device": "cuda:0", "throughput": 105.0, "throughput_unit": "img/s", "gpu_util_mean": 30.0,
+                 "throttled": False, "throttle_reasons": []},
+        samples={"step": step, "data": data, "forward": [0.07] * 3, "backward": [0.13] * 3})
+
+
+def throttled_result():
+    return make_result(
+        spec={"batch": 16, "model": "resnet50", "precision": "fp32"}, system=A40,
+        metrics={"device": "cuda:0", "throughput": 300.0, "throughput_unit": "img/s", "gpu_util_mean": 99.0,
+                 "throttled": True, "throttled_share": 0.8, "throttle_reasons": ["hw_thermal_slowdown"],
+                 "sm_clock_mean_mhz": 810.0, "temperature_max_c": 92.0, "power_mean_w": 180.0},
+        samples={"step": [0.0533] * 5, "forward": [0.018] * 5, "backward": [0.035] * 5})
+
+
+def test_input_bound_machine_is_named_with_its_evidence():
+    record = system_record(V100, disk_read_gbs=0.2, jpeg_decode_cpu_img_s_per_core=350.0,
+                           ceilings={"disk_read_gbs": {"details": {"path": "/scratch/imagenet"}}})
+    [d] = diagnose([input_bound_result(), record])
+    names = [c.name for c in d.causes]
+    assert names[0] == "input-bound" and "slow storage" in names
+    assert "launch-bound" not in names and "throttled" not in names
+    evidence = d.causes[0].evidence
+    assert "67% of each step" in evidence and "8 CPU cores for 4 GPU(s)" in evidence and "2 loader workers" in evidence
+    assert "0.20 GB/s" in d.causes[1].evidence
+
+
+def test_throttled_machine_is_named_and_scaled_from_the_nearest_reference():
+    facts = {"index": 0, "sm_clock_max_mhz": 1740, "power_limit_w": 300.0}
+    [d] = diagnose([throttled_result(), system_record(A40, gpu_facts=[facts])])
+    assert [c.name for c in d.causes] == ["throttled"]
+    assert "hw_thermal_slowdown" in d.causes[0].evidence and "810 MHz of 1740 MHz max" in d.causes[0].evidence
+    # nearest reference by fp32 peak: a Pascal card of seed 004, scaled by the datasheet ratio
+    ref = d.reference
+    assert ref.workload == "fwdbwd" and ref.model == "resnet50" and ref.batch == 16
+    scale = lookup("NVIDIA A40").fp32_tflops / lookup(ref.gpu).fp32_tflops
+    assert d.expected == pytest.approx(ref.value * scale)
+    assert d.ratio < 0.8
+    assert "slower than it should be" in render([d])
+
+
+def test_reference_runs_compare_measured_ceilings_like_with_like():
+    h200 = {"host": "ref", "gpus": [{"name": "NVIDIA H200"}], "gpu_count": 1}
+    run = make_result(system=h200, metrics={"device": "cuda:0", "throughput": 3000.0, "throughput_unit": "img/s"},
+                      samples={"step": [0.005]})
+    refs = references_from_runs([run, system_record(h200, matmul_fp32_tflops=50.0)], "test")
+    assert refs[0].ceilings is not None and refs[0].gpu == "NVIDIA H200"
+    mine = make_result(system=A40, metrics={"device": "cuda:0", "throughput": 600.0, "throughput_unit": "img/s"},
+                       samples={"step": [0.027]})
+    [d] = diagnose([mine, system_record(A40, matmul_fp32_tflops=25.0)], refs)
+    assert d.expected == pytest.approx(1500.0) and "measured fp32 matmul" in d.scaling
+    assert d.ratio == pytest.approx(0.4)
+
+
+def test_step_time_references_and_unit_conversion():
+    ref = Reference(source="s", gpu="Tesla V100-SXM2-16GB", workload="train", model="unet3d", precision="fp32",
+                    metric="throughput", value=30.0, unit="iters/min")
+    r = make_result(spec={"workload": "train", "model": "unet3d", "batch": 1}, system=V100,
+                    metrics={"device": "cuda:0", "throughput": 0.5, "throughput_unit": "iter/s"}, samples={"step": [2.0]})
+    [d] = diagnose([r], [ref])
+    assert d.expected == pytest.approx(0.5) and d.ratio == pytest.approx(1.0)
+    assert "as expected" in render([d])
+
+
+def test_no_reference_and_cpu_results_are_said_plainly():
+    r = make_result(spec={"device": "cpu"}, system={"host": "laptop", "gpus": []},
+                    metrics={"device": "cpu", "throughput": 5.0, "throughput_unit": "img/s"}, samples={"step": [3.2]})
+    [d] = diagnose([r])
+    assert d.expected is None and "no reference" in render([d])
+
+
+def test_shipped_references_cover_the_seeds():
+    refs = load_references()
+    sources = " ".join(r.source for r in refs)
+    assert all(s in sources for s in ("seed 004", "seed 000", "seed 001", "seed 002", "seed 003"))
+    gtx = [r for r in refs if r.gpu == "GeForce GTX 1080" and r.model == "resnet50"]
+    assert gtx and gtx[0].unit == "img/s" and gtx[0].batch == 16
+    assert all(lookup(r.gpu) is not None for r in refs)  # every reference GPU has datasheet figures
+
+
+def test_doctor_cli(db):
+    proc = cli("doctor", "--db", db)
+    assert proc.returncode == 0 and "No benchmark results" in proc.stdout and "dlbench system" in proc.stdout
+    with Store(db) as store:
+        store.add_many([input_bound_result(), throttled_result(), system_record(A40)])
+    proc = cli("doctor", "--db", db)
+    assert proc.returncode == 0, proc.stderr
+    assert "input-bound" in proc.stdout and "throttled" in proc.stdout and "jade2-node" in proc.stdout
+    proc = cli("doctor", "--db", db, "--workload", "fwdbwd")
+    assert "input-bound" not in proc.stdout and "throttled" in proc.stdout
+
+
+def test_doctor_on_a_file_that_is_not_a_store(tmp_path):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("hello")
+    assert_user_error(cli("doctor", "--db", bad), "not a SQLite database")
+    assert bad.read_text() == "hello"
+
+
+def test_degraded_link_from_the_system_record():
+    facts = {"index": 0, "pcie_width": 16, "pcie_width_max": 16, "pcie_gen_max": 5, "pcie_gen_gpu_max": 5}
+    busy = {"h2d_pinned_gbs": {"details": {"pcie_gen": 3, "pcie_width": 8}}}
+    record = system_record(A40, gpu_facts=[facts], ceilings=busy, h2d_pinned_gbs=6.0)
+    run = make_result(system=A40, metrics={"device": "cuda:0", "throughput": 900.0, "throughput_unit": "img/s"},
+                      samples={"step": [0.018]})
+    [d] = diagnose([run, record])
+    [cause] = [c for c in d.causes if c.name == "degraded link"]
+    assert "gen 3 while copying" in cause.evidence and "x8 of x16" in cause.evidence
+    assert "6.0 GB/s, under half of gen 5 x16" in cause.evidence

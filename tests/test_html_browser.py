@@ -1,0 +1,76 @@
+"""The HTML report in a real headless Chromium: it renders, every plot decodes, a screenshot is taken."""
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from dlbench.report.html import render_html
+
+from conftest import make_result
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+PLOTS = {"throughput-fwdbwd", "scaling", "batch-sweep", "latency", "gpu-traces", "ceiling"}
+# Added to a copy of the page only: records whether each image decoded, for --dump-dom to show.
+PROBE = """<script>window.addEventListener("load", () => { document.body.dataset.images = JSON.stringify(
+  Array.from(document.images, i => [i.closest("figure").id, i.complete, i.naturalWidth, i.naturalHeight])); });</script>"""
+
+
+def _results():
+    rng = np.random.default_rng(0)
+    out = []
+    for gpu, ms in (("NVIDIA H200", 10.0), ("NVIDIA A100-SXM4-80GB", 24.0)):
+        system = {"gpus": [{"name": gpu}], "host": gpu.split()[-1]}
+        for batch in (8, 16, 32):
+            step = ms * batch / 16
+            t = list(np.arange(0, 5, 0.1))
+            out.append(make_result(
+                spec={"batch": batch}, system=system,
+                metrics={"throughput": 1e3 * batch / step, "throughput_unit": "img/s", "total_ms": step,
+                         "achieved_tflops": 400.0 * 10 / ms, "ceiling_fraction": 0.5 * 10 / ms},
+                samples={"step": list(rng.normal(step, step * 0.03, 50) / 1e3)},
+                traces={"monitor": {"available": True, "t": t, "sm_clock_mhz": [1980 - 5 * i for i in range(len(t))],
+                                    "power_w": [600 + (i % 7) for i in range(len(t))], "throttle": [0] * len(t),
+                                    "util": [99] * len(t), "temperature_c": [60 + i / 10 for i in range(len(t))]}}))
+        for gpus in (2, 4, 8):
+            out.append(make_result(spec={"gpus": gpus}, system=system,
+                                   metrics={"throughput": 1.6e3 * gpus * 0.9 * 10 / ms}))
+    out.append(make_result(system={"gpus": [{"name": "<script>alert(1)</script>"}]}, status="oom"))
+    # A run without NVML: its monitor trace says so and is skipped.
+    out.append(make_result(spec={"model": "resnet18"}, traces={"monitor": {"available": False, "reason": "no NVML"}}))
+    return out
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_report_renders_in_headless_chromium(tmp_path):
+    page = render_html(_results())
+    assert "<script" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    (tmp_path / "report.html").write_text(page, encoding="utf-8")
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    shot = tmp_path / "report.png"
+    with tempfile.TemporaryDirectory() as profile:
+        proc = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--window-size=1280,2400", f"--screenshot={shot}", "--dump-dom",
+             probed.as_uri()],
+            capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = proc.stdout
+    assert "<h1>dlbench report</h1>" in dom and "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+    figures = set(re.findall(r'<figure class="plot" id="([^"]+)"', dom))
+    assert figures == PLOTS
+    images = json.loads(re.search(r'data-images="([^"]*)"', dom).group(1).replace("&quot;", '"'))
+    assert {figure for figure, *_ in images} == PLOTS
+    for figure, complete, width, height in images:
+        assert complete and width > 200 and height > 100, (figure, width, height)
+    with Image.open(shot) as picture:
+        assert picture.size == (1280, 2400)
+        colours = np.asarray(picture.convert("L")).std()
+    assert colours > 10  # not a blank page

@@ -1,0 +1,244 @@
+"""Image workloads in-process on a tiny CNN: real JPEG decoding, phases, corrupt files, batch search."""
+
+import math
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+from dlbench import data
+from dlbench.data import images
+from dlbench.data.generate import generate
+from dlbench.errors import UserError
+from dlbench.launch import batchsize
+from dlbench.models import registry
+from dlbench.spec import BenchmarkSpec
+from dlbench.system.info import fingerprint
+from dlbench.workloads import execute
+from dlbench.workloads.train import LOSSES, make_targets
+
+
+def _tiny() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=2), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                               torch.nn.Flatten(), torch.nn.Linear(8, 10))
+
+
+@pytest.fixture(autouse=True)
+def tiny_model(monkeypatch):
+    monkeypatch.setitem(registry.MODELS, "tiny", registry.ModelEntry("tiny", "Tiny", _tiny, (3, 32, 32)))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # CI has 2 cores: keep the workers' and the model's threads apart
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def jpegs(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("jpegs")
+    generate(root, 24, classes=3, seed=1, workers=1)
+    return root
+
+
+def spec(workload="train", **options) -> BenchmarkSpec:
+    general = {k: options.pop(k) for k in ("batch", "steps", "min_seconds", "gpus") if k in options}
+    base = dict(workload=workload, model="tiny", batch=4, device="cpu", warmup=1, warmup_seconds=0.0, steps=3,
+                min_seconds=0.0)
+    return BenchmarkSpec(**{**base, **general}, options={"workers": 0, **options})
+
+
+def ok(s: BenchmarkSpec):
+    result = execute(s, fingerprint())
+    assert result.status == "ok", result.error
+    return result.metrics, result.samples
+
+
+def assert_phases_sum_to_step(samples, phases):
+    for i, step in enumerate(samples["step"]):
+        total = sum(samples[p][i] for p in phases)
+        assert total <= step * 1.0001 + 1e-6
+        assert total >= step * 0.9 - 1e-3, (total, step)
+
+
+def test_generated_dataset_is_imagenet_like(jpegs):
+    files = sorted(jpegs.glob("*/*.jpg"))
+    assert [d.name for d in sorted(jpegs.iterdir())] == ["class0000", "class0001", "class0002"]
+    assert len(files) == 24
+    sizes = [Image.open(f).size for f in files]
+    assert all(300 <= min(s) and max(s) <= 640 for s in sizes)
+    assert len(set(sizes)) > 1  # varied sizes, like photos
+    mean_kb = sum(f.stat().st_size for f in files) / len(files) / 1024
+    assert 50 < mean_kb < 200
+    assert Image.open(files[0]).format == "JPEG"
+
+
+def test_generator_is_deterministic(tmp_path):
+    generate(tmp_path / "a", 3, classes=1, seed=5, workers=1)
+    generate(tmp_path / "b", 3, classes=1, seed=5, workers=1)
+    for f in (tmp_path / "a").glob("*/*.jpg"):
+        assert f.read_bytes() == (tmp_path / "b" / f.parent.name / f.name).read_bytes()
+
+
+@pytest.mark.parametrize("source", ["synthetic", "dummy", "folder"])
+def test_train_phases_sum_to_the_step(source, jpegs):
+    m, s = ok(spec(data=f"folder:{jpegs}" if source == "folder" else source))
+    phases = ("data", "h2d", "forward", "backward", "optimizer")
+    assert_phases_sum_to_step(s, phases)
+    assert m["throughput"] == pytest.approx(4 * m["steps"] / sum(s["step"]))
+    assert m["throughput_unit"] == "img/s" and m["throughput_method"] == "images over total measured time"
+    assert sum(m[f"{p}_share"] for p in phases) == pytest.approx(sum(map(sum, (s[p] for p in phases))) / sum(s["step"]))
+    assert len(s["data_host"]) == m["steps"]
+    if source != "synthetic":  # a host pipeline costs time in `data`; host wait and device phase agree
+        assert m["data_ms"] > 0.1
+        for host, phase in zip(s["data_host"], s["data"]):
+            assert host <= phase + 1e-6
+
+
+def test_train_with_workers_and_one_epoch(jpegs):
+    m, s = ok(spec(data=f"folder:{jpegs}", workers=1, epochs=1, batch=8))
+    assert m["steps"] == 24 // 8 and m["dataset_images"] == 24 and m["corrupt_files"] == 0
+
+
+def test_infer_latency_and_phases(jpegs):
+    m, s = ok(spec("infer", data=f"folder:{jpegs}"))
+    assert_phases_sum_to_step(s, ("data", "h2d", "forward"))
+    assert m["latency_p50_ms"] <= m["latency_p90_ms"] <= m["latency_p95_ms"] <= m["latency_p99_ms"]
+    assert m["latency_avg_ms"] == pytest.approx(sum(s["step"]) / len(s["step"]) * 1e3)
+    assert "backward_ms" not in m
+
+
+def test_smooth_repeats_each_input_with_noise(jpegs):
+    m, s = ok(spec("smooth", data=f"folder:{jpegs}", sigma=0.5, batch=6))
+    assert_phases_sum_to_step(s, ("data", "noise", "forward"))
+    assert m["noise_copies"] == 6 and m["input_shape"] == [1, 3, 32, 32]
+    assert m["throughput"] == pytest.approx(m["steps"] / sum(s["step"]))
+    assert m["noisy_per_s"] == pytest.approx(6 * m["throughput"])
+
+
+def _corrupt(folder: Path, names: list[str]) -> None:
+    for name in names:
+        (folder / "class0000" / name).write_bytes(b"\xff\xd8\xff\xe0" + os.urandom(300))
+
+
+def test_a_corrupt_jpeg_is_skipped_and_counted(tmp_path):
+    generate(tmp_path, 23, classes=2, seed=2, workers=1)  # 24 files with the broken one: no batch dropped
+    _corrupt(tmp_path, ["broken.jpg"])
+    m, _ = ok(spec(data=f"folder:{tmp_path}", epochs=1))
+    assert m["corrupt_files"] == 1 and m["corrupt_examples"][0].endswith("broken.jpg")
+    assert m["steps"] == 24 // 4
+
+
+def test_too_many_corrupt_files_fail_and_say_which(tmp_path):
+    generate(tmp_path, 8, classes=1, seed=3, workers=1)
+    _corrupt(tmp_path, [f"bad{i}.jpg" for i in range(6)])
+    with pytest.raises(UserError, match=r"could not be decoded .*bad\d\.jpg"):
+        execute(spec(data=f"folder:{tmp_path}", epochs=1), fingerprint())
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda p: p / "missing", "does not exist"),
+    (lambda p: p, "is empty"),
+    (lambda p: (p / "c").mkdir() or (p / "c" / "a.txt").write_text("x") and p, "no .jpg/.jpeg/.png"),
+    (lambda p: (p / "c").mkdir() or (p / "c" / "a.jpg").write_text("not a jpeg") and p, "none of 1 files"),
+])
+def test_bad_folders_are_user_errors(tmp_path, make, needle):
+    with pytest.raises(UserError, match=needle):
+        data.check(spec(data=f"folder:{make(tmp_path)}"), torch.device("cpu"))
+
+
+def test_data_option_errors_and_warnings(jpegs):
+    cpu = torch.device("cpu")
+    with pytest.raises(UserError, match="unknown data source"):
+        data.check(spec(data="imagenet"), cpu)
+    with pytest.raises(UserError, match="needs a CUDA GPU"):
+        data.check(spec(data=f"folder:{jpegs}", decode="gpu"), cpu)
+    with pytest.raises(UserError, match="needs a JPEG folder"):
+        data.check(spec(decode="gpu"), cpu)
+    (warning,) = data.check(spec(data="dummy", workers=(os.cpu_count() or 1) + 1), cpu)
+    assert "more than this machine's" in warning
+    with pytest.raises(UserError, match="unknown optimizer 'lamb'"):
+        execute(spec(optimizer="lamb"), fingerprint())
+    with pytest.raises(UserError, match="fewer than one batch"):
+        data.make_loader(spec(data=f"folder:{jpegs}", batch=32), cpu)
+
+
+def test_device_decoder_on_the_cpu(jpegs):
+    """The --decode gpu pipeline (batched decode_jpeg, crops on the device, a decode thread) run on the CPU."""
+    items, _ = images.scan_folder(jpegs)
+    config = images.ImageConfig(size=(32, 48), batch=4, train=True, workers=0, prefetch=2, seed=0, max_corrupt=0.5)
+    dataset = images.FolderImages(items, config, decode=False)
+    host = images.HostLoader(images.data_loader(dataset, config, torch.device("cpu"), images.collate_bytes),
+                             images.Corrupt(len(items), 0.5))
+    decoder = images.DeviceDecoder(host, config, torch.device("cpu"))
+    batches = iter(decoder)
+    for _ in range(7):  # more than one epoch
+        x, y = next(batches)
+        assert x.shape == (4, 3, 32, 48) and x.dtype == torch.uint8 and y.shape == (4,)
+    decoder.close()
+    encoded = [images._read(p) for p, _ in items[:3]]
+    bad = torch.frombuffer(bytearray(b"\xff\xd8\xff\xe0" + b"\x00" * 100), dtype=torch.uint8)
+    out = decoder.decode_batch(encoded + [bad], ["a", "b", "c", "bad.jpg"])
+    assert out.shape == (4, 3, 32, 48)
+    assert decoder.corrupt.paths == ["bad.jpg"]
+    eval_config = images.ImageConfig(size=(32, 32), batch=2, train=False, workers=0, prefetch=1, seed=0, max_corrupt=0)
+    assert images.DeviceDecoder(host, eval_config, torch.device("cpu")).decode_batch(encoded[:2], ["a", "b"]).shape == (2, 3, 32, 32)
+
+
+@pytest.mark.parametrize("task, shape", [("classify", (2, 10)), ("segment", (2, 3, 4, 4)), ("mask", (2, 1, 4, 4)),
+                                         ("affinities", (2, 3, 4, 4, 4))])
+def test_losses_follow_the_model_task(task, shape):
+    out = torch.randn(shape, requires_grad=True)
+    loss = LOSSES[task](out, make_targets(task, out, 0))
+    loss.backward()
+    assert loss.dim() == 0 and math.isfinite(loss.item()) and out.grad.abs().sum() > 0
+
+
+def test_train_refuses_a_task_without_loss(monkeypatch):
+    monkeypatch.setitem(registry.MODELS, "odd", registry.ModelEntry("odd", "Odd", _tiny, (3, 32, 32), "regress"))
+    with pytest.raises(UserError, match="no loss"):
+        execute(BenchmarkSpec(**{**spec().to_dict(), "model": "odd"}), fingerprint())
+
+
+def test_batch_parsing():
+    assert batchsize.parse("16") == [16] and batchsize.parse("1,2, 4") == [1, 2, 4]
+    assert batchsize.parse("Sweep") == "sweep" and batchsize.parse("auto") == "auto"
+    for bad in ("0", "x", "1,-2", ""):
+        with pytest.raises(UserError, match="bad --batch"):
+            batchsize.parse(bad)
+    assert batchsize.sweep_sizes(20) == [1, 2, 4, 8, 16]
+
+
+def test_batch_search_finds_the_largest_batch_that_fits():
+    def probe(batch):  # memory runs out above 100; throughput peaks at 64
+        return ("ok", 1000 - abs(64 - batch)) if batch <= 100 else ("oom", None)
+
+    found = batchsize.search(probe, limit=1024)
+    assert 94 <= found["largest"] <= 100
+    assert found["best_throughput_batch"] == 64
+    assert [t["batch"] for t in found["tried"]][:8] == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert all(t["status"] == "oom" for t in found["tried"] if t["batch"] > 100)
+    assert batchsize.search(lambda b: ("ok", float(b)), limit=12)["largest"] == 12
+    assert batchsize.search(lambda b: ("oom", None))["largest"] is None
+
+
+def test_batch_search_with_real_runs():
+    probe = batchsize.probe_with(lambda s: execute(s, fingerprint()), spec(data="synthetic"))
+    found = batchsize.search(probe, limit=4)
+    assert found["largest"] == 4 and {t["status"] for t in found["tried"]} == {"ok"}
+
+
+def test_jade_suite_reproduces_seed_002(monkeypatch, tmp_path):
+    from dlbench import suites
+
+    loaded = suites.load("jade")
+    assert len(loaded.specs) == 24
+    assert {s.workload for s in loaded.specs} == {"train", "infer", "smooth"}
+    assert {s.precision for s in loaded.specs} == {"fp32", "bf16"} and {s.model for s in loaded.specs} == {"resnet50"}
+    sources = {s.options["data"] for s in loaded.specs}
+    assert sources == {"dummy", "folder:$DLBENCH_IMAGES"}
+    monkeypatch.setenv("DLBENCH_IMAGES", str(tmp_path))
+    assert data.parse_source("folder:$DLBENCH_IMAGES") == ("folder", str(tmp_path))
+    monkeypatch.delenv("DLBENCH_IMAGES")
+    with pytest.raises(UserError, match="environment variable that is not set"):
+        data.parse_source("folder:$DLBENCH_IMAGES")

@@ -1,0 +1,154 @@
+"""Image workloads through the real entry point: generated JPEGs, two processes, bad inputs."""
+
+import os
+
+import pytest
+import torch
+
+from dlbench.report import images as report_images
+from dlbench.report import render_markdown
+from dlbench.results.store import Store
+
+from conftest import assert_user_error, cli, make_result
+
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # CI has 2 cores: processes and workers must not fight over them
+TINY = ["--model", "resnet18", "--input-shape", "3x32x32", "--device", "cpu", "--warmup", "1",
+        "--warmup-seconds", "0", "--steps", "2", "--min-seconds", "0", "--workers", "1"]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("imagenet")
+    proc = cli("data", "images", root, "--n", "16", "--classes", "2", "--workers", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote 16 images in 2 classes" in proc.stderr
+    return root
+
+
+@pytest.fixture
+def stored(db):
+    earlier = make_result()
+    with Store(db) as store:
+        store.add(earlier)
+    return lambda: [r.id for r in Store(db).results()] == [earlier.id]
+
+
+def test_train_on_a_jpeg_folder_and_the_seed_002_report(folder, db):
+    proc = cli("run", "train", *TINY, "--batch", "2,4", "--data", f"folder:{folder}", "--db", db, env=ONE_THREAD)
+    assert proc.returncode == 0, proc.stderr
+    with Store(db) as store:
+        results = store.results()
+    assert [r.spec["batch"] for r in results] == [2, 4] and {r.status for r in results} == {"ok"}
+    assert results[0].metrics["dataset_images"] == 16
+    report = render_markdown(results)
+    assert "|Cluster|Dataset|Benchmark|Device Name|# Devices|Num Workers|Data Loading Time|Data Processing Time|" \
+           "Forward Time|Backward Time|" in report
+    assert f"|{folder.name}|Train|CPU: " in report
+    assert "Throughput - FP32 [img/s]" in report
+
+
+def test_two_processes_store_one_merged_result(folder, db):
+    proc = cli("run", "train", *TINY, "--batch", "2", "--gpus", "2", "--data", f"folder:{folder}", "--db", db,
+               env=ONE_THREAD)
+    assert proc.returncode == 0, proc.stderr
+    assert "on 2 processes" in proc.stderr
+    with Store(db) as store:
+        (r,) = store.results()
+    m = r.metrics
+    assert m["processes"] == 2 and [line["rank"] for line in m["ranks"]] == [0, 1]
+    assert m["images"] == 2 * 2 * m["steps"]
+    assert m["throughput"] == pytest.approx(m["images"] / m["window_s"])
+    assert len(r.samples["step"]) == 2 * m["steps"]  # every rank's steps
+
+
+def test_infer_batch_search_is_recorded(db):
+    proc = cli("run", "infer", *TINY, "--batch", "auto", "--max-batch", "4", "--db", db, env=ONE_THREAD)
+    assert proc.returncode == 0, proc.stderr
+    with Store(db) as store:
+        (r,) = store.results()
+    assert r.spec["batch"] == 4 and r.metrics["batch_search"]["largest"] == 4
+    assert [t["batch"] for t in r.metrics["batch_search"]["tried"]] == [1, 2, 4]
+    assert r.metrics["latency_p99_ms"] >= r.metrics["latency_p50_ms"]
+
+
+def test_smooth_and_a_workers_warning(db):
+    many = str((os.cpu_count() or 1) + 2)
+    proc = cli("run", "smooth", *TINY[:-1], many, "--batch", "3", "--data", "dummy", "--db", db, env=ONE_THREAD)
+    assert proc.returncode == 0, proc.stderr
+    assert f"warning: --workers {many} is more than this machine's" in proc.stderr
+    with Store(db) as store:
+        (r,) = store.results()
+    assert r.metrics["noise_copies"] == 3 and r.metrics["warnings"]
+
+
+def _corrupt_folder(tmp_path):
+    root = tmp_path / "corrupt" / "c"
+    root.mkdir(parents=True)
+    for i in range(6):
+        (root / f"bad{i}.jpg").write_bytes(b"\xff\xd8\xff\xe0" + os.urandom(200))
+    return root.parent
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--data", "folder:{tmp}/missing"], "does not exist"),
+    (["--data", "folder:{corrupt}", "--batch", "2"], "6 of 6 images could not be decoded"),
+])  # the other bad data options are checked in-process (test_images.py): starting torch costs seconds
+def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path, db, stored):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "text" / "c").mkdir(parents=True)
+    (tmp_path / "text" / "c" / "notes.txt").write_text("hello")
+    paths = {"tmp": tmp_path / "empty", "text": tmp_path / "text", "corrupt": _corrupt_folder(tmp_path)}
+    args = [a.format(**paths) for a in args]
+    if "{tmp}/missing" in str(args):
+        args = [a.replace(str(tmp_path / "empty") + "/missing", str(tmp_path / "missing")) for a in args]
+    assert_user_error(cli("run", "train", *TINY, *args, "--db", db, env=ONE_THREAD), needle)
+    assert stored()
+
+
+def test_more_gpus_than_present(db, stored):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert_user_error(cli("run", "train", "--gpus", "2", "--db", db), "--gpus 2 asked for, but this machine has 0 GPU(s)")
+    assert stored()
+
+
+def test_a_refusing_worker_is_one_line(monkeypatch, tmp_path):
+    """torchrun's workers print a user error on stderr (possibly prefixed with their rank): it becomes
+    the same one-line error as in-process (a real two-process run: test_two_processes_store_one_merged_result)."""
+    import subprocess
+
+    from dlbench.errors import UserError
+    from dlbench.launch import torchrun
+    from dlbench.spec import BenchmarkSpec
+
+    stderr = "W1122 torchrun noise\n[rank1]:error: 6 of 6 images could not be decoded: bad0.jpg\n"
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", stderr))
+    spec = BenchmarkSpec(workload="infer", model="resnet18", device="cpu", gpus=2)
+    with pytest.raises(UserError, match="^6 of 6 images could not be decoded: bad0.jpg$"):
+        torchrun.run(spec, {})
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "Segfault\n"))
+    assert torchrun.run(spec, {}).status == "error"
+
+
+def _result(workload, gpus, precision, throughput, batch=8, **metrics):
+    return make_result(spec={"workload": workload, "gpus": gpus, "precision": precision, "batch": batch,
+                             "options": {"data": "synthetic"}},
+                       metrics={"throughput": throughput, "data_ms": 1.0, "h2d_ms": 0.5, "forward_ms": 20.0,
+                                "backward_ms": 40.0, **metrics})
+
+
+def test_report_weak_scaling_and_latency_tables():
+    latency = {"latency_avg_ms": 4.0, "latency_p90_ms": 4.5, "latency_p95_ms": 4.6, "latency_p99_ms": 5.0}
+    results = [_result("train", 1, "tf32", 100.0), _result("train", 8, "tf32", 640.0),
+               _result("train", 1, "bf16", 250.0), _result("train", 8, "bf16", 1500.0),
+               _result("infer", 1, "bf16", 300.0, batch=1, **latency), _result("infer", 1, "bf16", 500.0, batch=2, **latency),
+               _result("smooth", 1, "fp32", 50.0, noise_ms=2.0)]
+    text = render_markdown(results)
+    assert "|GPUs|Batch size / GPU|Throughput - TF32 [img/s]|Throughput - mixed precision (bf16) [img/s]|" \
+           "Throughput speedup (TF32 - mixed precision (bf16))|Weak scaling - TF32|Weak scaling - mixed precision (bf16)|" in text
+    assert "|1|8|100.00|250.00|2.50|-|-|" in text
+    assert "|8|8|640.00|1500.00|2.34|0.80|0.75|" in text
+    assert "|Batch size|Resolution|Throughput Avg [img/s]|Latency Avg [ms]|Latency 90% [ms]|" in text
+    assert "|2|224x224x3|500.00|4.000|4.500|4.600|5.000|" in text
+    assert "|node1|Synthetic|Smooth Inference|NVIDIA H200|1|-|0.0015|0.0020|0.0200|0.0400|" in text
+    assert report_images.tables([make_result()]) == []  # fwdbwd results are not image-workload rows

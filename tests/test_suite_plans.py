@@ -1,0 +1,168 @@
+"""Suite files (include, matrix, timeouts), plans for --resume, estimates, SLURM options and
+record compatibility; all in-process, nothing is run."""
+
+import json
+
+import pytest
+
+from dlbench import plugins, suites
+from dlbench.errors import UserError
+from dlbench.launch import isolated, slurm
+from dlbench.launch.suiterun import make_plan
+from dlbench.results.record import Result
+from dlbench.results.store import Store
+from dlbench.spec import BenchmarkSpec
+from dlbench.suites.estimate import estimate, guess, history
+
+from conftest import TINY, cli, make_result
+
+HEAD = "defaults: {workload: fwdbwd, batch: 2, input_shape: 3x32x32, device: cpu}\n"
+
+
+def write(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_include_builtin_and_relative_files_with_timeouts(tmp_path):
+    (tmp_path / "parts").mkdir()
+    write(tmp_path / "parts" / "small.yaml", HEAD + "timeout: 30\nmatrix: {model: [resnet18, resnet34]}\n")
+    top = write(tmp_path / "top.yaml", "name: top\ntimeout: 99\ninclude: [quick, parts/small.yaml]\n" + HEAD +
+                "specs: [{model: resnet18, timeout: 5}, {model: alexnet}]\n")
+    loaded = suites.load(str(top))
+    titles = [(s.model, s.batch, s.timeout) for s in loaded.specs]
+    quick = [(s.model, 16, 99.0) for s in suites.load("quick").specs]
+    # quick's specs first, then small's; the explicit resnet18 is the same benchmark as small's, so kept once
+    assert titles == quick + [("resnet18", 2, 30.0), ("resnet34", 2, 30.0), ("alexnet", 2, 99.0)]
+    assert loaded.name == "top"
+
+
+def test_include_cycle_is_an_error(tmp_path):
+    write(tmp_path / "a.yaml", "include: b.yaml\n" + HEAD + "specs: [{model: resnet18}]\n")
+    write(tmp_path / "b.yaml", "include: [a.yaml]\n")
+    with pytest.raises(UserError, match=r"include cycle: .*a.yaml -> .*b.yaml -> .*a.yaml"):
+        suites.load(str(tmp_path / "a.yaml"))
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("include: [nosuch]\n", "no suite named 'nosuch'"),
+    ("include: 3\n", "'include' must be a suite name or path"),
+    ("timeout: -1\n" + HEAD + "specs: [{model: resnet18}]\n", "'timeout' must be a positive number"),
+    (HEAD + "matrix: {model: []}\n", "matrix axis 'model' is empty"),
+])
+def test_bad_suite_files(tmp_path, text, needle):
+    with pytest.raises(UserError, match=needle):
+        suites.load(str(write(tmp_path / "bad.yaml", text)))
+
+
+def test_matrix_over_any_key_and_mapping_axes(tmp_path):
+    path = write(tmp_path / "m.yaml", HEAD + "matrix:\n  model: [resnet18]\n  gpus: [1, 2]\n"
+                 "  variant: [{precision: fp32, batch: 4}, {precision: bf16, channels_last: true}]\n")
+    got = [(s.gpus, s.precision, s.batch, s.channels_last) for s in suites.load(str(path)).specs]
+    assert got == [(1, "fp32", 4, False), (1, "bf16", 2, True), (2, "fp32", 4, False), (2, "bf16", 2, True)]
+
+
+def _suite(n=3):
+    return suites.Suite("s", "", [BenchmarkSpec(**{**TINY, "seed": i}) for i in range(n)])
+
+
+def _stored(spec, run, status="ok", host="here", wall=None, started="2026-01-01T00:00:00+00:00"):
+    traces = {"launch": {"wall_s": wall}} if wall else {}
+    return Result(spec=spec.to_dict(), system={"host": host}, status=status, suite="s", run=run,
+                  traces=traces, started=started, finished=started)
+
+
+def test_resume_plans_only_what_is_missing(db):
+    suite = _suite()
+    a, b, c = suite.specs
+    with Store(db) as store:
+        store.add_many([
+            _stored(a, "old", started="2026-01-01T00:00:00+00:00"),
+            _stored(a, "new", started="2026-01-02T00:00:00+00:00"),
+            _stored(b, "new", status="interrupted", started="2026-01-02T00:01:00+00:00"),
+            _stored(c, "new", host="elsewhere", started="2026-01-03T00:00:00+00:00"),
+            _stored(b, "old", started="2026-01-01T00:01:00+00:00"),
+        ])
+        plan = make_plan(suite, store, "here", resume=True)
+        assert plan.resumed and plan.run == "new"
+        assert plan.done == [a] and plan.todo == [b, c]
+        chosen = make_plan(suite, store, "here", resume=True, run="old")
+        assert chosen.done == [a, b] and chosen.todo == [c]
+        fresh = make_plan(suite, store, "here")
+        assert not fresh.resumed and fresh.todo == [a, b, c] and fresh.run not in ("new", "old")
+        nothing = make_plan(suite, store, "nowhere", resume=True)
+        assert not nothing.resumed and nothing.todo == [a, b, c]
+
+
+def test_estimates_from_earlier_runs_else_a_guess():
+    a, b = _suite(2).specs
+    times = history([_stored(a, "r", wall=10.0), _stored(a, "r", wall=30.0), _stored(a, "r", wall=20.0),
+                     _stored(a, "r", status="error", wall=999.0), _stored(a, "r", host="other", wall=999.0)], "here")
+    measured = estimate(a, times)
+    assert (measured.seconds, measured.measured, measured.source) == (20.0, 3, "from 3 earlier runs")
+    guessed = estimate(b, times)
+    assert guessed.measured == 0 and guessed.source == "guess" and guessed.seconds == guess(b) > 0
+
+
+def test_list_shows_estimates_from_the_store(tmp_path, db):
+    path = write(tmp_path / "l.yaml", HEAD + "matrix: {model: [resnet18, resnet34]}\n")
+    spec = suites.load(str(path)).specs[0]
+    from dlbench.system.info import fingerprint
+    with Store(db) as store:
+        store.add(_stored(spec, "r", host=fingerprint()["host"], wall=125.0))
+    proc = cli("suite", path, "--list", "--db", db)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "resnet18" in lines[1] and "2 min 05 s" in lines[1] and "from 1 earlier run" in lines[1]
+    assert "resnet34" in lines[2] and "guess" in lines[2]
+    assert "2 benchmarks: about" in lines[3] and "1 from earlier runs on this machine, 1 guessed" in lines[3]
+    no_store = tmp_path / "none.db"
+    assert cli("suite", path, "--list", "--db", no_store).returncode == 0 and not no_store.exists()
+
+
+def test_records_stay_compatible(db):
+    old = make_result().to_dict()
+    del old["run"]
+    old["schema"] = 1
+    assert Result.from_dict(json.loads(json.dumps(old))).run is None
+    timed_out = make_result(status="timeout", run="r1")
+    with Store(db) as store:
+        store.add(timed_out)
+        (back,) = store.results(status="timeout")
+    assert back.run == "r1" and back.status == "timeout"
+
+
+def test_slurm_options():
+    assert slurm.parse_options("partition=gpu, gpus=4,time=1:30:00,account=proj") == {
+        "partition": "gpu", "gpus": 4, "time": 90.0, "account": "proj"}
+    assert slurm.parse_minutes("45") == 45 and slurm.parse_minutes("1-0") == 1440 and slurm.parse_minutes("2:30") == 2.5
+    for text, needle in [("gpus=x", "gpus must be a positive integer"), ("time=soon", "bad time"),
+                         ("partition", "is not key=value"), ("cluster=k8s", "cluster must be slurm or local")]:
+        with pytest.raises(UserError, match=needle):
+            slurm.parse_options(text)
+    big = BenchmarkSpec(**{**TINY, "gpus": 2})
+    with pytest.raises(UserError, match="needs 2 GPUs but jobs get gpus=1"):
+        slurm.parameters({"gpus": 1}, big, 600)
+    params = slurm.parameters({"partition": "gpu", "qos": "high"}, big, 600)
+    assert params["timeout_min"] == 20 and params["slurm_partition"] == "gpu" and params["slurm_qos"] == "high"
+
+
+def test_multi_gpu_specs_go_through_torchrun(tmp_path):
+    one = isolated.command(BenchmarkSpec(**TINY), tmp_path / "s", tmp_path / "r")
+    four = isolated.command(BenchmarkSpec(**{**TINY, "gpus": 4}), tmp_path / "s", tmp_path / "r")
+    assert one[1:3] == ["-m", "dlbench.launch.worker"]
+    assert "torch.distributed.run" in four and "--nproc-per-node=4" in four
+
+
+def test_plugins_register_models(monkeypatch):
+    import sys
+    from pathlib import Path
+
+    from dlbench.models import registry
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "plugins"))
+    assert plugins.load("dlbench_testmodels, ") == ["dlbench_testmodels"]
+    assert "hang-model" in registry.MODELS
+    with pytest.raises(UserError, match="cannot load plug-in 'nope_not_here'"):
+        plugins.load("nope_not_here")
+    assert "dlbench_testmodels" in sys.modules

@@ -1,0 +1,238 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import assert_user_error, cli
+from dlbench.data import prediction_store
+from dlbench.data.blocking import Blocking
+from dlbench.data.generate_volume import generate
+from dlbench.data.prediction_store import PredictionStore
+from dlbench.data.volumes import open_volume
+from dlbench.errors import UserError
+from dlbench.models import registry
+from dlbench.spec import BenchmarkSpec
+from dlbench.workloads import execute
+from dlbench.workloads.volume import parse_voxels, preflight
+
+SHAPE = (10, 30, 34)  # not divisible by the blocks below
+
+
+class ConvNet(nn.Module):
+    """Two 3x3x3 convolutions: receptive radius 2, so a halo of 2 makes every voxel exact."""
+
+    def __init__(self, width: int = 3) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv3d(1, width, 3, padding=1), nn.Tanh(), nn.Conv3d(width, 2, 3, padding=1), nn.Sigmoid())
+
+    def forward(self, x):
+        return self.body(x)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("predict")
+    torch.manual_seed(0)
+    model_file = root / "conv.pt"
+    torch.jit.script(ConvNet()).save(str(model_file))
+    slow_file = root / "slow.pt"
+    torch.jit.script(ConvNet(width=48)).save(str(slow_file))
+    bad_file = root / "pooling.pt"
+    torch.jit.script(nn.Sequential(nn.Conv3d(1, 1, 3, padding=1), nn.MaxPool3d(2))).save(str(bad_file))
+    volume = generate(root / "v.h5", SHAPE, "hdf5", chunks=(4, 16, 16), seed=1, labels=False)
+    return {"root": root, "model": str(model_file), "slow": str(slow_file), "bad": str(bad_file), "input": str(volume)}
+
+
+def predict(data, output, *, model=None, block=(4, 16, 16), halo=(2, 2, 2), dtype="float16", **options):
+    spec = BenchmarkSpec(workload="volume", model=model or data["model"], batch=1, device="cpu", warmup=1, steps=1,
+                         options={"input": data["input"], "output": str(output), "block": "x".join(map(str, block)),
+                                  "halo": "x".join(map(str, halo)), "dtype": dtype, "readers": 2, "writers": 2,
+                                  "queue": 2, **options})
+    return execute(spec, {})
+
+
+def whole_volume(data, model, halo) -> np.ndarray:
+    """The reference: the whole volume reflect-padded by the halo, predicted at once, cropped."""
+    volume = open_volume(data["input"])
+    raw = volume.read((slice(None),) * 3).astype(np.float32) / 255
+    padded = np.pad(raw, [(h, h) for h in halo], mode="reflect")
+    with torch.no_grad():
+        y = model(torch.from_numpy(padded)[None, None])[0]
+    return y[(slice(None), *(slice(h, h + s) for h, s in zip(halo, SHAPE)))].numpy()
+
+
+def stored(output) -> np.ndarray:
+    store = PredictionStore(str(output))
+    store.open()
+    return store.read()
+
+
+def chunk_bytes(output) -> dict[str, bytes]:
+    folder = Path(output) / "prediction"
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("block, halo", [((4, 16, 16), (2, 2, 2)), ((3, 7, 11), (2, 3, 2)), ((10, 30, 34), (3, 2, 2))])
+def test_blockwise_equals_whole_volume(data, tmp_path, block, halo):
+    result = predict(data, tmp_path / "out.zarr", block=block, halo=halo)
+    assert result.status == "ok", result.error
+    got = stored(tmp_path / "out.zarr").astype(np.float32)
+    expected = whole_volume(data, registry.build(data["model"]), halo)
+    assert got.shape == (2, *SHAPE)
+    np.testing.assert_allclose(got, expected, atol=1e-3, rtol=0)  # float16 storage of the fp32 prediction
+    blocking = Blocking(SHAPE, block, halo)
+    assert result.metrics["blocks"] == len(blocking) and result.metrics["voxels"] == int(np.prod(SHAPE))
+    assert len(PredictionStore(str(tmp_path / "out.zarr")).done()) == len(blocking)
+
+
+def test_unet_blockwise_equals_whole_volume_inside_the_valid_region(data, tmp_path):
+    name = "unet3d:f=2,d=2"
+    result = predict(data, tmp_path / "unet.zarr", model=name, block=(4, 16, 18), halo=(9, 10, 10))
+    assert result.status == "ok", result.error
+    torch.manual_seed(0)  # the workload builds the model from the spec's seed
+    expected = whole_volume(data, registry.build(name).eval(), (9, 10, 10))
+    np.testing.assert_allclose(stored(tmp_path / "unet.zarr").astype(np.float32), expected, atol=1e-3, rtol=0)
+
+
+def test_metrics_and_uint8_output(data, tmp_path):
+    result = predict(data, tmp_path / "u8.n5", dtype="uint8", extrapolate="8.1T")
+    assert result.status == "ok", result.error
+    m = result.metrics
+    assert m["throughput_unit"] == "Mvox/s" and m["throughput"] > 0
+    assert m["throughput"] == pytest.approx(m["voxels"] / m["total_s"] / 1e6)
+    assert m["extrapolate_hours"]["1"] == pytest.approx(8.1e12 / (m["throughput"] * 1e6) / 3600)
+    assert m["extrapolate_hours"]["8"] == pytest.approx(m["extrapolate_hours"]["1"] / 8)
+    assert set(m["phase_s"]) >= {"read", "copy_in", "compute", "copy_out", "write"}
+    assert m["warmup_s"] > 0 and len(result.samples["compute"]) == m["blocks"]
+    u8 = stored(tmp_path / "u8.n5")
+    assert u8.dtype == np.uint8 and u8.max() > 0
+    expected = whole_volume(data, registry.build(data["model"]), (2, 2, 2))
+    assert np.abs(u8.astype(np.float32) - expected * 255).max() <= 0.51
+
+
+def test_write_failure_stops_cleanly_and_resume_completes(data, tmp_path, monkeypatch):
+    reference = tmp_path / "reference.zarr"
+    assert predict(data, reference).status == "ok"
+    original = PredictionStore.write_block
+    calls = []
+
+    def failing(self, index, box, array):
+        calls.append(index)
+        if len(calls) > 3:
+            raise OSError(28, "No space left on device")
+        original(self, index, box, array)
+
+    monkeypatch.setattr(PredictionStore, "write_block", failing)
+    with pytest.raises(UserError, match=r"No space left on device.*rerun with --resume"):
+        predict(data, tmp_path / "full.zarr")
+    monkeypatch.setattr(PredictionStore, "write_block", original)
+    kept = PredictionStore(str(tmp_path / "full.zarr")).done()
+    assert 0 < len(kept) < 18
+    with pytest.raises(UserError, match="already exists"):
+        predict(data, tmp_path / "full.zarr")
+    result = predict(data, tmp_path / "full.zarr", resume=True)
+    assert result.metrics["blocks_skipped"] == len(kept)
+    assert chunk_bytes(tmp_path / "full.zarr") == chunk_bytes(reference)
+
+
+def test_resume_with_other_settings_is_refused(data, tmp_path):
+    assert predict(data, tmp_path / "o.zarr").status == "ok"
+    with pytest.raises(UserError, match="other settings.*halo"):
+        predict(data, tmp_path / "o.zarr", halo=(1, 1, 1), resume=True)
+    result = predict(data, tmp_path / "o.zarr", overwrite=True, dtype="uint8")
+    assert result.status == "ok" and stored(tmp_path / "o.zarr").dtype == np.uint8
+
+
+def test_parse_voxels():
+    assert parse_voxels("8.1T") == pytest.approx(8.1e12)
+    assert parse_voxels("1.9G") == pytest.approx(1.9e9) and parse_voxels(1000) == 1000
+    with pytest.raises(UserError, match="bad --extrapolate"):
+        parse_voxels("lots")
+
+
+def _run_args(data, output, *extra, model=None):
+    return ("run", "volume", "--input", data["input"], "--output", output, "--model", model or data["model"],
+            "--block", "4x16x16", "--halo", "2x2x2", "--dtype", "float16", "--device", "cpu", "--warmup", "1", *extra)
+
+
+def test_sigkill_and_resume_gives_the_same_bytes(data, tmp_path, db):
+    reference = tmp_path / "ref.zarr"
+    assert predict(data, reference, model=data["slow"], block=(2, 8, 8)).status == "ok"
+    output = tmp_path / "killed.zarr"
+    args = ("-m", "dlbench", *_run_args(data, output, "--db", db, "--readers", "1", "--writers", "1", "--queue", "1",
+                                        model=data["slow"]))
+    args = tuple(a if a != "4x16x16" else "2x8x8" for a in args)
+    proc = subprocess.Popen([sys.executable, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done_dir = output / ".dlbench" / "done"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if done_dir.is_dir() and len(os.listdir(done_dir)) >= 3:
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    finished = len(os.listdir(done_dir))
+    total = len(Blocking(SHAPE, (2, 8, 8), (2, 2, 2)))
+    assert finished < total
+    resumed = cli(*[a if a != "4x16x16" else "2x8x8" for a in
+                    _run_args(data, output, "--db", db, "--resume", model=data["slow"])])
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{finished} already done" in resumed.stderr.replace("\n", " ")
+    assert chunk_bytes(output) == chunk_bytes(reference)
+
+
+def test_two_gloo_ranks_equal_one(data, tmp_path, db):
+    one = tmp_path / "one.zarr"
+    assert predict(data, one).status == "ok"
+    two = tmp_path / "two.zarr"
+    proc = cli(*_run_args(data, two, "--db", db, "--gpus", "2"))
+    assert proc.returncode == 0, proc.stderr
+    assert chunk_bytes(two) == chunk_bytes(one)
+    assert "world_size" in cli("export", "--db", db).stdout
+
+
+def test_bad_inputs_are_one_line(data, tmp_path, db):
+    existing = tmp_path / "exists.zarr"
+    existing.mkdir()
+    assert_user_error(cli(*_run_args(data, existing, "--db", db)), "already exists", "--resume", "--overwrite")
+    assert list(existing.iterdir()) == []  # nothing touched
+    out = tmp_path / "new.zarr"
+    assert_user_error(cli(*_run_args(data, out, "--db", db, model=data["bad"])), "does not match the tile")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"input": "{input}:volumes/nope"}, "no dataset 'volumes/nope'; datasets present: volumes/raw"),
+    ({"halo": "2x40x2", "block": "4x8x8"}, "halo 2x40x2 must be"),
+    ({"block": "4x64x8"}, "block 4x64x8 is larger than the volume"),
+    ({"dtype": "int7"}, "unknown output dtype"),
+    ({"readers": 0}, "readers must be"),
+    ({"extrapolate": "much"}, "bad --extrapolate"),
+    ({"resume": True, "overwrite": True}, "exclude each other"),
+])
+def test_bad_options_are_user_errors(data, tmp_path, options, message):
+    options = {k: v.format(input=data["input"]) if isinstance(v, str) else v for k, v in options.items()}
+    full = {"input": data["input"], "output": str(tmp_path / "p.zarr"), "block": "4x16x16", "halo": "2x2x2", **options}
+    with pytest.raises(UserError, match=message):
+        preflight(full)
+    with pytest.raises(UserError, match=message):
+        predict(data, tmp_path / "p.zarr", **{k: v for k, v in options.items() if k not in ("block", "halo")},
+                **({"block": tuple(map(int, options["block"].split("x")))} if "block" in options else {}),
+                **({"halo": tuple(map(int, options["halo"].split("x")))} if "halo" in options else {}))
+    assert not (tmp_path / "p.zarr").exists()
+
+
+def test_data_volume_cli(tmp_path):
+    proc = cli("data", "volume", tmp_path / "c.n5", "--shape", "6x20x20", "--chunks", "2x10x10")
+    assert proc.returncode == 0, proc.stderr
+    assert open_volume(str(tmp_path / "c.n5")).shape == (6, 20, 20)
+    assert_user_error(cli("data", "volume", tmp_path / "c.n5", "--shape", "6x20x20"), "already exists")
+    assert_user_error(cli("data", "volume", tmp_path / "d.zarr", "--shape", "6x20"), "3 sizes")
