@@ -167,3 +167,23 @@ def test_report_marks_missed_targets_oom_and_keeps_the_latest():
     lines = render_markdown(results).strip().splitlines()
     assert lines[3].endswith("|Time to train speedup (FP32 to mixed precision)|Time to train speedup (FP32 to mixed precision (bf16))|")
     assert lines[5] == "|1|8|0.8910|0.8000|OOM|48.0|19.0*|OOM|2.53*|-|"
+
+
+def test_unet_medical_suite_expands_to_the_converge_runs():
+    from dlbench import suites
+
+    loaded = suites.load("unet-medical")
+    assert [s.precision for s in loaded.specs] == ["fp32", "tf32", "fp16"]
+    assert {(s.workload, s.model, s.batch, s.options["target_dice"], s.options["folds"]) for s in loaded.specs} == {
+        ("converge", "unet2d-medical", 8, 0.89, 5)}
+
+
+@pytest.mark.parametrize("args, needle", [
+    ((0, 64, "tif"), "--n must be at least 1"),
+    ((2, 8, "tif"), "--size must be at least 16"),
+    ((2, 64, "bmp"), "unknown image format 'bmp'"),
+])
+def test_data_seg_bad_arguments(tmp_path, args, needle):
+    with pytest.raises(UserError, match=needle):
+        generate_seg.check(tmp_path / "seg", *args)
+    assert not (tmp_path / "seg").exists()

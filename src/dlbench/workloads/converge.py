@@ -18,7 +18,6 @@ DistributedDataParallel (batch is per GPU) and evaluates a share of the validati
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import dataclass, field
