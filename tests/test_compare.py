@@ -131,7 +131,7 @@ def test_regression_exit_codes(db):
     failed = cli("compare", "base", "slower", "--fail-above", "5", "--db", db)
     assert failed.returncode == 1, failed.stderr
     assert re.search(r"^regression: ResNet-50 fwdbwd .*: slower is \S+% slower than base", failed.stderr)
-    assert "base is 1.1x as fast as slower" in failed.stdout
+    assert "base is 1.10x as fast as slower on ResNet-50 fwdbwd" in failed.stdout
     passed = cli("compare", "base", "slower", "--fail-above", "15", "--db", db)
     assert passed.returncode == 0 and "no regression above 15% beyond noise" in passed.stderr
 

@@ -106,7 +106,7 @@ def test_second_signal_stops_at_once(tmp_path, db):
         stopped = time.monotonic()
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
-        assert time.monotonic() - stopped < 5  # not the 10 s grace for SIGTERM
+        assert time.monotonic() - stopped < 8  # well within the 10 s grace that SIGTERM alone gets
     finally:
         proc.kill()
     assert proc.returncode == 130, stderr

@@ -94,3 +94,27 @@ def test_report_cli_formats_filters_and_errors(db, tmp_path):
     assert_user_error(cli("report", "-o", tmp_path / "missing" / "r.md", "--db", db), "cannot write")
     with Store(db) as store:
         assert store.count() == 4
+
+
+def test_a_new_section_appears_in_every_format(tmp_path, monkeypatch):
+    (tmp_path / "extra_section.py").write_text(
+        "from dlbench.report.tables import Table\n"
+        "def tables(results):\n"
+        "    return [Table('Extra <b>', ['System', 'Value'], 'lr', [[r.system_label, None] for r in results],"
+        " notes=['a note'])]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import dlbench.report as report
+
+    monkeypatch.setattr(report, "SECTIONS", [*report.SECTIONS, "extra_section"])
+    results = [make_result(system={"gpus": [{"name": "A|<i>"}]})]
+    assert "## Extra &lt;b&gt;\na note\n\n|System|Value|\n|---|---:|\n|A\\|&lt;i&gt;|-|" in render(results, "md")
+    assert "Extra <b>\nSystem,Value\nA|<i>,-\n" in render(results, "csv")
+    assert {"title": "Extra <b>", "notes": ["a note"], "header": ["System", "Value"], "rows": [["A|<i>", "-"]]} \
+        in json.loads(render(results, "json"))["tables"]
+    page = render(results, "html")
+    assert "<h3>Extra &lt;b&gt;</h3>" in page and '<td class="l">A|&lt;i&gt;</td><td class="r">-</td>' in page
+
+
+def test_empty_report_says_what_to_run_in_every_format():
+    assert "dlbench suite cnn-benchmarks" in render([], "md") and "dlbench suite cnn-benchmarks" in render([], "html")
+    assert json.loads(render([], "json")) == {"tables": [], "results": 0} and render([], "csv") == ""

@@ -31,7 +31,8 @@ def test_include_builtin_and_relative_files_with_timeouts(tmp_path):
                 "specs: [{model: resnet18, timeout: 5}, {model: alexnet}]\n")
     loaded = suites.load(str(top))
     titles = [(s.model, s.batch, s.timeout) for s in loaded.specs]
-    quick = [(s.model, 16, 99.0) for s in suites.load("quick").specs]
+    quick = [(s.model, 16, s.timeout) for s in suites.load("quick").specs]  # its own timeout wins
+    assert quick and all(limit == 900.0 for _, _, limit in quick)
     # quick's specs first, then small's; the explicit resnet18 is the same benchmark as small's, so kept once
     assert titles == quick + [("resnet18", 2, 30.0), ("resnet34", 2, 30.0), ("alexnet", 2, 99.0)]
     assert loaded.name == "top"

@@ -69,6 +69,8 @@ def test_generator_refuses_existing_and_bad_format(tmp_path):
         generate(tmp_path / "a.h5", (4, 8, 8))
     with pytest.raises(UserError, match="unknown volume format"):
         generate(tmp_path / "a.tif", (4, 8, 8))
+    with pytest.raises(UserError, match="3 sizes"):
+        generate(tmp_path / "b.zarr", (4, 8))
 
 
 def test_reader_errors(volumes, tmp_path):

@@ -43,7 +43,7 @@ def data(tmp_path_factory):
     model_file = root / "conv.pt"
     torch.jit.script(ConvNet()).save(str(model_file))
     slow_file = root / "slow.pt"
-    torch.jit.script(ConvNet(width=48)).save(str(slow_file))
+    torch.jit.script(ConvNet(width=32)).save(str(slow_file))
     bad_file = root / "pooling.pt"
     torch.jit.script(nn.Sequential(nn.Conv3d(1, 1, 3, padding=1), nn.MaxPool3d(2))).save(str(bad_file))
     volume = generate(root / "v.h5", SHAPE, "hdf5", chunks=(4, 16, 16), seed=1, labels=False)
@@ -52,7 +52,8 @@ def data(tmp_path_factory):
 
 def predict(data, output, *, model=None, block=(4, 16, 16), halo=(2, 2, 2), dtype="float16", **options):
     spec = BenchmarkSpec(workload="volume", model=model or data["model"], batch=1, device="cpu", warmup=1, steps=1,
-                         options={"input": data["input"], "output": str(output), "block": "x".join(map(str, block)),
+                         options={"input": data["input"], "output": str(output),
+                                  "block": block if isinstance(block, str) else "x".join(map(str, block)),
                                   "halo": "x".join(map(str, halo)), "dtype": dtype, "readers": 2, "writers": 2,
                                   "queue": 2, **options})
     return execute(spec, {})
@@ -164,11 +165,11 @@ def _run_args(data, output, *extra, model=None):
 
 def test_sigkill_and_resume_gives_the_same_bytes(data, tmp_path, db):
     reference = tmp_path / "ref.zarr"
-    assert predict(data, reference, model=data["slow"], block=(2, 8, 8)).status == "ok"
+    assert predict(data, reference, model=data["slow"], block=(4, 8, 8)).status == "ok"
     output = tmp_path / "killed.zarr"
     args = ("-m", "dlbench", *_run_args(data, output, "--db", db, "--readers", "1", "--writers", "1", "--queue", "1",
                                         model=data["slow"]))
-    args = tuple(a if a != "4x16x16" else "2x8x8" for a in args)
+    args = tuple(a if a != "4x16x16" else "4x8x8" for a in args)
     proc = subprocess.Popen([sys.executable, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     done_dir = output / ".dlbench" / "done"
     deadline = time.time() + 120
@@ -180,12 +181,10 @@ def test_sigkill_and_resume_gives_the_same_bytes(data, tmp_path, db):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     finished = len(os.listdir(done_dir))
-    total = len(Blocking(SHAPE, (2, 8, 8), (2, 2, 2)))
+    total = len(Blocking(SHAPE, (4, 8, 8), (2, 2, 2)))
     assert finished < total
-    resumed = cli(*[a if a != "4x16x16" else "2x8x8" for a in
-                    _run_args(data, output, "--db", db, "--resume", model=data["slow"])])
-    assert resumed.returncode == 0, resumed.stderr
-    assert f"{finished} already done" in resumed.stderr.replace("\n", " ")
+    resumed = predict(data, output, model=data["slow"], block=(4, 8, 8), resume=True)
+    assert resumed.status == "ok" and resumed.metrics["blocks_skipped"] == finished
     assert chunk_bytes(output) == chunk_bytes(reference)
 
 
@@ -199,11 +198,19 @@ def test_two_gloo_ranks_equal_one(data, tmp_path, db):
     assert "world_size" in cli("export", "--db", db).stdout
 
 
-def test_bad_inputs_are_one_line(data, tmp_path, db):
+def test_existing_output_is_refused_untouched(data, tmp_path):
     existing = tmp_path / "exists.zarr"
     existing.mkdir()
-    assert_user_error(cli(*_run_args(data, existing, "--db", db)), "already exists", "--resume", "--overwrite")
-    assert list(existing.iterdir()) == []  # nothing touched
+    (existing / "keep").write_text("mine")
+    with pytest.raises(UserError, match="already exists: pass --resume to complete it or --overwrite to replace it"):
+        predict(data, existing)
+    with pytest.raises(UserError, match="holds no dlbench completion record"):
+        predict(data, existing, resume=True)
+    assert [p.name for p in existing.iterdir()] == ["keep"]
+
+
+def test_bad_model_output_is_one_line(data, tmp_path, db):
+    # Found mid-run, after the progress bar started: still one line, and no output left behind.
     out = tmp_path / "new.zarr"
     assert_user_error(cli(*_run_args(data, out, "--db", db, model=data["bad"])), "does not match the tile")
     assert not out.exists()
@@ -235,4 +242,23 @@ def test_data_volume_cli(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert open_volume(str(tmp_path / "c.n5")).shape == (6, 20, 20)
     assert_user_error(cli("data", "volume", tmp_path / "c.n5", "--shape", "6x20x20"), "already exists")
-    assert_user_error(cli("data", "volume", tmp_path / "d.zarr", "--shape", "6x20"), "3 sizes")
+
+
+def test_torch_export_model_file(data, tmp_path):
+    torch.manual_seed(0)
+    net = ConvNet().eval()
+    path = tmp_path / "conv.pt2"
+    torch.export.save(torch.export.export(net, (torch.rand(1, 1, 8, 20, 20),)), str(path))  # the 4x16x16 + 2x2x2 tile
+    result = predict(data, tmp_path / "e.zarr", model=str(path))
+    assert result.status == "ok", result.error
+    np.testing.assert_allclose(stored(tmp_path / "e.zarr").astype(np.float32), whole_volume(data, net, (2, 2, 2)),
+                               atol=1e-3, rtol=0)
+    with pytest.raises(UserError, match="fails on a 1x1x10x20x20 tile.*dynamic shapes"):
+        predict(data, tmp_path / "f.zarr", model=str(path), halo=(3, 2, 2))
+
+
+def test_block_auto_on_the_cpu_takes_a_block_that_fits_the_volume(data, tmp_path):
+    result = predict(data, tmp_path / "auto.zarr", block="auto")
+    assert result.status == "ok", result.error
+    assert result.metrics["block"] == [10, 30, 34]  # the volume is smaller than every candidate
+    assert result.metrics["blocks"] == 1

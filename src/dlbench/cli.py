@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -481,7 +482,10 @@ def _run_here(plan, store, name: str, *, tag: Optional[str], default_timeout: fl
                                      console=err, describe=_describe)
     except KeyboardInterrupt:
         err.print(f"stopped at once; {hint}", highlight=False, markup=False)
-        raise typer.Exit(130)
+        store.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)  # "at once": the interpreter's teardown (torch's) can take seconds
     if outcome.interrupted:
         err.print(f"{outcome.interrupted}: stopped; the running benchmark is stored as interrupted. {hint}",
                   highlight=False, markup=False)
@@ -620,7 +624,7 @@ def _write(text: str, output: Optional[Path]) -> None:
 
 @app.command()
 def compare(
-    sides: list[str] = typer.Argument(..., help="Two or more systems (GPU name or host), tags, or run id prefixes; "
+    sides: list[str] = typer.Argument(..., metavar="SIDE...", help="Two or more systems (GPU name or host), tags, or run id prefixes; "
                                       "with --fail-above: the baseline, then the candidate."),
     fail_above: Optional[float] = typer.Option(None, "--fail-above", metavar="PCT",
                                                help="Regression check: exit 1 when the candidate is slower than "

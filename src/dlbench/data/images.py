@@ -12,6 +12,7 @@ that names them.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import queue
@@ -377,12 +378,19 @@ class _nullcontext:
 # ---------------------------------------------------------------- the device side
 
 
+@functools.lru_cache(maxsize=None)
+def _normalisation(device: torch.device, inference: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x / 255 - mean) / std as x * scale - shift; made once per device, not copied every step."""
+    scale = torch.tensor([1 / (255 * s) for s in STD], device=device).view(1, 3, 1, 1)
+    shift = torch.tensor([m / s for m, s in zip(MEAN, STD)], device=device).view(1, 3, 1, 1)
+    return scale, shift
+
+
 def to_device(inputs: torch.Tensor, device: torch.device, channels_last: bool) -> torch.Tensor:
     """Copy a uint8 batch to the device (non-blocking from pinned memory) and normalise it there."""
     x = inputs.to(device, non_blocking=True)
     if x.dtype == torch.uint8:
-        scale = torch.tensor([1 / (255 * s) for s in STD], device=device).view(1, 3, 1, 1)
-        shift = torch.tensor([m / s for m, s in zip(MEAN, STD)], device=device).view(1, 3, 1, 1)
+        scale, shift = _normalisation(device, torch.is_inference_mode_enabled())  # inference tensors stay there
         x = x.float().mul_(scale).sub_(shift)
     if channels_last and x.dim() == 4:
         x = x.contiguous(memory_format=torch.channels_last)

@@ -135,6 +135,15 @@ def resolve(name: str) -> ModelEntry:
     raise UserError(f"unknown model {name!r}{suggest(name, known)}; `dlbench models` lists them")
 
 
+def title(name: str) -> str:
+    """The display name (ResNet-50), or the name as given for models this install lacks
+    (results imported from elsewhere may name them)."""
+    try:
+        return resolve(name).title
+    except UserError:
+        return name
+
+
 def build(name: str) -> nn.Module:
     return resolve(name).build()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from dlbench.report.markdown import ms
-from dlbench.report.tables import Table
+from dlbench.report.tables import Table, model_title
 from dlbench.results.record import Result
 
 HEADER = ("GPU", "cuDNN", "Forward (ms)", "Backward (ms)", "Total (ms)")
@@ -17,16 +17,6 @@ def _row_key(r: Result) -> tuple:
     label = r.system_label + (f" (x{gpus})" if gpus > 1 else "") + ("" if precision == "fp32" else f" ({precision})")
     cudnn = r.system.get("cudnn") if str(r.metrics.get("device", "")).startswith("cuda") else None
     return label, cudnn or "None"
-
-
-def title(model: str) -> str:
-    """The registry's display name (ResNet-50), or the name as stored for models this install lacks."""
-    from dlbench.models import registry  # imported here: it loads torch, which compare does not need
-
-    try:
-        return registry.resolve(model).title
-    except Exception:  # a model this install does not know, from an imported result
-        return model
 
 
 def tables(results: list[Result]) -> list[Table]:
@@ -43,7 +33,7 @@ def tables(results: list[Result]) -> list[Table]:
     out = []
     for (model, shape), by_system in groups.items():
         rows = sorted(by_system.items(), key=lambda kv: (kv[1].status != "ok", kv[1].metrics.get("total_ms", 0)))
-        out.append(Table(title(model), list(HEADER), "llrrr", [[label, cudnn, *_cells(r)] for (label, cudnn), r in rows],
+        out.append(Table(model_title(model), list(HEADER), "llrrr", [[label, cudnn, *_cells(r)] for (label, cudnn), r in rows],
                          notes=[f"(input {' x '.join(map(str, shape))})"]))
     return out
 

@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from dlbench.errors import UserError
-from dlbench.report.tables import Table
+from dlbench.report.tables import Table, model_title
 from dlbench.results.record import Result
 
 RESAMPLES = 2000
@@ -68,8 +68,6 @@ def benchmark_key(r: Result) -> tuple:
 
 
 def benchmark_name(r: Result) -> str:
-    from dlbench.report.cnn import title  # registry titles, tolerant of unknown models
-
     spec = r.spec
     parts = [f"batch {spec.get('batch')}", spec.get("precision", "fp32")]
     if spec.get("gpus", 1) != 1:
@@ -80,7 +78,7 @@ def benchmark_name(r: Result) -> str:
     if shape:
         parts.append("x".join(map(str, shape)))
     parts += [f"{k}={v}" for k, v in sorted((spec.get("options") or {}).items())]
-    return f"{title(r.model)} {r.workload} ({', '.join(parts)})"
+    return f"{model_title(r.model)} {r.workload} ({', '.join(parts)})"
 
 
 def select(results: Sequence[Result], selector: str) -> list[Result]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlbench.report.cnn import _title
-from dlbench.report.tables import Table
+from dlbench.report.tables import Table, model_title
 from dlbench.results.record import Result
 
 WORKLOADS = ("train", "infer", "smooth")
@@ -67,7 +66,7 @@ def phase_tables(results: list[Result]) -> list[Table]:
         note = "Seconds per batch (median); data loading includes the copy to the device."
         if len(batches) == 1:
             note += f" Batch {batches.pop()} per device."
-        out.append(Table(f"{_title(model)} ({precision})", header, align, rows, notes=[note]))
+        out.append(Table(f"{model_title(model)} ({precision})", header, align, rows, notes=[note]))
     return out
 
 
@@ -112,7 +111,7 @@ def throughput_tables(results: list[Result]) -> list[Table]:
                 scaling = value[p] / (gpus * single.metrics["throughput"]) if gpus > 1 and single and p in value else None
                 row.append(_num(scaling))
             rows.append(row)
-        title = f"{_title(model)} {BENCHMARK[workload].lower()} throughput on {system} ({data} data)"
+        title = f"{model_title(model)} {BENCHMARK[workload].lower()} throughput on {system} ({data} data)"
         out.append(Table(title, header, "r" * len(header), rows,
                          notes=["Throughput: images over total measured time, all processes together."]))
     return out
@@ -133,7 +132,7 @@ def latency_tables(results: list[Result]) -> list[Table]:
             shape = m.get("input_shape", [batch])[1:]
             rows.append([batch, "x".join(map(str, shape[1:] + shape[:1])), _num(m["throughput"]),
                          *(f"{m[k]:.3f}" for k in ("latency_avg_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms"))])
-        out.append(Table(f"{_title(model)} inference latency on {system}, {PRECISION[precision]} ({data} data)",
+        out.append(Table(f"{model_title(model)} inference latency on {system}, {PRECISION[precision]} ({data} data)",
                          list(LATENCY), "rrrrrrr", rows, notes=["Latency is per batch, in milliseconds."]))
     return out
 

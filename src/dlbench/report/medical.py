@@ -12,21 +12,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from dlbench.report.tables import Table
+from dlbench.report.tables import Table, model_title
 from dlbench.results.record import Result
 
 ORDER = ("fp32", "tf32", "fp16", "bf16")
 NAMES = {"fp32": "FP32", "tf32": "TF32", "fp16": "mixed precision", "bf16": "mixed precision (bf16)"}
 MIXED = ("fp16", "bf16")
-
-
-def _title(model: str) -> str:
-    from dlbench.models import registry
-
-    try:
-        return registry.resolve(model).title
-    except Exception:  # a model this install does not know, from an imported result
-        return model
 
 
 def _group_key(r: Result) -> tuple:
@@ -63,7 +54,7 @@ def _table(key: tuple, rows: dict[tuple, dict[str, Result]]) -> Table:
     notes = [f"(DICE target {target}, {folds}-fold cross-validation, data: {data}; accuracy: mean final DICE "
              f"over the folds; time to train: mean minutes per fold to the target, * where a fold missed it "
              f"and its whole budget counts)"]
-    return Table(f"{_title(model)} on {system}: accuracy and time to train", header, "rr" + "r" * (len(header) - 2),
+    return Table(f"{model_title(model)} on {system}: accuracy and time to train", header, "rr" + "r" * (len(header) - 2),
                  body, notes=notes)
 
 

@@ -6,6 +6,8 @@ nothing to draw), so a report without traces or sweeps simply has fewer figures.
 
 from __future__ import annotations
 
+from dlbench.report.tables import model_title
+
 import base64
 import io
 from collections import defaultdict
@@ -85,9 +87,8 @@ def latest_ok(results: list[Result]) -> list[Result]:
 
 def _short(r: Result) -> str:
     spec = r.spec
-    from dlbench.report.cnn import title
-
-    return f"{title(r.model)} b{spec.get('batch')} {spec.get('precision', 'fp32')}" + \
+    
+    return f"{model_title(r.model)} b{spec.get('batch')} {spec.get('precision', 'fp32')}" + \
         (f" x{spec['gpus']}GPU" if spec.get("gpus", 1) != 1 else "")
 
 
@@ -119,10 +120,9 @@ def throughput_plots(results: list[Result]) -> list[Plot]:
 
 
 def _sweep_label(r: Result, field: str) -> str:
-    from dlbench.report.cnn import title
-
+    
     spec = r.spec
-    text = f"{r.system_label}: {title(r.model)} {spec.get('precision', 'fp32')}"
+    text = f"{r.system_label}: {model_title(r.model)} {spec.get('precision', 'fp32')}"
     if field != "batch":
         text += f" b{spec.get('batch')}"
     if field != "gpus" and spec.get("gpus", 1) != 1:

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 
 from dlbench.report.markdown import table
+
+
+def model_title(name: str) -> str:
+    """The registry's display name (ResNet-50); imported late because the registry loads torch,
+    which reading and comparing results does not need."""
+    from dlbench.models import registry
+
+    return registry.title(name)
 
 
 @dataclass
@@ -16,8 +25,13 @@ class Table:
     notes: list[str] = field(default_factory=list)  # lines printed between heading and table
 
     def markdown(self) -> str:
-        notes = "".join(f"{n}\n" for n in self.notes)
-        return f"## {self.title}\n{notes}\n{table(self.header, self.align, self.rows)}"
+        # Titles and notes can hold text from results (a model or system name): escaped like cells.
+        notes = "".join(f"{_text(n)}\n" for n in self.notes)
+        return f"## {_text(self.title)}\n{notes}\n{table(self.header, self.align, self.rows)}"
+
+
+def _text(value: str) -> str:
+    return html.escape(str(value), quote=False).replace("\n", " ")
 
 
 def markdown(tables: list[Table]) -> str:

@@ -12,18 +12,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from dlbench.models import registry
-from dlbench.report.tables import Table
+from dlbench.report.tables import Table, model_title
 from dlbench.results.record import Result
 
 PLATYNEREIS = 8.1e12
-
-
-def _title(model: str) -> str:
-    try:
-        return registry.resolve(model).title
-    except Exception:  # a model (or file) this install does not know, from an imported result
-        return model
 
 
 def _label(r: Result) -> str:
@@ -62,11 +54,11 @@ def tables(results: list[Result]) -> list[Table]:
         block = any_result.metrics.get("block") if any_result else None
         halo = any_result.metrics.get("halo") if any_result else None
         note = f"(prediction of {size}; block {_shape(block)}, halo {_shape(halo)})"
-        out.append(Table(f"{_title(model)} prediction", ["System", "CUDA", "pytorch", "Prediction [s]"], "lrrr",
+        out.append(Table(f"{model_title(model)} prediction", ["System", "CUDA", "pytorch", "Prediction [s]"], "lrrr",
                          [[label, r.system.get("cuda") or "-", (r.system.get("torch") or "-").split("+")[0],
                            f"{r.metrics['total_s']:.1f}"] for label, r in rows], notes=[note]))
         target = (any_result.metrics.get("extrapolate_voxels") if any_result else None) or PLATYNEREIS
-        out.append(Table(f"{_title(model)} prediction: Megavox / s and Platynereis", ["System", "Megavox / s", "Platynereis [h]"],
+        out.append(Table(f"{model_title(model)} prediction: Megavox / s and Platynereis", ["System", "Megavox / s", "Platynereis [h]"],
                          "lrr", [[label, f"{r.metrics['mvox_per_s']:.1f}", _hours(hours(r))] for label, r in rows],
                          notes=[f"(Platynereis: {target / 1e12:.1f} teravoxel, on the GPUs of each row)"]))
     return out

@@ -119,7 +119,9 @@ def setup_ranks(device: torch.device) -> tuple[Ranks, torch.device]:
 
 def load_model(name: str, device: torch.device, channels_last: bool, compile_model: bool, seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)
-    model = registry.resolve(name).build().to(device).eval()
+    model = registry.resolve(name).build().to(device)
+    with contextlib.suppress(NotImplementedError):  # torch.export modules have no train/eval switch
+        model = model.eval()
     if channels_last:
         model = model.to(memory_format=torch.channels_last_3d)
     if compile_model:
@@ -422,6 +424,21 @@ def _warmup(model, blocking: Blocking, volume: Volume, device, channels_last: bo
     return channels, total, total / max(1, repeats)
 
 
+def _warmup_checked(name: str, model, blocking: Blocking, volume: Volume, device, channels_last: bool, repeats: int):
+    """The warm-up; a user's model file that cannot run this tile (an export for another shape) is a user error."""
+    try:
+        return _warmup(model, blocking, volume, device, channels_last, repeats)
+    except (UserError, torch.cuda.OutOfMemoryError):
+        raise
+    except Exception as error:  # noqa: BLE001
+        if not name.endswith(registry.MODEL_FILES) or is_oom(error):
+            raise
+        tile = "x".join(map(str, blocking.tile))
+        first = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+        raise UserError(f"model file {name} fails on a 1x1x{tile} tile ({first}): save it for this tile shape "
+                        f"or with dynamic shapes") from None
+
+
 def _settings(spec, volume: Volume, blocking: Blocking, channels: int, dtype: str) -> dict:
     """What the output depends on; --resume must match all of it."""
     return {"input": volume.name, "input_shape": list(volume.shape), "model": spec.model, "seed": spec.seed,
@@ -465,7 +482,8 @@ def _predict(spec, opts: dict, input_key: str, output: str, ranks: Ranks, device
     block = choose_block(opts, volume.shape, halo, model, device, spec.channels_last)
     blocking = Blocking(volume.shape, block, halo)
     progress("warm-up", 0, 1)
-    channels, warmup_s, warmup_tile_s = _warmup(model, blocking, volume, device, spec.channels_last, spec.warmup)
+    channels, warmup_s, warmup_tile_s = _warmup_checked(spec.model, model, blocking, volume, device,
+                                                         spec.channels_last, spec.warmup)
     if ranks.rank == 0:
         store.create(_settings(spec, volume, blocking, channels, opts["dtype"]), (channels, *volume.shape),
                      (channels, *block), opts["dtype"], resume, overwrite)
