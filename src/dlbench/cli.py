@@ -490,7 +490,7 @@ def _run_here(plan, store, name: str, *, tag: Optional[str], default_timeout: fl
         err.print(f"{outcome.interrupted}: stopped; the running benchmark is stored as interrupted. {hint}",
                   highlight=False, markup=False)
         raise typer.Exit(130)
-    _finish(store, plan)
+    _finish_suite(store, plan)
 
 
 def _runnable(specs: list) -> list:
@@ -542,7 +542,7 @@ def _describe(result) -> str:
     return describe(result)
 
 
-def _finish(store, plan) -> None:
+def _finish_suite(store, plan) -> None:
     """The report of this suite run, a count by status, and exit 1 when something failed."""
     from collections import Counter
 
@@ -578,7 +578,7 @@ def _submit(plan, store, options, folder: Path, *, tag, default_timeout: float, 
         err.print(f"stopped waiting ({added} records merged); the jobs keep running. "
                   f"Merge the rest with: dlbench import {folder}", highlight=False, markup=False)
         raise typer.Exit(130)
-    _finish(store, plan)
+    _finish_suite(store, plan)
 
 
 def _report_text(store, suite_name: Optional[str]) -> str:
