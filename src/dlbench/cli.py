@@ -172,9 +172,17 @@ def _preflight(spec) -> None:
     from dlbench.workloads.runtime import resolve_device
 
     check_devices(spec)
-    if "data" in spec.options:
+    if "data" in spec.options and _takes_image_data(spec.workload):
         for warning in data.check(spec, resolve_device(spec.device)):
             err.print(f"warning: {warning}", style="yellow", highlight=False)
+
+
+def _takes_image_data(workload: str) -> bool:
+    """Image workloads share the image data options; others (converge, volume) read `data` their own way."""
+    from dlbench import data
+    from dlbench.spec import workload_options
+
+    return set(data.OPTIONS) <= set(workload_options(workload))
 
 
 def _run_specs_once(spec, store, tag, extra_metrics=None):
