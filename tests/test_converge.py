@@ -164,9 +164,10 @@ def test_report_marks_missed_targets_oom_and_keeps_the_latest():
                _converge("fp32", minutes=48, dice=0.8910, started="2026-02-01T00:00:00+00:00"),
                _converge("fp16", minutes=19, dice=0.80, reached=False),
                _converge("bf16", status="oom")]
-    lines = render_markdown(results).strip().splitlines()
-    assert lines[3].endswith("|Time to train speedup (FP32 to mixed precision)|Time to train speedup (FP32 to mixed precision (bf16))|")
-    assert lines[5] == "|1|8|0.8910|0.8000|OOM|48.0|19.0*|OOM|2.53*|-|"
+    text = render_markdown(results)
+    lines = text.split("## U-Net (original) on NVIDIA H200: accuracy and time to train\n")[1].split("\n## ")[0].strip().splitlines()
+    assert lines[2].endswith("|Time to train speedup (FP32 to mixed precision)|Time to train speedup (FP32 to mixed precision (bf16))|")
+    assert lines[4] == "|1|8|0.8910|0.8000|OOM|48.0|19.0*|OOM|2.53*|-|"
 
 
 def test_unet_medical_suite_expands_to_the_converge_runs():
