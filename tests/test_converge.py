@@ -174,9 +174,14 @@ def test_unet_medical_suite_expands_to_the_converge_runs():
     from dlbench import suites
 
     loaded = suites.load("unet-medical")
-    assert [s.precision for s in loaded.specs] == ["fp32", "tf32", "fp16"]
-    assert {(s.workload, s.model, s.batch, s.options["target_dice"], s.options["folds"]) for s in loaded.specs} == {
-        ("converge", "unet2d-medical", 8, 0.89, 5)}
+    converge = [s for s in loaded.specs if s.workload == "converge"]
+    assert [s.precision for s in converge] == ["fp32", "tf32", "fp16"]
+    assert {(s.model, s.batch, s.options["target_dice"], s.options["folds"]) for s in converge} == {
+        ("unet2d-medical", 8, 0.89, 5)}
+    throughput = [s for s in loaded.specs if s.workload != "converge"]
+    assert {(s.workload, s.warmup, s.steps) for s in throughput} == {("train", 200, 800), ("infer", 200, 400)}
+    assert {s.batch for s in throughput} == {1, 2, 4, 8, 16}
+    assert {s.precision for s in throughput} == {"fp32", "tf32", "fp16", "bf16"}
 
 
 @pytest.mark.parametrize("args, needle", [
