@@ -135,7 +135,7 @@ def main() -> None:
     try:
         start = time.perf_counter()
         if not volume.exists():
-            generate(volume, shape, "zarr", labels=False, workers=os.cpu_count() or 1)
+            generate(volume, shape, "zarr", labels=False, workers=min(12, os.cpu_count() or 1))
         print(f"generated {args.shape} in {time.perf_counter() - start:.1f} s on {device}", flush=True)
 
         alone = model_alone(args.model, blocking, device, args.model_iters)

@@ -164,18 +164,24 @@ def test_report_marks_missed_targets_oom_and_keeps_the_latest():
                _converge("fp32", minutes=48, dice=0.8910, started="2026-02-01T00:00:00+00:00"),
                _converge("fp16", minutes=19, dice=0.80, reached=False),
                _converge("bf16", status="oom")]
-    lines = render_markdown(results).strip().splitlines()
-    assert lines[3].endswith("|Time to train speedup (FP32 to mixed precision)|Time to train speedup (FP32 to mixed precision (bf16))|")
-    assert lines[5] == "|1|8|0.8910|0.8000|OOM|48.0|19.0*|OOM|2.53*|-|"
+    text = render_markdown(results)
+    lines = text.split("## U-Net (original) on NVIDIA H200: accuracy and time to train\n")[1].split("\n## ")[0].strip().splitlines()
+    assert lines[2].endswith("|Time to train speedup (FP32 to mixed precision)|Time to train speedup (FP32 to mixed precision (bf16))|")
+    assert lines[4] == "|1|8|0.8910|0.8000|OOM|48.0|19.0*|OOM|2.53*|-|"
 
 
 def test_unet_medical_suite_expands_to_the_converge_runs():
     from dlbench import suites
 
     loaded = suites.load("unet-medical")
-    assert [s.precision for s in loaded.specs] == ["fp32", "tf32", "fp16"]
-    assert {(s.workload, s.model, s.batch, s.options["target_dice"], s.options["folds"]) for s in loaded.specs} == {
-        ("converge", "unet2d-medical", 8, 0.89, 5)}
+    converge = [s for s in loaded.specs if s.workload == "converge"]
+    assert [s.precision for s in converge] == ["fp32", "tf32", "fp16"]
+    assert {(s.model, s.batch, s.options["target_dice"], s.options["folds"]) for s in converge} == {
+        ("unet2d-medical", 8, 0.89, 5)}
+    throughput = [s for s in loaded.specs if s.workload != "converge"]
+    assert {(s.workload, s.warmup, s.steps) for s in throughput} == {("train", 200, 800), ("infer", 200, 400)}
+    assert {s.batch for s in throughput} == {1, 2, 4, 8, 16}
+    assert {s.precision for s in throughput} == {"fp32", "tf32", "fp16", "bf16"}
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -8,7 +8,6 @@ reflection (numpy's 'reflect' mode: the border voxel is not repeated).
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Callable, Iterator
 

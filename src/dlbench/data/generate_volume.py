@@ -42,7 +42,7 @@ class _Fields:
         self.offsets = rng.uniform(0, 1, 3).astype(np.float32)
 
     @staticmethod
-    def _axis(n: int, start: int, stop: int, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _axis(start: int, stop: int, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         pos = np.arange(start, stop, dtype=np.float32) / step
         lo = np.floor(pos).astype(np.intp)
         return lo, lo + 1, (pos - lo).astype(np.float32)
@@ -52,7 +52,7 @@ class _Fields:
         out = field
         for axis, (start, stop, step) in enumerate(((z0, z1, WARP_STEP[0]), (0, self.shape[1], WARP_STEP[1]),
                                                       (0, self.shape[2], WARP_STEP[2]))):
-            lo, hi, w = self._axis(0, start, stop, step)
+            lo, hi, w = self._axis(start, stop, step)
             ax = out.ndim - 3 + axis
             shape = [1] * out.ndim
             shape[ax] = -1

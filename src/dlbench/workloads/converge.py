@@ -18,7 +18,6 @@ DistributedDataParallel (batch is per GPU) and evaluates a share of the validati
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +30,7 @@ from dlbench.data import segmentation
 from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, synchronize
 from dlbench.models import registry
+from dlbench.workloads import distributed
 
 OPTIONS: dict[str, Any] = {
     "data": None,  # folder with images/ and masks/; None: a generated EM-like set in memory
@@ -190,9 +190,10 @@ def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class Dist:
+    """This process's place among the processes that train together (one of them without torchrun)."""
+
     rank: int = 0
     world: int = 1
-    owned: bool = False  # this workload started the process group, so it ends it
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         if self.world > 1:
@@ -200,22 +201,6 @@ class Dist:
 
             dist.all_reduce(tensor)
         return tensor
-
-
-def setup_distributed(device: torch.device) -> tuple[Dist, torch.device]:
-    """Under torchrun: one process per GPU, each on its LOCAL_RANK device."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return Dist(), device
-    import torch.distributed as dist
-
-    if device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
-    owned = not dist.is_initialized()
-    if owned:
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return Dist(dist.get_rank(), dist.get_world_size(), owned), device
 
 
 @torch.no_grad()
@@ -264,10 +249,7 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
     model = build().to(device).train()
     if spec.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    if dist.world > 1:
-        from torch.nn.parallel import DistributedDataParallel
-
-        model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    model = distributed.wrap(model, distributed.Group(dist.rank, dist.world, device))
     optimizer = torch.optim.Adam(model.parameters(), lr=opts["lr"])
     scaler = torch.amp.GradScaler(device.type, enabled=spec.precision == "fp16")
     g = torch.Generator().manual_seed(spec.seed * 1000 + fold * 10 + dist.rank)
@@ -341,8 +323,8 @@ def model_builder(spec) -> tuple[registry.ModelEntry, Any]:
 
 def run(spec, device: torch.device, progress: Progress):
     opts = {**OPTIONS, **spec.options}
-    dist, device = setup_distributed(device)
-    try:
+    with distributed.process_group(device) as group:
+        dist, device = Dist(group.rank, group.world), group.device
         entry, build = model_builder(spec)
         probe = build()
         raw = load_data(opts, spec.seed, device)
@@ -351,11 +333,6 @@ def run(spec, device: torch.device, progress: Progress):
         data = to_device(raw, geo.margin, device)
         splits = segmentation.kfold(len(raw), opts["folds"], spec.seed)[: opts["fold_limit"] or opts["folds"]]
         runs = [train_fold(spec, build, data, split, geo, i, device, dist, progress) for i, split in enumerate(splits)]
-    finally:
-        if dist.owned:
-            import torch.distributed as tdist
-
-            tdist.destroy_process_group()
     return _metrics(spec, opts, runs, raw, geo, dist), _samples(runs)
 
 

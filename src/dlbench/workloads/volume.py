@@ -35,7 +35,6 @@ from dlbench.data.prediction_store import DTYPES, PredictionStore
 from dlbench.data.volumes import Volume, open_volume
 from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, synchronize
-from dlbench.measure.stats import summarize
 from dlbench.models import registry
 from dlbench.spec import parse_shape
 from dlbench.workloads.runtime import is_oom
