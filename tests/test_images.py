@@ -242,3 +242,18 @@ def test_jade_suite_reproduces_seed_002(monkeypatch, tmp_path):
     monkeypatch.delenv("DLBENCH_IMAGES")
     with pytest.raises(UserError, match="environment variable that is not set"):
         data.parse_source("folder:$DLBENCH_IMAGES")
+
+
+def test_batched_device_crops_match_torchvision_resized_crop():
+    from torchvision.transforms import v2
+
+    y, x = torch.meshgrid(torch.linspace(0, 1, 120), torch.linspace(0, 1, 160), indexing="ij")
+    smooth = torch.stack([x * 255, y * 255, (x * y) * 255]).round().to(torch.uint8)  # a photo-like gradient
+    other = smooth[:, :100, :90].contiguous()
+    boxes = [(10, 20, 130, 110), (0, 0, 90, 100)]
+    out = images.resized_crops([smooth, other], boxes, (32, 32), torch.tensor([False, True]))
+    assert out.shape == (2, 3, 32, 32) and out.dtype == torch.uint8
+    expected = v2.functional.resized_crop(smooth, 20, 10, 90, 120, [32, 32], antialias=True)
+    assert (out[0].float() - expected.float()).abs().mean() < 2.0
+    unflipped = images.resized_crops([other], [boxes[1]], (32, 32), torch.tensor([False]))
+    assert torch.equal(out[1], unflipped[0].flip(-1))
