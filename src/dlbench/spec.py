@@ -51,12 +51,14 @@ def workload_options(workload: str) -> dict[str, Any]:
 
 
 def check_workload_options(workload: str, options: dict[str, Any]) -> None:
-    """A workload module may define `check_options(options)` to reject bad values early (UserError)."""
+    """A workload module may define `check_options(options)` to reject bad values early (UserError);
+    it sees every option, the defaults filled in."""
     import importlib
 
-    check = getattr(importlib.import_module(_workloads()[workload]), "check_options", None)
+    module = importlib.import_module(_workloads()[workload])
+    check = getattr(module, "check_options", None)
     if check is not None:
-        check(options)
+        check({**module.OPTIONS, **options})
 
 
 @dataclass(frozen=True)
