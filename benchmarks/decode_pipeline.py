@@ -51,9 +51,9 @@ def main() -> None:
         decoder = images.DeviceDecoder(host, config, device)
         rows.append((f"encoded files only (pinned={pinned})", rate(host.batches(), lambda b: None, args.batches, args.batch)))
         rows.append((f"+ nvjpeg decode (pinned={pinned})",
-                     rate(host.batches(), lambda b: decoder._decode(b[0], b[3]), args.batches, args.batch)))
+                     rate(host.batches(), lambda b: decoder._decode(b[0].files(), b[3]), args.batches, args.batch)))
         rows.append((f"+ crop/resize/flip (pinned={pinned})",
-                     rate(host.batches(), lambda b: decoder.decode_batch(b[0], b[3]), args.batches, args.batch)))
+                     rate(host.batches(), lambda b: decoder.decode_batch(b[0].files(), b[3]), args.batches, args.batch)))
         rows.append((f"DeviceDecoder thread (pinned={pinned})", rate(decoder, lambda b: None, args.batches, args.batch)))
         decoder.close()
     print(f"GPU: {torch.cuda.get_device_name()}; batch {args.batch}, {args.workers} workers")
