@@ -55,6 +55,10 @@ BatchOpt = typer.Option(16, "--batch", help="Batch size.")
 ShapeOpt = typer.Option(None, "--input-shape", help="Input shape without the batch, e.g. 3x224x224 (default: the model's).")
 PrecisionOpt = typer.Option("fp32", "--precision", help="fp32, tf32 (TF32 matmuls/convolutions), fp16 or bf16 (autocast).")
 ChannelsLastOpt = typer.Option(False, "--channels-last", help="Use the channels-last memory format.")
+OptimizeOpt = typer.Option("eager", "--optimize", help="eager (as built), compile (torch.compile), graphs (CUDA graphs "
+                           "of the step, static inputs; GPU only) or max (max-autotune compile + CUDA graphs + "
+                           "channels-last + fused optimizer; GPU only). Checked against eager before timing; "
+                           "compile time is reported as compile_s, outside the measurement.")
 DeviceOpt = typer.Option("auto", "--device", help="auto (GPU if present), cpu, cuda or cuda:N.")
 WarmupOpt = typer.Option(5, "--warmup", help="Warm-up steps (at least).")
 WarmupSecondsOpt = typer.Option(1.0, "--warmup-seconds", help="Warm-up seconds (at least).")
@@ -62,7 +66,7 @@ StepsOpt = typer.Option(20, "--steps", help="Measured steps (at least).")
 MinSecondsOpt = typer.Option(1.0, "--min-seconds", help="Measured seconds (at least).")
 SeedOpt = typer.Option(0, "--seed", help="Random seed for weights and inputs.")
 
-_GENERAL = ("model", "batch", "input_shape", "precision", "channels_last", "device", "warmup",
+_GENERAL = ("model", "batch", "input_shape", "precision", "channels_last", "optimize", "device", "warmup",
             "warmup_seconds", "steps", "min_seconds", "seed", "gpus", "timeout")
 
 
@@ -78,7 +82,7 @@ def _run_one(workload: str, params: dict, exit_on_error: bool = True) -> str:
 @run_app.command("fwdbwd")
 def run_fwdbwd(
     model: str = ModelOpt, batch: int = BatchOpt, input_shape: Optional[str] = ShapeOpt,
-    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, device: str = DeviceOpt,
+    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt,
     warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
     min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, db: Optional[Path] = DbOption,
     tag: Optional[str] = TagOption,
@@ -192,7 +196,7 @@ def _finish(result, exit_on_error: bool = True) -> str:
 @run_app.command("train")
 def run_train(
     model: str = ModelOpt, batch: str = ImageBatchOpt, input_shape: Optional[str] = ShapeOpt,
-    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, device: str = DeviceOpt,
+    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt,
     warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
     min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
     data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt, prefetch: int = PrefetchOpt,
@@ -208,7 +212,7 @@ def run_train(
 @run_app.command("infer")
 def run_infer(
     model: str = ModelOpt, batch: str = ImageBatchOpt, input_shape: Optional[str] = ShapeOpt,
-    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, device: str = DeviceOpt,
+    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt,
     warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
     min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
     data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt, prefetch: int = PrefetchOpt,
@@ -222,7 +226,7 @@ def run_infer(
 @run_app.command("smooth")
 def run_smooth(
     model: str = ModelOpt, batch: str = ImageBatchOpt, input_shape: Optional[str] = ShapeOpt,
-    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, device: str = DeviceOpt,
+    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt,
     warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
     min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
     data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt, prefetch: int = PrefetchOpt,
@@ -257,6 +261,7 @@ def run_volume(
     queue: int = typer.Option(8, "--queue", help="Tiles in flight on each side of the GPU."),
     compile: bool = typer.Option(False, "--compile", help="torch.compile the model."),
     precision: str = PrecisionOpt, channels_last: bool = typer.Option(False, "--channels-last", help="Channels-last-3d."),
+    optimize: str = OptimizeOpt,
     device: str = DeviceOpt, gpus: int = GpusOpt,
     warmup: int = typer.Option(2, "--warmup", help="Forward passes on the first tile before the measurement."),
     seed: int = SeedOpt, db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
@@ -290,7 +295,7 @@ def run_converge(
     input_shape: Optional[str] = typer.Option(None, "--input-shape", help="Training input, e.g. 1x572x572 (default: the "
                                               "model's for unet2d-medical, the whole image for unet2d)."),
     precision: str = typer.Option("fp32", "--precision", help="fp32, tf32, fp16 (autocast + gradient scaler) or bf16 (autocast)."),
-    channels_last: bool = ChannelsLastOpt, device: str = DeviceOpt, seed: int = SeedOpt,
+    channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt, seed: int = SeedOpt,
     gpus: int = typer.Option(1, "--gpus", help="Processes, one per GPU (torchrun; DistributedDataParallel)."),
     db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
 ) -> None:
@@ -478,7 +483,7 @@ def _run_here(plan, store, name: str, *, tag: Optional[str], default_timeout: fl
         err.print(f"{outcome.interrupted}: stopped; the running benchmark is stored as interrupted. {hint}",
                   highlight=False, markup=False)
         raise typer.Exit(130)
-    _finish(store, plan)
+    _finish_suite(store, plan)
 
 
 def _runnable(specs: list) -> list:
@@ -530,7 +535,7 @@ def _describe(result) -> str:
     return describe(result)
 
 
-def _finish(store, plan) -> None:
+def _finish_suite(store, plan) -> None:
     """The report of this suite run, a count by status, and exit 1 when something failed."""
     from collections import Counter
 
@@ -566,7 +571,7 @@ def _submit(plan, store, options, folder: Path, *, tag, default_timeout: float, 
         err.print(f"stopped waiting ({added} records merged); the jobs keep running. "
                   f"Merge the rest with: dlbench import {folder}", highlight=False, markup=False)
         raise typer.Exit(130)
-    _finish(store, plan)
+    _finish_suite(store, plan)
 
 
 def _report_text(store, suite_name: Optional[str]) -> str:

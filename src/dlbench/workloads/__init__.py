@@ -35,13 +35,16 @@ WORKLOADS = {
 
 def execute(spec: "BenchmarkSpec", system: dict, *, progress: Progress = _no_progress,
             suite: str | None = None, tag: str | None = None) -> Result:
+    from dlbench.workloads import optimize
+
     device = resolve_device(spec.device)
+    optimize.check_level(spec.optimize, device)
     module = importlib.import_module(WORKLOADS[spec.workload])
     result = Result(spec=spec.to_dict(), system=system, suite=suite, tag=tag)
     result.metrics["device"] = str(device)
     try:
         with precision(spec.precision, device):
-            metrics, samples = module.run(spec, device, progress)
+            metrics, samples = module.run(optimize.effective_spec(spec), device, progress)
         result.traces.update(metrics.pop("traces", {}))
         result.metrics.update(metrics)
         result.samples = samples

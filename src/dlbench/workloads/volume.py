@@ -38,6 +38,7 @@ from dlbench.measure.loop import Progress, synchronize
 from dlbench.measure.stats import summarize
 from dlbench.models import registry
 from dlbench.spec import parse_shape
+from dlbench.workloads import optimize
 from dlbench.workloads.runtime import is_oom
 
 OPTIONS = {
@@ -464,6 +465,7 @@ def _predict(spec, opts: dict, input_key: str, output: str, ranks: Ranks, device
     model = load_model(spec.model, device, spec.channels_last, bool(opts["compile"]), spec.seed)
     block = choose_block(opts, volume.shape, halo, model, device, spec.channels_last)
     blocking = Blocking(volume.shape, block, halo)
+    model, optimized = optimize.prepare(spec, model, to_input(torch.rand(blocking.tile, device=device), spec.channels_last))
     progress("warm-up", 0, 1)
     channels, warmup_s, warmup_tile_s = _warmup(model, blocking, volume, device, spec.channels_last, spec.warmup)
     if ranks.rank == 0:
@@ -482,6 +484,7 @@ def _predict(spec, opts: dict, input_key: str, output: str, ranks: Ranks, device
                              "phases": {k: float(sum(v)) for k, v in pipeline.log.samples().items()}})
     ranks.barrier()
     metrics = _metrics(opts, volume, blocking, per_rank, ranks.world, len(finished), warmup_s, warmup_tile_s, store)
+    metrics.update(optimized)
     return metrics, pipeline.log.samples()
 
 
