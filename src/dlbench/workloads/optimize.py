@@ -258,7 +258,7 @@ def _synchronize(device: torch.device) -> None:
 
 
 def prepare(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None = None,
-            apply: Callable[[str, nn.Module, torch.Tensor, bool], Callable] = apply_level) -> tuple[nn.Module, dict[str, Any]]:
+            apply: Callable[[str, nn.Module, torch.Tensor, bool], Callable] | None = None) -> tuple[nn.Module, dict[str, Any]]:
     """Apply `spec.optimize` to `model` and check it against eager on `example`.
 
     `loss(output) -> scalar` makes it a training check (loss and gradients compared too); without
@@ -268,6 +268,7 @@ def prepare(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None = N
     if level == "eager":
         return model, {"optimize": "eager"}
     device, training = example.device, loss is not None
+    apply = apply or apply_level
     reference = copy.deepcopy(model)
     params, reference_params = list(model.parameters()), list(reference.parameters())
     with _DropoutOff(model, reference) as dropout:
