@@ -259,3 +259,12 @@ def test_report_marks_mismatch_and_newest_wins():
     (table,) = tables([result("eager", 4000.0), old, mismatch])
     assert dict(zip(HEADER, table.rows[0]))["compile"] == "mismatch"
     assert tables([make_result(), result("eager", 1.0)]) == []
+
+
+def test_suite_key_of_eager_specs_is_unchanged_by_the_field():
+    from dlbench.suites import spec_key
+
+    s = spec(level="eager")
+    old = {k: v for k, v in s.to_dict().items() if k != "optimize"}  # stored before the field existed
+    assert spec_key(s) == spec_key(old)
+    assert spec_key(spec(level="compile")) != spec_key(old)

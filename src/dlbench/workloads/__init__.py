@@ -79,6 +79,8 @@ def describe(result: Result) -> str:
 def common_suffix(metrics: dict) -> str:
     """FLOP utilisation, energy and throttling, where measured: the same for every workload."""
     parts = []
+    if metrics.get("compile_s") is not None:
+        parts.append(f"--optimize {metrics.get('optimize')}: compile {metrics['compile_s']:.1f} s, matches eager")
     if metrics.get("achieved_tflops"):
         text = f"{metrics['achieved_tflops']:.2f} TFLOP/s"
         if metrics.get("ceiling_fraction") is not None:
