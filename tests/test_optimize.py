@@ -268,3 +268,13 @@ def test_suite_key_of_eager_specs_is_unchanged_by_the_field():
     old = {k: v for k, v in s.to_dict().items() if k != "optimize"}  # stored before the field existed
     assert spec_key(s) == spec_key(old)
     assert spec_key(spec(level="compile")) != spec_key(old)
+
+
+def test_optimised_model_follows_train_and_eval_and_shares_parameters():
+    model = TinyNet()
+    fast, _ = optimize.prepare(spec(), model, torch.randn(2, 3, 8, 8), loss=lambda out: out.sum())
+    assert {id(p) for p in fast.parameters()} == {id(p) for p in model.parameters()}
+    fast.eval()
+    assert not model.training and not fast.fast.training
+    with torch.no_grad():  # another shape in eval mode (converge's evaluation)
+        assert fast(torch.randn(3, 3, 12, 12)).shape == (3, 5)

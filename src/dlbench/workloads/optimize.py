@@ -83,14 +83,16 @@ class Optimized(nn.Module):
     def __init__(self, eager: nn.Module, fast: Callable) -> None:
         super().__init__()
         self.eager = eager
-        object.__setattr__(self, "_fast", fast)  # not a submodule: its parameters are eager's
+        # A module here (compiled, graphed shell) becomes a child, so train()/eval() reach it: a
+        # graphed shell replays only in the mode it was captured in and runs eagerly otherwise.
+        self.fast = fast
 
     def forward(self, *args, **kwargs):
         from torch.utils._python_dispatch import _get_current_dispatch_mode
 
         if _get_current_dispatch_mode() is not None:
             return self.eager(*args, **kwargs)
-        return self._fast(*args, **kwargs)
+        return self.fast(*args, **kwargs)
 
 
 class _StepMarked:
