@@ -21,8 +21,8 @@ from dlbench.measure.loop import Progress
 from dlbench.models import registry
 from dlbench.workloads import distributed, optimize
 from dlbench.workloads.fwdbwd import primary_output
-from dlbench.workloads.runtime import random_input
 from dlbench.workloads.pipeline import Feeder, data_metrics, metrics_from_ranks, rank_payload
+from dlbench.workloads.runtime import random_input
 
 OPTIONS = {
     **data.OPTIONS,
