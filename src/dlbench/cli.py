@@ -56,6 +56,10 @@ BatchOpt = typer.Option(16, "--batch", help="Batch size.")
 ShapeOpt = typer.Option(None, "--input-shape", help="Input shape without the batch, e.g. 3x224x224 (default: the model's).")
 PrecisionOpt = typer.Option("fp32", "--precision", help="fp32, tf32 (TF32 matmuls/convolutions), fp16 or bf16 (autocast).")
 ChannelsLastOpt = typer.Option(False, "--channels-last", help="Use the channels-last memory format.")
+OptimizeOpt = typer.Option("eager", "--optimize", help="eager (as built), compile (torch.compile), graphs (CUDA graphs "
+                           "of the step, static inputs; GPU only) or max (max-autotune compile + CUDA graphs + "
+                           "channels-last + fused optimizer; GPU only). Checked against eager before timing; "
+                           "compile time is reported as compile_s, outside the measurement.")
 DeviceOpt = typer.Option("auto", "--device", help="auto (GPU if present), cpu, cuda or cuda:N.")
 WarmupOpt = typer.Option(5, "--warmup", help="Warm-up steps (at least).")
 WarmupSecondsOpt = typer.Option(1.0, "--warmup-seconds", help="Warm-up seconds (at least).")
@@ -63,7 +67,7 @@ StepsOpt = typer.Option(20, "--steps", help="Measured steps (at least).")
 MinSecondsOpt = typer.Option(1.0, "--min-seconds", help="Measured seconds (at least).")
 SeedOpt = typer.Option(0, "--seed", help="Random seed for weights and inputs.")
 
-_GENERAL = ("model", "batch", "input_shape", "precision", "channels_last", "device", "warmup",
+_GENERAL = ("model", "batch", "input_shape", "precision", "channels_last", "optimize", "device", "warmup",
             "warmup_seconds", "steps", "min_seconds", "seed", "gpus", "timeout")
 
 
@@ -79,7 +83,7 @@ def _run_one(workload: str, params: dict, exit_on_error: bool = True) -> str:
 @run_app.command("fwdbwd")
 def run_fwdbwd(
     model: str = ModelOpt, batch: int = BatchOpt, input_shape: Optional[str] = ShapeOpt,
-    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, device: str = DeviceOpt,
+    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt,
     warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
     min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, db: Optional[Path] = DbOption,
     tag: Optional[str] = TagOption,
@@ -201,7 +205,7 @@ def _finish(result, exit_on_error: bool = True) -> str:
 @run_app.command("train")
 def run_train(
     model: str = ModelOpt, batch: str = ImageBatchOpt, input_shape: Optional[str] = ShapeOpt,
-    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, device: str = DeviceOpt,
+    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt,
     warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
     min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
     data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt, prefetch: int = PrefetchOpt,
@@ -217,7 +221,7 @@ def run_train(
 @run_app.command("infer")
 def run_infer(
     model: str = ModelOpt, batch: str = ImageBatchOpt, input_shape: Optional[str] = ShapeOpt,
-    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, device: str = DeviceOpt,
+    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt,
     warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
     min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
     data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt, prefetch: int = PrefetchOpt,
@@ -231,7 +235,7 @@ def run_infer(
 @run_app.command("smooth")
 def run_smooth(
     model: str = ModelOpt, batch: str = ImageBatchOpt, input_shape: Optional[str] = ShapeOpt,
-    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, device: str = DeviceOpt,
+    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt,
     warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
     min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
     data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt, prefetch: int = PrefetchOpt,
@@ -266,6 +270,7 @@ def run_volume(
     queue: int = typer.Option(8, "--queue", help="Tiles in flight on each side of the GPU."),
     compile: bool = typer.Option(False, "--compile", help="torch.compile the model."),
     precision: str = PrecisionOpt, channels_last: bool = typer.Option(False, "--channels-last", help="Channels-last-3d."),
+    optimize: str = OptimizeOpt,
     device: str = DeviceOpt, gpus: int = GpusOpt,
     warmup: int = typer.Option(2, "--warmup", help="Forward passes on the first tile before the measurement."),
     seed: int = SeedOpt, db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
@@ -299,7 +304,7 @@ def run_converge(
     input_shape: Optional[str] = typer.Option(None, "--input-shape", help="Training input, e.g. 1x572x572 (default: the "
                                               "model's for unet2d-medical, the whole image for unet2d)."),
     precision: str = typer.Option("fp32", "--precision", help="fp32, tf32, fp16 (autocast + gradient scaler) or bf16 (autocast)."),
-    channels_last: bool = ChannelsLastOpt, device: str = DeviceOpt, seed: int = SeedOpt,
+    channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt, seed: int = SeedOpt,
     gpus: int = typer.Option(1, "--gpus", help="Processes, one per GPU (torchrun; DistributedDataParallel)."),
     db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
 ) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from dlbench.errors import UserError
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+OPTIMIZE_LEVELS = ("eager", "compile", "graphs", "max")  # the same as workloads.optimize.LEVELS
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
 
@@ -77,6 +78,7 @@ class BenchmarkSpec:
     seed: int = 0
     gpus: int = 1  # processes (one per GPU) that run the benchmark together
     timeout: float | None = None  # seconds before an isolated run is stopped
+    optimize: str = "eager"  # eager | compile | graphs | max (workloads/optimize.py)
     options: dict[str, Any] = field(default_factory=dict)  # workload-specific settings
 
     def __post_init__(self) -> None:
@@ -90,6 +92,8 @@ class BenchmarkSpec:
             raise UserError(f"batch must be a positive integer, got {self.batch!r}")
         if self.precision not in PRECISIONS:
             raise UserError(f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}")
+        if self.optimize not in OPTIMIZE_LEVELS:
+            raise UserError(f"unknown optimisation level {self.optimize!r}; choose one of {', '.join(OPTIMIZE_LEVELS)}")
         if not _DEVICE.match(str(self.device)):
             raise UserError(f"bad device {self.device!r}: use auto, cpu, cuda or cuda:N")
         if self.input_shape is not None:
@@ -145,4 +149,6 @@ class BenchmarkSpec:
         parts = [self.workload, self.model, f"b{self.batch}", shape, self.precision]
         if self.channels_last:
             parts.append("cl")
+        if self.optimize != "eager":
+            parts.append(self.optimize)
         return " ".join(p for p in parts if p)

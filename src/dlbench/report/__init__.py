@@ -15,7 +15,7 @@ from dlbench.errors import UserError
 from dlbench.report.tables import Table, markdown
 from dlbench.results.record import Result
 
-SECTIONS = ["dlbench.report.gpus", "dlbench.report.cnn", "dlbench.report.images", "dlbench.report.volumes", "dlbench.report.training3d", "dlbench.report.medical", "dlbench.report.system"]
+SECTIONS = ["dlbench.report.gpus", "dlbench.report.cnn", "dlbench.report.images", "dlbench.report.volumes", "dlbench.report.training3d", "dlbench.report.medical", "dlbench.report.optimize", "dlbench.report.system"]
 FORMATS = ("md", "csv", "json", "html")
 EMPTY = "No results in the store yet: run `dlbench` (the quick suite) or `dlbench suite cnn-benchmarks`."
 

@@ -48,6 +48,8 @@ def spec_key(spec: BenchmarkSpec | dict[str, Any]) -> str:
     time limit is left out because it does not change what is measured."""
     data = json.loads(json.dumps(spec if isinstance(spec, dict) else spec.to_dict(), default=str))
     data.pop("timeout", None)
+    if data.get("optimize", "eager") == "eager":  # results stored before the field existed are eager
+        data.pop("optimize", None)
     return json.dumps(data, sort_keys=True)
 
 

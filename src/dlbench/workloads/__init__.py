@@ -35,13 +35,16 @@ WORKLOADS = {
 
 def execute(spec: "BenchmarkSpec", system: dict, *, progress: Progress = _no_progress,
             suite: str | None = None, tag: str | None = None) -> Result:
+    from dlbench.workloads import optimize
+
     device = resolve_device(spec.device)
+    optimize.check_level(spec.optimize, device)
     module = importlib.import_module(WORKLOADS[spec.workload])
     result = Result(spec=spec.to_dict(), system=system, suite=suite, tag=tag)
     result.metrics["device"] = str(device)
     try:
         with precision(spec.precision, device):
-            metrics, samples = module.run(spec, device, progress)
+            metrics, samples = module.run(optimize.effective_spec(spec), device, progress)
         result.traces.update(metrics.pop("traces", {}))
         result.metrics.update(metrics)
         result.samples = samples
@@ -76,6 +79,8 @@ def describe(result: Result) -> str:
 def common_suffix(metrics: dict) -> str:
     """FLOP utilisation, energy and throttling, where measured: the same for every workload."""
     parts = []
+    if metrics.get("compile_s") is not None:
+        parts.append(f"--optimize {metrics.get('optimize')}: compile {metrics['compile_s']:.1f} s, matches eager")
     if metrics.get("achieved_tflops"):
         text = f"{metrics['achieved_tflops']:.2f} TFLOP/s"
         if metrics.get("ceiling_fraction") is not None:

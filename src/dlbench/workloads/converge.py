@@ -30,7 +30,7 @@ from dlbench.data import segmentation
 from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, synchronize
 from dlbench.models import registry
-from dlbench.workloads import distributed
+from dlbench.workloads import distributed, optimize
 
 OPTIONS: dict[str, Any] = {
     "data": None,  # folder with images/ and masks/; None: a generated EM-like set in memory
@@ -236,6 +236,7 @@ class FoldRun:
     final_dice_per_class: list[float] = field(default_factory=list)
     best_dice: float = 0.0
     curve: list[dict] = field(default_factory=list)  # one entry per evaluation
+    optimize: dict = field(default_factory=dict)  # level, compile_s and the check against eager
 
     def summary(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "curve"}
@@ -249,12 +250,18 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
     model = build().to(device).train()
     if spec.channels_last:
         model = model.to(memory_format=torch.channels_last)
+    # The check's batch comes from its own generator: the training sequence stays the same at every level.
+    check_x, check_y = batch_of(data, torch.tensor(train), geo.crop, spec.batch, False, torch.Generator().manual_seed(spec.seed))
+    if spec.channels_last:
+        check_x = check_x.contiguous(memory_format=torch.channels_last)
+    model, optimized = optimize.prepare(spec, model, check_x, loss=lambda out: loss_fn(out, check_y))
     model = distributed.wrap(model, distributed.Group(dist.rank, dist.world, device))
-    optimizer = torch.optim.Adam(model.parameters(), lr=opts["lr"])
+    params = list(model.parameters())
+    optimizer = torch.optim.Adam(params, lr=opts["lr"], **optimize.optimizer_kwargs(spec, params))
     scaler = torch.amp.GradScaler(device.type, enabled=spec.precision == "fp16")
     g = torch.Generator().manual_seed(spec.seed * 1000 + fold * 10 + dist.rank)
     train_index = torch.tensor(train)
-    run = FoldRun(fold, len(train), len(val))
+    run = FoldRun(fold, len(train), len(val), optimize=optimized)
     loss_sum = torch.zeros((), device=device)
     synchronize(device)
     start = interval = time.perf_counter()
@@ -365,6 +372,8 @@ def _metrics(spec, opts: dict, runs: list[FoldRun], raw, geo: Geometry, dist: Di
         "time_to_train_s": _mean([r.time_to_target_s if r.reached else r.wall_s for r in runs]),
         "steps_to_target": _mean([float(r.steps_to_target) for r in reached]),
         "total_s": sum(r.wall_s for r in runs),
+        "optimize": spec.optimize,
+        "compile_s": sum(r.optimize.get("compile_s", 0.0) for r in runs) if spec.optimize != "eager" else None,
         "throughput": images / train_s if train_s else 0.0,
         "throughput_unit": "img/s",
         "throughput_method": THROUGHPUT_METHOD,

@@ -12,6 +12,7 @@ import torch
 from dlbench.measure.loop import Progress, run_steps
 from dlbench.measure.stats import summarize
 from dlbench.models import registry
+from dlbench.workloads import optimize
 from dlbench.workloads.runtime import random_input
 
 OPTIONS: dict = {}  # fwdbwd has no settings beyond the general spec
@@ -35,6 +36,7 @@ def run(spec, device: torch.device, progress: Progress):
         model = model.to(memory_format=torch.channels_last)
     x = random_input(spec.batch, shape, device, spec.channels_last, spec.seed)
     grad = torch.randn_like(primary_output(model(x)))
+    model, optimized = optimize.prepare(spec, model, x, loss=lambda out: (primary_output(out).float() * grad).sum())
 
     def step(timer) -> None:
         out = primary_output(model(x))
@@ -61,6 +63,7 @@ def run(spec, device: torch.device, progress: Progress):
         "warmup_steps": measured.warmup_steps,
         "warmup_s": measured.warmup_s,
         "stats": stats,
+        **optimized,
         **measured.common_metrics(spec.batch, "img"),
     }
     return metrics, samples

@@ -13,8 +13,9 @@ import torch
 from dlbench import data
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
-from dlbench.workloads import distributed
+from dlbench.workloads import distributed, optimize
 from dlbench.workloads.pipeline import Feeder, data_metrics, latency, metrics_from_ranks, rank_payload
+from dlbench.workloads.runtime import random_input
 from dlbench.workloads.train import measured_steps
 
 OPTIONS = {**data.OPTIONS, "epochs": 0}
@@ -31,6 +32,8 @@ def run(spec, device: torch.device, progress: Progress):
         model = entry.build().to(device).eval()
         if spec.channels_last:
             model = model.to(memory_format=torch.channels_last)
+        with torch.inference_mode():
+            model, optimized = optimize.prepare(spec, model, random_input(spec.batch, shape, device, spec.channels_last, spec.seed))
         loader = data.make_loader(spec, device, train=False, shape=shape, rank=group.rank, world=group.world)
         feeder = Feeder(loader, device, spec.channels_last)
 
@@ -49,7 +52,7 @@ def run(spec, device: torch.device, progress: Progress):
     metrics.update(latency(samples["step"]))
     metrics.update(data_metrics(loader, warnings))
     metrics.update({"input_shape": [spec.batch, *shape], "batch_per_process": spec.batch,
-                    "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s})
+                    "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s, **optimized})
     return metrics, samples
 
 

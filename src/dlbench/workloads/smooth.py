@@ -14,9 +14,10 @@ from dlbench import data
 from dlbench.errors import UserError
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
-from dlbench.workloads import distributed
+from dlbench.workloads import distributed, optimize
 from dlbench.workloads.fwdbwd import primary_output
 from dlbench.workloads.pipeline import Feeder, data_metrics, latency, metrics_from_ranks, rank_payload
+from dlbench.workloads.runtime import random_input
 from dlbench.workloads.train import measured_steps
 
 OPTIONS = {**data.OPTIONS, "sigma": 0.25, "epochs": 0}
@@ -36,6 +37,8 @@ def run(spec, device: torch.device, progress: Progress):
         model = entry.build().to(device).eval()
         if spec.channels_last:
             model = model.to(memory_format=torch.channels_last)
+        with torch.inference_mode():
+            model, optimized = optimize.prepare(spec, model, random_input(spec.batch, shape, device, spec.channels_last, spec.seed))
         loader = data.make_loader(spec, device, train=False, batch=1, shape=shape, rank=group.rank, world=group.world)
         feeder = Feeder(loader, device, spec.channels_last)
         generator = torch.Generator(device=device).manual_seed(spec.seed + group.rank)
@@ -62,7 +65,7 @@ def run(spec, device: torch.device, progress: Progress):
     metrics.update(data_metrics(loader, warnings))
     metrics.update({"input_shape": [1, *shape], "noise_copies": spec.batch, "sigma": sigma,
                     "noisy_per_s": metrics["throughput"] * spec.batch,
-                    "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s})
+                    "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s, **optimized})
     return metrics, samples
 
 

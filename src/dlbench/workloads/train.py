@@ -19,9 +19,10 @@ from dlbench import data
 from dlbench.errors import UserError
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
-from dlbench.workloads import distributed
+from dlbench.workloads import distributed, optimize
 from dlbench.workloads.fwdbwd import primary_output
 from dlbench.workloads.pipeline import Feeder, data_metrics, metrics_from_ranks, rank_payload
+from dlbench.workloads.runtime import random_input
 
 OPTIONS = {
     **data.OPTIONS,
@@ -59,10 +60,12 @@ def make_targets(task: str, out: torch.Tensor, seed: int) -> torch.Tensor:
 
 def make_optimizer(spec, params) -> torch.optim.Optimizer:
     name, lr = spec.options.get("optimizer", "sgd"), spec.options.get("lr")
+    params = list(params)
+    fused = optimize.optimizer_kwargs(spec, params)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=lr or 0.01, momentum=0.9, weight_decay=1e-4)
+        return torch.optim.SGD(params, lr=lr or 0.01, momentum=0.9, weight_decay=1e-4, **fused)
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr or 0.001)
+        return torch.optim.AdamW(params, lr=lr or 0.001, **fused)
     raise UserError(f"unknown optimizer {name!r}: use sgd or adamw")
 
 
@@ -96,13 +99,16 @@ def run(spec, device: torch.device, progress: Progress):
         model = entry.build().to(device).train()
         if spec.channels_last:
             model = model.to(memory_format=torch.channels_last)
+        loss_fn = LOSSES[entry.task]
+        model, optimized = optimize.prepare(
+            spec, model, random_input(spec.batch, shape, device, spec.channels_last, spec.seed),
+            loss=lambda out: loss_fn(primary_output(out), make_targets(entry.task, primary_output(out), spec.seed)))
         model = distributed.wrap(model, group)
         optimizer = make_optimizer(spec, model.parameters())
         scaler = torch.amp.GradScaler(device.type) if spec.precision == "fp16" and device.type == "cuda" else None
         loader = data.make_loader(spec, device, train=True, shape=shape, rank=group.rank, world=group.world)
         feeder = Feeder(loader, device, spec.channels_last)
         fixed: dict[str, torch.Tensor] = {}
-        loss_fn = LOSSES[entry.task]
 
         def step(timer) -> None:
             x, y = feeder.next(timer)
@@ -132,7 +138,7 @@ def run(spec, device: torch.device, progress: Progress):
     metrics.update(data_metrics(loader, warnings))
     metrics.update({"input_shape": [spec.batch, *shape], "task": entry.task, "batch_per_process": spec.batch,
                     "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s,
-                    "optimizer": spec.options.get("optimizer", "sgd"), "epochs": _epochs(spec)})
+                    "optimizer": spec.options.get("optimizer", "sgd"), "epochs": _epochs(spec), **optimized})
     return metrics, samples
 
 

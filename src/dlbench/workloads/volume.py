@@ -37,6 +37,7 @@ from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, synchronize
 from dlbench.models import registry
 from dlbench.spec import parse_shape
+from dlbench.workloads import optimize
 from dlbench.workloads.runtime import is_oom
 
 OPTIONS = {
@@ -480,6 +481,7 @@ def _predict(spec, opts: dict, input_key: str, output: str, ranks: Ranks, device
     model = load_model(spec.model, device, spec.channels_last, bool(opts["compile"]), spec.seed)
     block = choose_block(opts, volume.shape, halo, model, device, spec.channels_last)
     blocking = Blocking(volume.shape, block, halo)
+    model, optimized = optimize.prepare(spec, model, to_input(torch.rand(blocking.tile, device=device), spec.channels_last))
     progress("warm-up", 0, 1)
     channels, warmup_s, warmup_tile_s = _warmup_checked(spec.model, model, blocking, volume, device,
                                                          spec.channels_last, spec.warmup)
@@ -499,6 +501,7 @@ def _predict(spec, opts: dict, input_key: str, output: str, ranks: Ranks, device
                              "phases": {k: float(sum(v)) for k, v in pipeline.log.samples().items()}})
     ranks.barrier()
     metrics = _metrics(opts, volume, blocking, per_rank, ranks.world, len(finished), warmup_s, warmup_tile_s, store)
+    metrics.update(optimized)
     return metrics, pipeline.log.samples()
 
 

@@ -1,0 +1,73 @@
+"""Optimisation levels side by side: one row per benchmark (workload, model, input, precision,
+machine), one column per level with its throughput and speed-up over eager, then the best
+level's compile time and its utilisation against the measured ceiling where known.
+
+Only benchmarks with at least one result above eager appear; the latest result per level wins.
+"""
+
+from __future__ import annotations
+
+from dlbench.report.tables import Table, model_title
+from dlbench.results.record import Result
+
+LEVELS = ("eager", "compile", "graphs", "max")
+HEADER = ("Benchmark", "System", *LEVELS, "Best", "Compile (s)", "TFLOP/s", "Of ceiling")
+TITLE = "Optimisation levels"
+NOTES = ["(throughput per level, speed-up over eager in brackets; each optimised level was checked against "
+         "eager before timing; compile time is outside the measurement)"]
+
+
+def level_of(r: Result) -> str:
+    return r.spec.get("optimize") or r.metrics.get("optimize") or "eager"
+
+
+def _benchmark(r: Result) -> tuple:
+    shape = r.metrics.get("input_shape") or [r.spec.get("batch"), *(r.spec.get("input_shape") or [])]
+    return (r.workload, r.model, "x".join(map(str, shape)), r.spec.get("precision", "fp32"),
+            int(r.spec.get("gpus", 1) or 1), r.system_label)
+
+
+def _cell(r: Result | None, eager: Result | None) -> str:
+    if r is None:
+        return "-"
+    if r.status == "oom":
+        return "OOM"
+    if r.status != "ok":
+        return "mismatch" if "does not match eager" in (r.error or "") else r.status
+    value = r.metrics.get("throughput")
+    if value is None:
+        return "-"
+    text = f"{value:,.1f} {r.metrics.get('throughput_unit', '')}".strip()
+    base = eager.metrics.get("throughput") if eager is not None and eager.status == "ok" else None
+    if base and level_of(r) != "eager":
+        text += f" (x{value / base:.2f})"
+    return text
+
+
+def _best(by_level: dict[str, Result]) -> Result | None:
+    ok = [r for r in by_level.values() if r.status == "ok" and r.metrics.get("throughput")]
+    return max(ok, key=lambda r: r.metrics["throughput"]) if ok else None
+
+
+def _row(key: tuple, by_level: dict[str, Result]) -> list[str]:
+    workload, model, shape, precision, gpus, system = key
+    eager = by_level.get("eager")
+    best = _best(by_level)
+    compile_s = best.metrics.get("compile_s") if best else None
+    tflops = best.metrics.get("achieved_tflops") if best else None
+    fraction = best.metrics.get("ceiling_fraction") if best else None
+    label = f"{workload} {model_title(model)} {shape} {precision}"
+    return [label, system + (f" (x{gpus})" if gpus > 1 else ""), *(_cell(by_level.get(lvl), eager) for lvl in LEVELS),
+            level_of(best) if best else "-", f"{compile_s:.1f}" if compile_s is not None else "-",
+            f"{tflops:.1f}" if tflops else "-", f"{fraction:.0%}" if fraction is not None else "-"]
+
+
+def tables(results: list[Result]) -> list[Table]:
+    groups: dict[tuple, dict[str, Result]] = {}
+    for r in sorted(results, key=lambda r: r.started):  # oldest first: the newest per level wins
+        if r.status in ("ok", "oom", "error") and level_of(r) in LEVELS and r.workload:
+            groups.setdefault(_benchmark(r), {})[level_of(r)] = r
+    rows = [_row(key, by_level) for key, by_level in groups.items() if set(by_level) - {"eager"}]
+    if not rows:
+        return []
+    return [Table(TITLE, list(HEADER), "ll" + "r" * (len(HEADER) - 2), rows, notes=list(NOTES))]

@@ -1,0 +1,295 @@
+"""Optimisation levels: one place that turns an eager model into a faster one and proves it
+still computes the same thing.
+
+Levels (`spec.optimize`):
+  eager    the model as built;
+  compile  torch.compile of the model (forward and, in training, the backward through AOTAutograd);
+  graphs   CUDA graphs of the model's forward (and backward in training: make_graphed_callables),
+           static inputs, warmed up on a side stream before capture;
+  max      channels-last, torch.compile(mode="max-autotune") (autotuned kernels, replayed as CUDA
+           graphs) and a fused optimizer (`optimizer_kwargs`).
+
+`prepare` applies the level and, before anything is timed, runs the optimised model and an
+eager copy of it on the same input: outputs, loss and parameter gradients must agree within a
+tolerance set by the precision, or the run fails with the measured error. The time from the
+eager model to the first optimised call done (compilation, capture) is `compile_s`; it falls
+before warm-up, and warm-up runs at least `MIN_WARMUP` more steps, so none of it is measured.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import time
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from dlbench.errors import UserError
+
+from dlbench.spec import OPTIMIZE_LEVELS as LEVELS  # noqa: E402 - validated on the spec too
+NEEDS_CUDA = ("graphs", "max")
+# Relative norm error ||optimised - eager|| / ||eager|| allowed per precision: reduction order and
+# kernel choice change the rounding, by about the precision's epsilon times the depth of the network.
+TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 5e-2, "bf16": 5e-2}
+MIN_WARMUP = 3  # steps after compilation/capture before measuring (recompiles, cudagraph recording)
+CHECK_CALLS = 3  # optimised calls in the check; the last is compared (graph-replay paths start late)
+# Tests on 2 CPU cores cannot afford inductor for every model: this internal setting swaps in
+# another torch.compile backend ("aot_eager" keeps the dynamo + AOTAutograd path). Not a user option.
+BACKEND_ENV = "DLBENCH_COMPILE_BACKEND"
+
+Loss = Callable[[Any], torch.Tensor]
+
+
+class MismatchError(RuntimeError):
+    """The optimised model computes something else than the eager one."""
+
+
+def check_level(level: str, device: torch.device) -> None:
+    if level not in LEVELS:
+        raise UserError(f"unknown optimisation level {level!r}; choose one of {', '.join(LEVELS)}")
+    if level in NEEDS_CUDA and device.type != "cuda":
+        raise UserError(f"--optimize {level} needs a CUDA GPU (CUDA graphs); on {device.type} use eager or compile")
+
+
+def effective_spec(spec):
+    """The spec a workload runs: `max` means channels-last, and every optimised level warms up
+    for at least MIN_WARMUP steps after compilation."""
+    level = getattr(spec, "optimize", "eager")
+    if level == "eager":
+        return spec
+    changes: dict[str, Any] = {"warmup": max(spec.warmup, MIN_WARMUP)}
+    if level == "max":
+        changes["channels_last"] = True
+    return dataclasses.replace(spec, **changes)
+
+
+def optimizer_kwargs(spec, params: list[torch.Tensor]) -> dict[str, Any]:
+    """`fused=True` for SGD/Adam/AdamW at level max when every parameter is on a GPU."""
+    if getattr(spec, "optimize", "eager") == "max" and params and all(p.is_cuda for p in params):
+        return {"fused": True}
+    return {}
+
+
+# ---------------------------------------------------------------- applying a level
+
+
+class Optimized(nn.Module):
+    """The optimised model, with the eager one beside it for FLOP counting: torch.utils.flop_counter
+    cannot see inside compiled kernels or graph replays, so under a dispatch mode the eager path runs."""
+
+    def __init__(self, eager: nn.Module, fast: Callable) -> None:
+        super().__init__()
+        self.eager = eager
+        # A module here (compiled, graphed shell) becomes a child, so train()/eval() reach it: a
+        # graphed shell replays only in the mode it was captured in and runs eagerly otherwise.
+        self.fast = fast
+
+    def forward(self, *args, **kwargs):
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+        if _get_current_dispatch_mode() is not None:
+            return self.eager(*args, **kwargs)
+        return self.fast(*args, **kwargs)
+
+
+class _StepMarked:
+    """Tells cudagraph trees (mode max-autotune) that each call starts a new step, so
+    outputs of a previous step still held by the caller are never overwritten mid-step."""
+
+    def __init__(self, compiled: Callable) -> None:
+        self.compiled = compiled
+
+    def __call__(self, *args, **kwargs):
+        torch.compiler.cudagraph_mark_step_begin()
+        return self.compiled(*args, **kwargs)
+
+
+class _Shell(nn.Module):
+    """A fresh module around the model: make_graphed_callables replaces the forward of the module
+    it gets, and the model itself must stay eager (FLOP counting, recapture)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)
+
+
+class _ForwardGraph:
+    """Forward-only CUDA graph (inference): copy into the static input, replay, return the static
+    output. Another input shape runs eagerly."""
+
+    def __init__(self, model: nn.Module, example: torch.Tensor) -> None:
+        self.model = model
+        self.static_in = example.clone()
+        current = torch.cuda.current_stream(example.device)
+        side = torch.cuda.Stream(example.device)
+        side.wait_stream(current)
+        with torch.no_grad(), torch.cuda.stream(side):
+            for _ in range(3):  # cuDNN autotuning and allocator growth happen before capture
+                model(self.static_in)
+        current.wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(self.graph):
+            self.static_out = model(self.static_in)
+
+    def __call__(self, x: torch.Tensor):
+        if x.shape != self.static_in.shape or x.dtype != self.static_in.dtype:
+            return self.model(x)
+        self.static_in.copy_(x)
+        self.graph.replay()
+        return self.static_out
+
+
+def _autocast_enabled(device_type: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4 has no per-device query
+        return torch.is_autocast_enabled()
+
+
+def _autocast_without_cache(device: torch.device):
+    """Graph capture under autocast needs its weight cache off (cached casts would outlive the capture)."""
+    import contextlib
+
+    if not _autocast_enabled(device.type):
+        return contextlib.nullcontext()
+    getter = getattr(torch, "get_autocast_dtype", None)
+    dtype = getter(device.type) if getter else torch.get_autocast_gpu_dtype()
+    return torch.autocast(device.type, dtype=dtype, cache_enabled=False)
+
+
+def _compile(model: nn.Module, **kwargs) -> Callable:
+    backend = os.environ.get(BACKEND_ENV)
+    return torch.compile(model, **({"backend": backend} if backend else {}), **kwargs)
+
+
+def apply_level(level: str, model: nn.Module, example: torch.Tensor, training: bool) -> Callable:
+    """The optimised callable for `model` (sharing its parameters); `example` fixes graph shapes."""
+    if level == "compile":
+        return _compile(model)
+    if level == "max":
+        if os.environ.get(BACKEND_ENV):
+            return _StepMarked(_compile(model))
+        return _StepMarked(_compile(model, mode="max-autotune"))
+    if level == "graphs":
+        with _autocast_without_cache(example.device):
+            if training:
+                return torch.cuda.make_graphed_callables(_Shell(model), (example,))
+            return _ForwardGraph(model, example)
+    raise ValueError(level)
+
+
+# ---------------------------------------------------------------- checking against eager
+
+
+def _first_tensor(out) -> torch.Tensor:
+    if isinstance(out, torch.Tensor):
+        return out
+    if hasattr(out, "logits"):
+        return out.logits
+    return _first_tensor(out[0])
+
+
+def _run_once(model: Callable, params: list[nn.Parameter], x: torch.Tensor, loss: Loss | None) -> dict[str, torch.Tensor]:
+    """Output (and loss and gradients in training) of one call, copied out of any static buffer."""
+    if loss is None:
+        with torch.no_grad():
+            return {"outputs": _first_tensor(model(x)).detach().float().clone()}
+    for p in params:
+        p.grad = None
+    out = model(x)
+    value = loss(out)
+    value.backward()
+    grads = [p.grad.detach().float().flatten() for p in params if p.grad is not None]
+    result = {"outputs": _first_tensor(out).detach().float().clone(), "loss": value.detach().float().clone(),
+              "gradients": torch.cat(grads) if grads else torch.zeros(1, device=x.device)}
+    for p in params:
+        p.grad = None
+    return result
+
+
+def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    """||got - want|| / ||want||, in float64 on the host's terms (nan if shapes differ or values are not finite)."""
+    if got.shape != want.shape:
+        return float("nan")
+    diff = torch.linalg.vector_norm((got - want).double())
+    scale = torch.linalg.vector_norm(want.double()).clamp_min(1e-30)
+    return float(diff / scale)
+
+
+def compare(reference: dict[str, torch.Tensor], optimised: dict[str, torch.Tensor]) -> dict[str, float]:
+    return {name: relative_error(optimised[name], reference[name]) for name in reference}
+
+
+def verdict(errors: dict[str, float], precision: str, level: str) -> None:
+    """Raise MismatchError with the measured errors if any is above the tolerance (or not finite)."""
+    tolerance = TOLERANCE[precision]
+    bad = {k: v for k, v in errors.items() if not (v <= tolerance)}
+    if bad:
+        text = ", ".join(f"{k} {v:.3g}" for k, v in bad.items())
+        raise MismatchError(f"--optimize {level} does not match eager at {precision}: relative error {text} "
+                            f"(tolerance {tolerance:g}); no timing was taken")
+
+
+class _DropoutOff:
+    """Dropout draws different random numbers in eager, compiled and graphed code, so the check
+    compares with dropout off in both models."""
+
+    def __init__(self, *models: nn.Module) -> None:
+        self.modules = [m for model in models for m in model.modules()
+                        if isinstance(m, nn.modules.dropout._DropoutNd) and m.training and m.p > 0]
+
+    def __enter__(self) -> bool:
+        for m in self.modules:
+            m.eval()
+        return bool(self.modules)
+
+    def __exit__(self, *exc) -> None:
+        for m in self.modules:
+            m.train()
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def prepare(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None = None,
+            apply: Callable[[str, nn.Module, torch.Tensor, bool], Callable] | None = None) -> tuple[nn.Module, dict[str, Any]]:
+    """Apply `spec.optimize` to `model` and check it against eager on `example`.
+
+    `loss(output) -> scalar` makes it a training check (loss and gradients compared too); without
+    it outputs are compared under no_grad. Returns the model to run and the metrics to report
+    (optimize, compile_s, check_error, check_tolerance). A mismatch raises MismatchError."""
+    level = getattr(spec, "optimize", "eager")
+    if level == "eager":
+        return model, {"optimize": "eager"}
+    device, training = example.device, loss is not None
+    apply = apply or apply_level
+    reference = copy.deepcopy(model)
+    params, reference_params = list(model.parameters()), list(reference.parameters())
+    with _DropoutOff(model, reference) as dropout:
+        want = _run_once(reference, reference_params, example, loss)
+        _synchronize(device)
+        start = time.perf_counter()
+        fast = apply(level, model, example, training)
+        got = _run_once(fast, params, example, loss)
+        _synchronize(device)
+        compile_s = time.perf_counter() - start
+        for _ in range(CHECK_CALLS - 1):
+            got = _run_once(fast, params, example, loss)
+    del reference, reference_params
+    errors = compare(want, got)
+    verdict(errors, spec.precision, level)
+    if dropout and level == "graphs":  # the checked graph had dropout off; capture the real one
+        start = time.perf_counter()
+        fast = apply(level, model, example, training)
+        _synchronize(device)
+        compile_s += time.perf_counter() - start
+    return Optimized(model, fast), {"optimize": level, "compile_s": compile_s, "check_error": errors,
+                                    "check_tolerance": TOLERANCE[spec.precision]}
