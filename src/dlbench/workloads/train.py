@@ -93,13 +93,6 @@ def input_shape(spec, entry) -> tuple[int, ...]:
     return (entry.input_shape[0], *patch)
 
 
-def _extrapolate_iters(spec) -> int:
-    value = spec.options.get("extrapolate_iters", OPTIONS["extrapolate_iters"])
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"extrapolate_iters must be a positive integer, got {value!r}")
-    return value
-
-
 def iteration_metrics(ranks: list[dict], target: int) -> dict:
     """Seed 000/001's figures: one iteration is one step of every process, as long as the slowest."""
     steps = [max(values) for values in zip(*(p["samples"]["step"] for p in ranks))]
@@ -108,6 +101,17 @@ def iteration_metrics(ranks: list[dict], target: int) -> dict:
     return {"iteration_mean_s": s["mean"], "iteration_std_s": s["std"], "iteration_min_s": s["min"],
             "iteration_max_s": s["max"], "iters_per_min": per_min, "extrapolate_iters": target,
             "days_to_extrapolate": days_to(target, per_min)}
+
+
+def check_options(opts: dict) -> None:
+    """Bad volume settings in a suite file fail when it loads, not hours into the suite."""
+    if opts.get("patch") is not None and len(parse_shape(opts["patch"])) != 3:
+        raise UserError(f"patch must be ZxYxX (3 sizes), got {opts['patch']!r}")
+    if opts.get("augment", "auto") not in data.AUGMENT_MODES:
+        raise UserError(f"unknown augment {opts['augment']!r}: use {', '.join(data.AUGMENT_MODES)}")
+    value = opts.get("extrapolate_iters", OPTIONS["extrapolate_iters"])
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"extrapolate_iters must be a positive integer, got {value!r}")
 
 
 def _epochs(spec) -> int:
@@ -133,7 +137,7 @@ def run(spec, device: torch.device, progress: Progress):
         raise UserError(f"model {spec.model!r} has task {entry.task!r}, which train has no loss for")
     make_optimizer(spec, [torch.zeros(1, requires_grad=True)])  # bad optimizer names fail before any work
     shape = input_shape(spec, entry)
-    target = _extrapolate_iters(spec)
+    target = spec.options.get("extrapolate_iters", OPTIONS["extrapolate_iters"])
     warnings = data.check(spec, device, shape)
     memory = torch.channels_last_3d if len(shape) == 4 else torch.channels_last
     with distributed.process_group(device) as group:
