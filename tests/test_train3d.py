@@ -105,7 +105,7 @@ def test_device_elastic_and_flips_keep_raw_and_labels_aligned():
     labels = _blocks()
     raw = labels.float()[None]  # intensity = label id: aligned voxels agree
     g = torch.Generator().manual_seed(3)
-    out_raw, out_labels = patches.device_flips(*patches.device_elastic(raw, labels, g), g)
+    out_raw, out_labels = patches.device_flips(*patches.device_elastic(raw, labels, g), torch.Generator())
     assert out_raw.shape == raw.shape and out_labels.shape == labels.shape
     assert not torch.equal(out_labels, labels)  # it did deform
     inside = (out_raw[0] - out_labels.float()).abs() < 1e-3
@@ -132,7 +132,7 @@ def test_the_gpu_augmentation_loader_batches_deformed_patches(volumes):
     raw, target = next(iter(loader))
     loader.close()
     assert raw.shape == (2, 1, 4, 16, 16) and target.shape == (2, 3, 4, 16, 16)
-    assert raw.dtype == torch.float32 and 0 <= raw.min() and raw.max() <= 1 and raw.std() > 0
+    assert raw.dtype == torch.float32 and 0 <= raw.min() and raw.max() <= 1 and raw.std() > 0.01
     assert set(target.unique().tolist()) <= {0.0, 1.0}
 
 
