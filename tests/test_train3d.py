@@ -217,6 +217,12 @@ def test_bad_volume_inputs_fail_before_anything_runs(volumes, bad_files, tmp_pat
     assert not db.exists() or _stored(db) == []
 
 
+def test_a_volume_feeds_train_only(volumes, tmp_path, monkeypatch, capsys):
+    code, stderr = _main(monkeypatch, capsys, "run", "infer", "--model", TINY, "--data", volumes["h5"], *QUICK,
+                         "--db", tmp_path / "r.db")
+    assert code == 2 and "feeds `dlbench run train` only" in stderr and "dlbench run volume --input" in stderr
+
+
 def test_a_bad_suite_patch_fails_when_the_spec_is_made():
     from dlbench.errors import UserError
 

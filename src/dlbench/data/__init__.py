@@ -138,6 +138,9 @@ def _check_volume(spec, device: torch.device, path_key: str, shape: tuple[int, .
     from dlbench.data.patches import check_source
     from dlbench.data.volumes import open_pair
 
+    if spec.workload != "train":
+        raise UserError(f"a volume as --data feeds `dlbench run train` only; to predict a volume use "
+                        f"`dlbench run volume --input {path_key}`")
     augment_mode(spec, device)
     if shape is None:
         for volume in open_pair(path_key):
