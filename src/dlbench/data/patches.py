@@ -246,10 +246,7 @@ def make_volume_loader(path_key: str, patch: tuple, batch: int, target: str, wor
     """`make_patch_loader` for a training workload, with augmentation where `augment` says."""
     if augment not in ("cpu", "gpu", "none"):
         raise UserError(f"unknown augment {augment!r}: use cpu, gpu or none")
-    if augment != "gpu":
-        loader = make_patch_loader(path_key, patch, batch, target, workers, augment == "cpu", seed, label_key,
-                                   pin_memory=device.type == "cuda")
-        return VolumeLoader(loader, device, augment, target, seed)
-    loader = make_patch_loader(path_key, patch, batch, target, workers, False, seed, label_key,
-                               pin_memory=device.type == "cuda", dataset_type=RawLabelDataset)
+    dataset_type = RawLabelDataset if augment == "gpu" else PatchDataset
+    loader = make_patch_loader(path_key, patch, batch, target, workers, augment == "cpu", seed, label_key,
+                               pin_memory=device.type == "cuda", dataset_type=dataset_type)
     return VolumeLoader(loader, device, augment, target, seed)
