@@ -12,6 +12,8 @@ from dlbench.data import patches
 from dlbench.data.generate_volume import generate
 from dlbench.data.targets import affinities
 from dlbench.models import registry
+from dlbench.report import render_markdown
+from dlbench.report.derived import fmt
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
@@ -41,11 +43,11 @@ def _stored(db):
 # ---------------------------------------------------------------- training runs through the CLI
 
 
-@pytest.mark.parametrize("fmt, extra", [("h5", ("--workers", "1", "--augment", "cpu")),
+@pytest.mark.parametrize("kind, extra", [("h5", ("--workers", "1", "--augment", "cpu")),
                                         ("zarr", ("--workers", "0", "--model", "unet3d:f=2,d=2"))])
-def test_tiny_volume_training_is_stored_with_iteration_metrics(volumes, tmp_path, fmt, extra):
+def test_tiny_volume_training_is_stored_with_iteration_metrics(volumes, tmp_path, kind, extra):
     db = tmp_path / "r.db"
-    proc = cli("run", "train", "--model", TINY, "--data", volumes[fmt], "--patch", "4x24x24", *QUICK,
+    proc = cli("run", "train", "--model", TINY, "--data", volumes[kind], "--patch", "4x24x24", *QUICK,
                "--extrapolate-iters", "5000", "--db", db, *extra)
     assert proc.returncode == 0, proc.stderr
     assert "iters/min" in proc.stderr and "days to 5,000 iterations" in proc.stderr
@@ -61,9 +63,9 @@ def test_tiny_volume_training_is_stored_with_iteration_metrics(volumes, tmp_path
     assert m["iters_per_min"] == pytest.approx(60 / m["iteration_mean_s"])
     assert m["days_to_extrapolate"] == pytest.approx(5000 * m["iteration_mean_s"] / 86400)
     assert 0 <= m["data_share"] <= 1 and m["flops_per_step"] > 0 and m["achieved_tflops"] > 0
-    report = cli("report", "--db", db)
-    assert report.returncode == 0, report.stderr
-    assert f"## {model} training" in report.stdout and "(patch 4x24x24)" in report.stdout
+    report = render_markdown([result])
+    assert f"## {model} training" in report and "(patch 4x24x24)" in report
+    assert f"|{fmt(1001 * m['iteration_mean_s'])}|{fmt(m['iters_per_min'])}|" in report
 
 
 def test_iteration_metrics_reproduce_the_seed():
