@@ -96,7 +96,8 @@ def run_fwdbwd(
 ImageBatchOpt = typer.Option("16", "--batch", help="Batch size per process: N, a list 1,2,4 (one result each), "
                              "'sweep' (powers of two until memory runs out) or 'auto' (largest batch that fits).")
 DataOpt = typer.Option("synthetic", "--data", help="synthetic (random tensors on the device), dummy (random images "
-                       "through the real CPU transforms) or folder:PATH (class folders of JPEGs).")
+                       "through the real CPU transforms), folder:PATH (class folders of JPEGs) or, for train with "
+                       "3D models, a volume PATH[:KEY] (.h5/.hdf5, .zarr, .n5 with labels; `dlbench data volume`).")
 WorkersOpt = typer.Option(None, "--workers", help="DataLoader worker processes (default: min(8, CPU cores)).")
 DecodeOpt = typer.Option("cpu", "--decode", help="Where JPEGs are decoded: cpu (in the workers) or gpu (nvjpeg, "
                          "crop and resize on the GPU).")
@@ -176,17 +177,21 @@ def _preflight(spec) -> None:
     from dlbench.workloads.runtime import resolve_device
 
     check_devices(spec)
-    if "data" in spec.options and _takes_image_data(spec.workload):
-        for warning in data.check(spec, resolve_device(spec.device)):
+    if "data" in spec.options and spec.workload in ("train", "infer", "smooth"):  # converge checks its own data
+        for warning in data.check(spec, resolve_device(spec.device), _volume_shape(spec)):
             err.print(f"warning: {warning}", style="yellow", highlight=False)
 
 
-def _takes_image_data(workload: str) -> bool:
-    """Image workloads share the image data options; others (converge, volume) read `data` their own way."""
+def _volume_shape(spec):
+    """The model input a volume dataset must hold (train only), so a patch that does not fit fails here."""
     from dlbench import data
-    from dlbench.spec import workload_options
 
-    return set(data.OPTIONS) <= set(workload_options(workload))
+    if spec.workload != "train" or data.parse_source(spec.options["data"])[0] != "volume":
+        return None
+    from dlbench.models import registry
+    from dlbench.workloads.train import input_shape
+
+    return input_shape(spec, registry.resolve(spec.model))
 
 
 def _run_specs_once(spec, store, tag, extra_metrics=None):
@@ -204,17 +209,33 @@ def _finish(result, exit_on_error: bool = True) -> str:
 
 @run_app.command("train")
 def run_train(
-    model: str = ModelOpt, batch: str = ImageBatchOpt, input_shape: Optional[str] = ShapeOpt,
-    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt,
+    model: str = ModelOpt,
+    batch: Optional[str] = typer.Option(None, "--batch", help="Batch size per process (default 1 for 3D models: one "
+                                        "patch per GPU like seed 000/001, else 16): N, a list 1,2,4 (one result "
+                                        "each), 'sweep' (powers of two until memory runs out) or 'auto'."),
+    input_shape: Optional[str] = ShapeOpt,
+    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt,
+    device: str = DeviceOpt,
     warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
     min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
     data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt, prefetch: int = PrefetchOpt,
     max_corrupt: float = MaxCorruptOpt, epochs: int = EpochsOpt,
-    optimizer: str = typer.Option("sgd", "--optimizer", help="sgd (momentum 0.9) or adamw."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default 0.01 SGD, 0.001 AdamW)."),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="sgd (momentum 0.9), adam or adamw (default: "
+                                            "adam for 3D models, sgd for the rest)."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default 0.01 SGD, 0.001 Adam/AdamW)."),
+    patch: Optional[str] = typer.Option(None, "--patch", help="Volume training patch ZxYxX, e.g. 40x432x432 "
+                                        "(default: the model's input shape)."),
+    augment: str = typer.Option("auto", "--augment", help="Where volume patches are elastically deformed and "
+                                "flipped: auto (gpu on a GPU, else cpu), cpu (in the workers), gpu (grid_sample on "
+                                "the device; the workers only read) or none."),
+    extrapolate_iters: int = typer.Option(100_000, "--extrapolate-iters", help="3D models: report the days to "
+                                          "this many training iterations."),
     max_batch: int = MaxBatchOpt, db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
 ) -> None:
-    """Training steps (forward, loss, backward, optimizer) with per-phase times and img/s (seeds 002, 003)."""
+    """Training steps (forward, loss, backward, optimizer) with per-phase times and img/s (seeds 002, 003); with a
+    3D U-Net on a volume, seconds per iteration, iterations per minute and days to 100k iterations (seeds 000/001)."""
+    if batch is None:
+        batch = "1" if model.startswith("unet3d") else "16"
     _run_images("train", locals())
 
 

@@ -21,8 +21,17 @@ def system_name(r: Result) -> str:
 
 
 def _mean_step(r: Result) -> float | None:
+    """Mean seconds per iteration: the workload's figure (under DDP an iteration lasts as long as
+    its slowest process), else the mean of the stored step samples."""
+    if r.metrics.get("iteration_mean_s"):
+        return float(r.metrics["iteration_mean_s"])
     steps = r.samples.get("step")
     return float(np.mean(steps)) if steps else None
+
+
+def _patch(r: Result) -> str:
+    shape = r.metrics.get("patch") or (r.metrics.get("input_shape") or [])[2:] or r.spec.get("input_shape") or []
+    return "x".join(map(str, shape))
 
 
 def row(r: Result) -> list[object]:
@@ -47,7 +56,7 @@ def tables(results: list[Result]) -> list[Table]:
     out = []
     for model, runs in by_model.items():
         runs.sort(key=lambda r: (r.system_label, r.spec.get("gpus", 1)))
-        shape = "x".join(map(str, runs[0].spec.get("input_shape") or [])) or "the model's default"
+        shape = ", ".join(dict.fromkeys(_patch(r) for r in runs if _patch(r))) or "the model's default"
         out.append(Table(f"{model} training", HEADER, "lrrrrr", [row(r) for r in runs],
                          notes=[f"Training [s]: {ITERATIONS} iterations at the measured mean step time "
                                 f"(patch {shape}); 100k Iters [d]: days to {TARGET:,} iterations."]))

@@ -53,6 +53,7 @@ def run(spec, device: torch.device, progress: Progress):
     metrics.update(data_metrics(loader, warnings))
     metrics.update({"input_shape": [spec.batch, *shape], "batch_per_process": spec.batch,
                     "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s, **optimized})
+    metrics.update(measured.common_metrics(spec.batch, "img"))  # rank 0's GPU under DDP
     return metrics, samples
 
 

@@ -66,6 +66,7 @@ def run(spec, device: torch.device, progress: Progress):
     metrics.update({"input_shape": [1, *shape], "noise_copies": spec.batch, "sigma": sigma,
                     "noisy_per_s": metrics["throughput"] * spec.batch,
                     "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s, **optimized})
+    metrics.update(measured.common_metrics(1, "img"))  # rank 0's GPU under DDP
     return metrics, samples
 
 

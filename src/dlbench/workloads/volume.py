@@ -363,6 +363,7 @@ def _input(opts: dict, seed: int, ranks: Ranks, progress: Progress) -> Iterator[
 
 
 def check_options(opts: dict) -> None:
+    opts = {**OPTIONS, **opts}  # a spec holds only the options it sets
     if opts["dtype"] not in DTYPES:
         raise UserError(f"unknown output dtype {opts['dtype']!r}; choose {' or '.join(DTYPES)}")
     for name in ("readers", "writers", "queue"):
