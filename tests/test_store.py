@@ -1,5 +1,6 @@
 import json
 import multiprocessing as mp
+import os
 import signal
 import sqlite3
 import time
@@ -82,13 +83,40 @@ def test_sigkill_mid_benchmark_keeps_earlier_results(tmp_path, db):
             break
         time.sleep(0.5)
     time.sleep(1.0)  # well inside the long third benchmark
+    workers = _children(proc.pid)
+    assert workers, "the suite runs each benchmark in a child process"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    deadline = time.time() + 30
+    while any(_alive(pid) for pid in workers) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in workers), "a benchmark process outlived its killed parent"
     assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     with Store(db) as store:
         results = store.results()
     assert [r.spec["seed"] for r in results] == [1, 2]
     assert all(r.status == "ok" and r.samples["step"] for r in results)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _count(path) -> int:

@@ -49,7 +49,25 @@ def _progress():
     return ProgressFile(Path(path))
 
 
+def _die_with_parent() -> None:
+    """Stop when the process that started this one dies. A parent killed with SIGKILL cannot
+    stop its worker, which would otherwise run its benchmark on, unseen, holding the GPU."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
 def main(argv: list[str]) -> int:
+    _die_with_parent()
     from dlbench import plugins
     from dlbench.errors import UserError
     from dlbench.spec import BenchmarkSpec
