@@ -17,6 +17,8 @@ import torch
 from dlbench.data.images import to_device
 from dlbench.measure.stats import summarize
 from dlbench.measure.timer import NullTimer
+from dlbench.workloads import optimize
+from dlbench.workloads.runtime import random_input
 
 THROUGHPUT_METHOD = "images over total measured time"
 
@@ -112,3 +114,14 @@ def data_metrics(loader, warnings: list[str]) -> dict[str, Any]:
     if warnings:
         out["warnings"] = warnings
     return out
+
+
+def inference_model(spec, entry, shape, device: torch.device):
+    """The model in eval mode, in the spec's memory format and optimisation level (checked
+    against eager on a random batch): what infer and smooth run."""
+    torch.manual_seed(spec.seed)
+    model = entry.build().to(device).eval()
+    if spec.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        return optimize.prepare(spec, model, random_input(spec.batch, shape, device, spec.channels_last, spec.seed))

@@ -14,10 +14,9 @@ from dlbench import data
 from dlbench.errors import UserError
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
-from dlbench.workloads import distributed, optimize
+from dlbench.workloads import distributed
 from dlbench.workloads.fwdbwd import primary_output
-from dlbench.workloads.pipeline import Feeder, data_metrics, latency, metrics_from_ranks, rank_payload
-from dlbench.workloads.runtime import random_input
+from dlbench.workloads.pipeline import inference_model, Feeder, data_metrics, latency, metrics_from_ranks, rank_payload
 from dlbench.workloads.train import measured_steps
 
 OPTIONS = {**data.OPTIONS, "sigma": 0.25, "epochs": 0}
@@ -33,12 +32,7 @@ def run(spec, device: torch.device, progress: Progress):
     shape = spec.input_shape or entry.input_shape
     with distributed.process_group(device) as group:
         device = group.device
-        torch.manual_seed(spec.seed)
-        model = entry.build().to(device).eval()
-        if spec.channels_last:
-            model = model.to(memory_format=torch.channels_last)
-        with torch.inference_mode():
-            model, optimized = optimize.prepare(spec, model, random_input(spec.batch, shape, device, spec.channels_last, spec.seed))
+        model, optimized = inference_model(spec, entry, shape, device)
         loader = data.make_loader(spec, device, train=False, batch=1, shape=shape, rank=group.rank, world=group.world)
         feeder = Feeder(loader, device, spec.channels_last)
         generator = torch.Generator(device=device).manual_seed(spec.seed + group.rank)
