@@ -111,3 +111,13 @@ def test_import_of_a_file_that_is_not_an_export(tmp_path, db, stored):
 
 def test_unknown_export_format(db, stored):
     assert_user_error(cli("export", "--format", "xml", "--db", db), "unknown export format")
+
+
+def test_suite_report_lines_are_never_wrapped(tmp_path, db):
+    suite = tmp_path / "one.yaml"
+    suite.write_text("defaults: {workload: infer, model: resnet18, batch: 2, input_shape: 3x32x32, device: cpu,"
+                     " warmup: 1, warmup_seconds: 0, steps: 2, min_seconds: 0, data: synthetic}\nspecs: [{}]\n")
+    proc = cli("suite", suite, "--db", db, env={"COLUMNS": "60"})
+    assert proc.returncode == 0, proc.stderr
+    header = [line for line in proc.stdout.splitlines() if line.startswith("|Cluster|")]
+    assert header and header[0].endswith("|Backward Time|")  # the seed-002 header on one line

@@ -576,7 +576,7 @@ def _finish_suite(store, plan) -> None:
     from dlbench.suites import spec_key
 
     mine = [r for r in store.results(suite=plan.suite.name) if r.run == plan.run]
-    out.print(render_markdown([r for r in mine if r.status == "ok"]), highlight=False, markup=False)
+    out.print(render_markdown([r for r in mine if r.status == "ok"]), highlight=False, markup=False, soft_wrap=True)
     latest = {spec_key(r.spec): r.status for r in mine}  # oldest first: the newest result of each spec wins
     counts = Counter(latest.values())
     err.print("results of run " + plan.run + ": " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
