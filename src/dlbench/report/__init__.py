@@ -15,7 +15,16 @@ from dlbench.errors import UserError
 from dlbench.report.tables import Table, markdown
 from dlbench.results.record import Result
 
-SECTIONS = ["dlbench.report.gpus", "dlbench.report.cnn", "dlbench.report.images", "dlbench.report.volumes", "dlbench.report.training3d", "dlbench.report.medical", "dlbench.report.optimize", "dlbench.report.system"]
+SECTIONS = [f"dlbench.report.{name}" for name in (
+    "gpus",  # seed 004's GPU table, with measured ceilings
+    "cnn",  # seed 004: forward/backward per model
+    "images",  # seeds 002, 003: train/infer/smooth
+    "volumes",  # seeds 000, 001: prediction
+    "training3d",  # seeds 000, 001: training
+    "medical",  # seed 003: accuracy and time to train
+    "optimize",  # eager against optimised levels
+    "system",  # measured ceilings per machine
+)]
 FORMATS = ("md", "csv", "json", "html")
 EMPTY = "No results in the store yet: run `dlbench` (the quick suite) or `dlbench suite cnn-benchmarks`."
 
