@@ -14,7 +14,8 @@ from dlbench import data
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
 from dlbench.workloads import distributed
-from dlbench.workloads.pipeline import inference_model, Feeder, data_metrics, latency, metrics_from_ranks, rank_payload
+from dlbench.workloads.pipeline import (Feeder, data_metrics, inference_model, latency, measure_inference,
+                                       metrics_from_ranks)
 from dlbench.workloads.train import measured_steps
 
 OPTIONS = {**data.OPTIONS, "epochs": 0}
@@ -36,12 +37,7 @@ def run(spec, device: torch.device, progress: Progress):
             model(x)
             timer.mark("forward")
 
-        try:
-            with torch.inference_mode():
-                measured = distributed.measure(step, spec, group, progress, measured_steps(spec, loader))
-        finally:
-            feeder.close()
-        ranks = distributed.gather(rank_payload(measured.samples, spec.batch, feeder.host_waits), group)
+        measured, ranks = measure_inference(step, spec, group, progress, measured_steps(spec, loader), feeder, spec.batch)
     metrics, samples = metrics_from_ranks(ranks, PHASES)
     metrics.update(latency(samples["step"]))
     metrics.update(data_metrics(loader, warnings))

@@ -125,3 +125,16 @@ def inference_model(spec, entry, shape, device: torch.device):
         model = model.to(memory_format=torch.channels_last)
     with torch.inference_mode():
         return optimize.prepare(spec, model, random_input(spec.batch, shape, device, spec.channels_last, spec.seed))
+
+
+def measure_inference(step, spec, group, progress, steps: int | None, feeder: "Feeder", items_per_step: int):
+    """Measure `step` under inference_mode on every rank, close the feeder whatever happens,
+    and gather the ranks' figures: (measured, ranks) for infer and smooth."""
+    from dlbench.workloads import distributed
+
+    try:
+        with torch.inference_mode():
+            measured = distributed.measure(step, spec, group, progress, steps)
+    finally:
+        feeder.close()
+    return measured, distributed.gather(rank_payload(measured.samples, items_per_step, feeder.host_waits), group)

@@ -16,7 +16,8 @@ from dlbench.measure.loop import Progress
 from dlbench.models import registry
 from dlbench.workloads import distributed
 from dlbench.workloads.fwdbwd import primary_output
-from dlbench.workloads.pipeline import inference_model, Feeder, data_metrics, latency, metrics_from_ranks, rank_payload
+from dlbench.workloads.pipeline import (Feeder, data_metrics, inference_model, latency, measure_inference,
+                                       metrics_from_ranks)
 from dlbench.workloads.train import measured_steps
 
 OPTIONS = {**data.OPTIONS, "sigma": 0.25, "epochs": 0}
@@ -48,12 +49,7 @@ def run(spec, device: torch.device, progress: Progress):
             torch.bincount(logits.argmax(1), minlength=logits.shape[1])  # the smoothed prediction's votes
             timer.mark("forward")
 
-        try:
-            with torch.inference_mode():
-                measured = distributed.measure(step, spec, group, progress, measured_steps(spec, loader))
-        finally:
-            feeder.close()
-        ranks = distributed.gather(rank_payload(measured.samples, 1, feeder.host_waits), group)
+        measured, ranks = measure_inference(step, spec, group, progress, measured_steps(spec, loader), feeder, 1)
     metrics, samples = metrics_from_ranks(ranks, PHASES)
     metrics.update(latency(samples["step"]))
     metrics.update(data_metrics(loader, warnings))
