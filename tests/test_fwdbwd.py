@@ -68,6 +68,18 @@ def test_precision_switches_are_scoped():
     assert torch.backends.cuda.matmul.allow_tf32 == before
 
 
+def test_half_precision_forward_sees_updated_weights():
+    """A run's autocast context spans many optimizer steps: a cached bf16 weight would freeze the model."""
+    layer = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    with precision("bf16", torch.device("cpu")):
+        before = layer(x)
+        with torch.no_grad():
+            layer.weight.add_(1.0)
+        after = layer(x)
+    assert not torch.allclose(before.float(), after.float())
+
+
 def test_bf16_channels_last_runs():
     result = execute(BenchmarkSpec(**{**TINY, "precision": "bf16", "channels_last": True}), fingerprint())
     assert result.status == "ok", result.error

@@ -34,12 +34,16 @@ def resolve_device(name: str) -> torch.device:
 
 @contextlib.contextmanager
 def precision(mode: str, device: torch.device) -> Iterator[None]:
-    """TF32 on only for 'tf32'; autocast for the half types. Restores the global switches."""
+    """TF32 on only for 'tf32'; autocast for the half types. Restores the global switches.
+
+    Autocast's weight cache is off: the context spans a whole run, and a cached half-precision
+    copy of a weight would outlive the optimizer steps that change the weight (the model would
+    train on its initial weights). A plain loop re-enters autocast every step; this costs the same."""
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = mode == "tf32"
     try:
         if mode in _AUTOCAST:
-            with torch.autocast(device.type, dtype=_AUTOCAST[mode]):
+            with torch.autocast(device.type, dtype=_AUTOCAST[mode], cache_enabled=False):
                 yield
         else:
             yield
