@@ -6,13 +6,14 @@ run, profiles included, stays under 8 minutes. Run parts separately (--parts) to
   train   ResNet-50 training, bf16, batch 256, channels-last, synthetic data: a plain eager loop,
           a plain torch.compile loop, then `dlbench run train` at every level.
           Targets: best level >= 7,000 img/s and >= 1.05x the plain torch.compile loop.
-  fwdbwd  ResNet-50 forward+backward at batch 16, bf16 (seed 004's setting): dlbench eager,
-          graphs and max. Target: best level <= 5 ms per step.
+  fwdbwd  ResNet-50 forward+backward at batch 16, bf16 (seed 004's setting): dlbench at every
+          level. Target: best level <= 5 ms per step.
   unet3d  3D U-Net forward of one 64x512x512 tile (volume's default 32x384x384 block plus its
           16x64x64 halo), bf16, channels-last-3d: a plain eager loop, then dlbench's levels eager,
           compile and max applied to the same model. Target: best >= 1.3x eager.
 
-Every dlbench level is checked against eager before it is timed (a mismatch prints as an error).
+Every dlbench level runs in its own process (as `dlbench run` runs it) and is checked against
+eager before it is timed (a mismatch prints as an error, with the check's figures).
 For each missed target the best level's step runs under torch.profiler: the top kernels and the
 share of the profiled window the GPU had no kernel running go to the table's notes and to
 --out (one JSON summary and one Chrome trace per target).
@@ -36,6 +37,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from dlbench.launch import isolated  # noqa: E402
 from dlbench.models import registry  # noqa: E402
 from dlbench.spec import BenchmarkSpec  # noqa: E402
 from dlbench.workloads import execute, optimize  # noqa: E402
@@ -101,12 +103,18 @@ def plain_train_step(compiled: bool, batch: int) -> Callable[[], None]:
 
 
 def dlbench_result(workload: str, level: str, **kw):
+    """One dlbench run in its own process, as `dlbench run` does it: a failed capture or a crash
+    in one level cannot spoil the next."""
     spec = BenchmarkSpec(workload=workload, model="resnet50", precision="bf16", device="cuda", optimize=level,
                          warmup=10, warmup_seconds=2.0, steps=30, min_seconds=3.0, **kw)
-    result = execute(spec, {})
+    result = isolated.run(spec, {}, isolated.Job(), timeout=max(60.0, 600.0 - elapsed()))
     if result.status != "ok":
-        return None, f"{result.status}: {(result.error or '')[:160]}"
-    extra = f"compile {result.metrics['compile_s']:.0f} s" if result.metrics.get("compile_s") else ""
+        where = (result.traces.get("traceback") or "").strip().splitlines()[-3:]
+        return None, f"{result.status}: {(result.error or '')[:300]} | {' / '.join(where)[:300]}"
+    m = result.metrics
+    extra = f"compile {m['compile_s']:.0f} s" if m.get("compile_s") else ""
+    if m.get("check_error"):
+        extra += "; check " + ", ".join(f"{k} {v:.2g} (noise {m['check_noise'][k]:.2g})" for k, v in m["check_error"].items())
     return result, extra
 
 
@@ -251,7 +259,7 @@ def part_train(args) -> None:
 
 def part_fwdbwd(args) -> None:
     best: tuple[float, str] = (float("inf"), "")
-    for level in [lvl for lvl in ("eager", "graphs", "max") if lvl in args.levels]:
+    for level in [lvl for lvl in ("eager", "compile", "graphs", "max") if lvl in args.levels]:
         if not within_budget(args, "fwdbwd", f"dlbench {level}"):
             continue
         result, extra = dlbench_result("fwdbwd", level, batch=16)

@@ -49,3 +49,15 @@ def test_settings_in_the_name():
         registry.resolve("unet3d:f=zero")
     with pytest.raises(UserError, match="bad 3D U-Net setting"):
         registry.resolve("unet3d:x=2")
+
+
+@pytest.mark.parametrize("workload", ["infer", "fwdbwd"])
+def test_channels_last_means_channels_last_3d_for_volumes(workload):
+    from dlbench.spec import BenchmarkSpec
+    from dlbench.workloads import execute
+
+    spec = BenchmarkSpec(workload=workload, model="unet3d:d=2,f=4", input_shape=(1, 8, 16, 16), batch=1,
+                         channels_last=True, device="cpu", warmup=1, warmup_seconds=0.0, steps=2, min_seconds=0.0)
+    result = execute(spec, {})
+    assert result.status == "ok", result.error
+    assert result.metrics["input_shape"] == [1, 1, 8, 16, 16]

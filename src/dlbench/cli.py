@@ -57,7 +57,7 @@ ShapeOpt = typer.Option(None, "--input-shape", help="Input shape without the bat
 PrecisionOpt = typer.Option("fp32", "--precision", help="fp32, tf32 (TF32 matmuls/convolutions), fp16 or bf16 (autocast).")
 ChannelsLastOpt = typer.Option(False, "--channels-last", help="Use the channels-last memory format.")
 OptimizeOpt = typer.Option("eager", "--optimize", help="eager (as built), compile (torch.compile), graphs (CUDA graphs "
-                           "of the step, static inputs; GPU only) or max (max-autotune compile + CUDA graphs + "
+                           "of the step, static inputs; GPU only) or max (compile with autotuned matmuls + CUDA graphs + "
                            "channels-last + fused optimizer; GPU only). Checked against eager before timing; "
                            "compile time is reported as compile_s, outside the measurement.")
 DeviceOpt = typer.Option("auto", "--device", help="auto (GPU if present), cpu, cuda or cuda:N.")

@@ -43,7 +43,7 @@ def execute(spec: "BenchmarkSpec", system: dict, *, progress: Progress = _no_pro
     result = Result(spec=spec.to_dict(), system=system, suite=suite, tag=tag)
     result.metrics["device"] = str(device)
     try:
-        with precision(spec.precision, device):
+        with precision(spec.precision, device), optimize.switches(spec.optimize):
             metrics, samples = module.run(optimize.effective_spec(spec), device, progress)
         result.traces.update(metrics.pop("traces", {}))
         result.metrics.update(metrics)

@@ -13,7 +13,7 @@ from dlbench.measure.loop import Progress, run_steps
 from dlbench.measure.stats import summarize
 from dlbench.models import registry
 from dlbench.workloads import optimize
-from dlbench.workloads.runtime import random_input
+from dlbench.workloads.runtime import memory_format, random_input
 
 OPTIONS: dict = {}  # fwdbwd has no settings beyond the general spec
 
@@ -32,8 +32,7 @@ def run(spec, device: torch.device, progress: Progress):
     shape = spec.input_shape or entry.input_shape
     torch.manual_seed(spec.seed)
     model = entry.build().to(device).train()
-    if spec.channels_last:
-        model = model.to(memory_format=torch.channels_last)
+    model = model.to(memory_format=memory_format(spec.channels_last, len(shape) + 1))
     x = random_input(spec.batch, shape, device, spec.channels_last, spec.seed)
     grad = torch.randn_like(primary_output(model(x)))
     model, optimized = optimize.prepare(spec, model, x, loss=lambda out: (primary_output(out).float() * grad).sum())

@@ -6,23 +6,30 @@ Levels (`spec.optimize`):
   compile  torch.compile of the model (forward and, in training, the backward through AOTAutograd);
   graphs   CUDA graphs of the model's forward (and backward in training: make_graphed_callables),
            static inputs, warmed up on a side stream before capture;
-  max      channels-last, torch.compile(mode="max-autotune") (autotuned kernels, replayed as CUDA
-           graphs) and a fused optimizer (`optimizer_kwargs`).
+  max      channels-last, cuDNN timing its algorithms for each convolution (cudnn.benchmark),
+           torch.compile with autotuned matrix multiplications, replayed as CUDA graphs
+           (MAX_OPTIONS), and a fused optimizer (`optimizer_kwargs`).
 
 `prepare` applies the level and, before anything is timed, runs the optimised model and an
-eager copy of it on the same input: outputs, loss and parameter gradients must agree within a
-tolerance set by the precision, or the run fails with the measured error. The time from the
+eager copy of it on the same input: outputs, loss and parameter gradients must agree, or the
+run fails with the measured error. How close is close enough depends on the precision and on
+the network: deep networks with batch norm in training mode amplify rounding differences
+(ResNet-50's bf16 gradients move by more than 100% when the input moves by one bf16 rounding
+step). So the allowed error is the larger of a fixed tolerance per precision and
+NOISE_FACTOR times eager's own sensitivity: the change of eager's results when the input is
+nudged by the precision's rounding error. Both are stored with the result. The time from the
 eager model to the first optimised call done (compilation, capture) is `compile_s`; it falls
 before warm-up, and warm-up runs at least `MIN_WARMUP` more steps, so none of it is measured.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import os
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
@@ -34,6 +41,13 @@ NEEDS_CUDA = ("graphs", "max")
 # Relative norm error ||optimised - eager|| / ||eager|| allowed per precision: reduction order and
 # kernel choice change the rounding, by about the precision's epsilon times the depth of the network.
 TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 5e-2, "bf16": 5e-2}
+ROUNDING = {"fp32": 2.0**-24, "tf32": 2.0**-11, "fp16": 2.0**-11, "bf16": 2.0**-8}  # unit roundoff
+# Kernels that round differently from eager land within a few times eager's sensitivity to one
+# rounding step of the input (measured: compiled ResNet-50 at 0.9-2.9x), a wrong step far outside it.
+NOISE_FACTOR = 4.0
+# mode="max-autotune" without two of its parts: convolutions stay on cuDNN and pointwise kernels
+# are not coordinate-descent tuned; autotuning those for ResNet-50 outran a 10-minute limit.
+MAX_OPTIONS = {"max_autotune": True, "triton.cudagraphs": True, "max_autotune_conv_backends": "ATEN"}
 MIN_WARMUP = 3  # steps after compilation/capture before measuring (recompiles, cudagraph recording)
 CHECK_CALLS = 3  # optimised calls in the check; the last is compared (graph-replay paths start late)
 # Tests on 2 CPU cores cannot afford inductor for every model: this internal setting swaps in
@@ -52,6 +66,17 @@ def check_level(level: str, device: torch.device) -> None:
         raise UserError(f"unknown optimisation level {level!r}; choose one of {', '.join(LEVELS)}")
     if level in NEEDS_CUDA and device.type != "cuda":
         raise UserError(f"--optimize {level} needs a CUDA GPU (CUDA graphs); on {device.type} use eager or compile")
+
+
+@contextlib.contextmanager
+def switches(level: str) -> Iterator[None]:
+    """Global switches a level turns on for the run: cudnn.benchmark at `max`. Restored after."""
+    saved = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = saved or level == "max"
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = saved
 
 
 def effective_spec(spec):
@@ -154,8 +179,6 @@ def _autocast_enabled(device_type: str) -> bool:
 
 def _autocast_without_cache(device: torch.device):
     """Graph capture under autocast needs its weight cache off (cached casts would outlive the capture)."""
-    import contextlib
-
     if not _autocast_enabled(device.type):
         return contextlib.nullcontext()
     getter = getattr(torch, "get_autocast_dtype", None)
@@ -175,7 +198,7 @@ def apply_level(level: str, model: nn.Module, example: torch.Tensor, training: b
     if level == "max":
         if os.environ.get(BACKEND_ENV):
             return _StepMarked(_compile(model))
-        return _StepMarked(_compile(model, mode="max-autotune"))
+        return _StepMarked(_compile(model, options=MAX_OPTIONS))
     if level == "graphs":
         with _autocast_without_cache(example.device):
             if training:
@@ -226,14 +249,26 @@ def compare(reference: dict[str, torch.Tensor], optimised: dict[str, torch.Tenso
     return {name: relative_error(optimised[name], reference[name]) for name in reference}
 
 
-def verdict(errors: dict[str, float], precision: str, level: str) -> None:
-    """Raise MismatchError with the measured errors if any is above the tolerance (or not finite)."""
-    tolerance = TOLERANCE[precision]
-    bad = {k: v for k, v in errors.items() if not (v <= tolerance)}
+def allowed_errors(noise: dict[str, float], precision: str) -> dict[str, float]:
+    return {name: max(TOLERANCE[precision], NOISE_FACTOR * value) for name, value in noise.items()}
+
+
+def verdict(errors: dict[str, float], allowed: dict[str, float], precision: str, level: str) -> None:
+    """Raise MismatchError with the measured errors if any is above what is allowed (or not finite)."""
+    bad = {k: v for k, v in errors.items() if not (v <= allowed[k])}
     if bad:
-        text = ", ".join(f"{k} {v:.3g}" for k, v in bad.items())
-        raise MismatchError(f"--optimize {level} does not match eager at {precision}: relative error {text} "
-                            f"(tolerance {tolerance:g}); no timing was taken")
+        text = ", ".join(f"{k} {v:.3g} (allowed {allowed[k]:.3g})" for k, v in bad.items())
+        raise MismatchError(f"--optimize {level} does not match eager at {precision}: relative error {text}; "
+                            f"allowed is the larger of {TOLERANCE[precision]:g} and {NOISE_FACTOR:g}x eager's own "
+                            f"change when the input moves by one rounding step; no timing was taken")
+
+
+def nudged(x: torch.Tensor, precision: str, seed: int = 0) -> torch.Tensor:
+    """`x` with every element moved by about the precision's rounding error (integers unchanged)."""
+    if not x.is_floating_point():
+        return x
+    g = torch.Generator(device=x.device).manual_seed(seed)
+    return x * (1 + ROUNDING[precision] * torch.empty_like(x).normal_(generator=g))
 
 
 class _DropoutOff:
@@ -265,7 +300,8 @@ def prepare(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None = N
 
     `loss(output) -> scalar` makes it a training check (loss and gradients compared too); without
     it outputs are compared under no_grad. Returns the model to run and the metrics to report
-    (optimize, compile_s, check_error, check_tolerance). A mismatch raises MismatchError."""
+    (optimize, compile_s, check_error, check_noise, check_allowed, check_tolerance). A mismatch raises
+    MismatchError."""
     level = getattr(spec, "optimize", "eager")
     if level == "eager":
         return model, {"optimize": "eager"}
@@ -275,6 +311,7 @@ def prepare(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None = N
     params, reference_params = list(model.parameters()), list(reference.parameters())
     with _DropoutOff(model, reference) as dropout:
         want = _run_once(reference, reference_params, example, loss)
+        noise = compare(want, _run_once(reference, reference_params, nudged(example, spec.precision), loss))
         _synchronize(device)
         start = time.perf_counter()
         fast = apply(level, model, example, training)
@@ -284,12 +321,13 @@ def prepare(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None = N
         for _ in range(CHECK_CALLS - 1):
             got = _run_once(fast, params, example, loss)
     del reference, reference_params
-    errors = compare(want, got)
-    verdict(errors, spec.precision, level)
+    errors, allowed = compare(want, got), allowed_errors(noise, spec.precision)
+    verdict(errors, allowed, spec.precision, level)
     if dropout and level == "graphs":  # the checked graph had dropout off; capture the real one
         start = time.perf_counter()
         fast = apply(level, model, example, training)
         _synchronize(device)
         compile_s += time.perf_counter() - start
     return Optimized(model, fast), {"optimize": level, "compile_s": compile_s, "check_error": errors,
+                                    "check_noise": noise, "check_allowed": allowed,
                                     "check_tolerance": TOLERANCE[spec.precision]}

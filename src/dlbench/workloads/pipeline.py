@@ -18,7 +18,7 @@ from dlbench.data.images import to_device
 from dlbench.measure.stats import summarize
 from dlbench.measure.timer import NullTimer
 from dlbench.workloads import optimize
-from dlbench.workloads.runtime import random_input
+from dlbench.workloads.runtime import memory_format, random_input
 
 THROUGHPUT_METHOD = "images over total measured time"
 
@@ -121,8 +121,7 @@ def inference_model(spec, entry, shape, device: torch.device):
     against eager on a random batch): what infer and smooth run."""
     torch.manual_seed(spec.seed)
     model = entry.build().to(device).eval()
-    if spec.channels_last:
-        model = model.to(memory_format=torch.channels_last)
+    model = model.to(memory_format=memory_format(spec.channels_last, len(shape) + 1))
     with torch.inference_mode():
         return optimize.prepare(spec, model, random_input(spec.batch, shape, device, spec.channels_last, spec.seed))
 

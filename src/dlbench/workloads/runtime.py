@@ -68,12 +68,15 @@ def release_memory(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
+def memory_format(channels_last: bool, ndim: int) -> torch.memory_format:
+    """The memory format for tensors of `ndim` dimensions (4: images, 5: volumes) and their models."""
+    if channels_last and ndim in (4, 5):
+        return torch.channels_last if ndim == 4 else torch.channels_last_3d
+    return torch.contiguous_format
+
+
 def random_input(batch: int, shape: tuple[int, ...], device: torch.device, channels_last: bool, seed: int) -> torch.Tensor:
     """Random inputs, never zeros: zeros can run faster than real data."""
     generator = torch.Generator(device=device).manual_seed(seed)
     x = torch.randn((batch, *shape), device=device, generator=generator)
-    if channels_last and x.dim() == 4:
-        x = x.contiguous(memory_format=torch.channels_last)
-    elif channels_last and x.dim() == 5:
-        x = x.contiguous(memory_format=torch.channels_last_3d)
-    return x
+    return x.contiguous(memory_format=memory_format(channels_last, x.dim()))

@@ -19,6 +19,7 @@ from dlbench.workloads.fwdbwd import primary_output
 from dlbench.workloads.pipeline import (Feeder, data_metrics, inference_model, latency, measure_inference,
                                        metrics_from_ranks)
 from dlbench.workloads.train import measured_steps
+from dlbench.workloads.runtime import memory_format
 
 OPTIONS = {**data.OPTIONS, "sigma": 0.25, "epochs": 0}
 PHASES = ("data", "noise", "forward")
@@ -37,7 +38,7 @@ def run(spec, device: torch.device, progress: Progress):
         loader = data.make_loader(spec, device, train=False, batch=1, shape=shape, rank=group.rank, world=group.world)
         feeder = Feeder(loader, device, spec.channels_last)
         generator = torch.Generator(device=device).manual_seed(spec.seed + group.rank)
-        memory = torch.channels_last if spec.channels_last else torch.contiguous_format
+        memory = memory_format(spec.channels_last, len(shape) + 1)
 
         def step(timer) -> None:
             x, _ = feeder.next(timer, h2d_phase=False)

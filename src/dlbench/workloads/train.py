@@ -31,7 +31,7 @@ from dlbench.spec import parse_shape
 from dlbench.workloads import distributed, losses, optimize
 from dlbench.workloads.fwdbwd import primary_output
 from dlbench.workloads.pipeline import Feeder, data_metrics, metrics_from_ranks, rank_payload
-from dlbench.workloads.runtime import random_input
+from dlbench.workloads.runtime import memory_format, random_input
 
 OPTIONS = {
     **data.OPTIONS,
@@ -142,13 +142,11 @@ def run(spec, device: torch.device, progress: Progress):
     shape = input_shape(spec, entry)
     target = spec.options.get("extrapolate_iters", OPTIONS["extrapolate_iters"])
     warnings = data.check(spec, device, shape)
-    memory = torch.channels_last_3d if len(shape) == 4 else torch.channels_last
+    memory = memory_format(spec.channels_last, len(shape) + 1)
     with distributed.process_group(device) as group:
         device = group.device
         torch.manual_seed(spec.seed)
-        model = entry.build().to(device).train()
-        if spec.channels_last:
-            model = model.to(memory_format=memory)
+        model = entry.build().to(device).train().to(memory_format=memory)
         loss_fn = LOSSES[entry.task]
         model, optimized = optimize.prepare(
             spec, model, random_input(spec.batch, shape, device, spec.channels_last, spec.seed),
