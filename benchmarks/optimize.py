@@ -9,8 +9,8 @@ run, profiles included, stays under 8 minutes. Run parts separately (--parts) to
   fwdbwd  ResNet-50 forward+backward at batch 16, bf16 (seed 004's setting): dlbench at every
           level. Target: best level <= 5 ms per step.
   unet3d  3D U-Net forward of one 64x512x512 tile (volume's default 32x384x384 block plus its
-          16x64x64 halo), bf16, channels-last-3d: a plain eager loop, then dlbench's levels eager,
-          compile and max applied to the same model. Target: best >= 1.3x eager.
+          16x64x64 halo), bf16, channels-last-3d: a plain eager loop with and without
+          cudnn.benchmark, then `dlbench run infer` at every level. Target: best >= 1.3x eager.
 
 Every dlbench level runs in its own process (as `dlbench run` runs it) and is checked against
 eager before it is timed (a mismatch prints as an error, with the check's figures).
@@ -105,7 +105,8 @@ def plain_train_step(compiled: bool, batch: int) -> Callable[[], None]:
 def dlbench_result(workload: str, level: str, **kw):
     """One dlbench run in its own process, as `dlbench run` does it: a failed capture or a crash
     in one level cannot spoil the next."""
-    spec = BenchmarkSpec(workload=workload, model="resnet50", precision="bf16", device="cuda", optimize=level,
+    kw = {"model": "resnet50", **kw}
+    spec = BenchmarkSpec(workload=workload, precision="bf16", device="cuda", optimize=level,
                          warmup=10, warmup_seconds=2.0, steps=30, min_seconds=3.0, **kw)
     result = isolated.run(spec, {}, isolated.Job(), timeout=max(60.0, 600.0 - elapsed()))
     if result.status != "ok":
@@ -160,23 +161,26 @@ def dlbench_fwdbwd_step(level: str) -> Callable[[], None]:
     return step
 
 
-def unet3d_step(level: str | None) -> tuple[Callable[[], None], float]:
-    """Tile forward; level None is the plain loop. Returns the step and compile seconds."""
+UNET3D = dict(model="unet3d", input_shape=(1, 64, 512, 512), batch=1, channels_last=True)
+
+
+def unet3d_step(level: str | None, benchmark: bool = False) -> Callable[[], None]:
+    """Tile forward, bf16, channels-last-3d; level None is the plain loop (with cuDNN's own
+    algorithm timing if `benchmark`), a level is dlbench's model at that level (for profiles)."""
+    torch.backends.cudnn.benchmark = benchmark or level == "max"
     torch.manual_seed(0)
     model = registry.build("unet3d").cuda().eval().to(memory_format=torch.channels_last_3d)
     x = torch.rand(1, 1, 64, 512, 512, device="cuda").contiguous(memory_format=torch.channels_last_3d)
-    compile_s = 0.0
     if level is not None:
         spec = types.SimpleNamespace(optimize=level, precision="bf16")
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
-            model, metrics = optimize.prepare(spec, model, x)
-        compile_s = metrics.get("compile_s", 0.0)
+            model, _ = optimize.prepare(spec, model, x)
 
     def step() -> None:
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
             model(x)
 
-    return step, compile_s
+    return step
 
 
 # ---------------------------------------------------------------- profiles of missed targets
@@ -278,27 +282,32 @@ def part_fwdbwd(args) -> None:
 def part_unet3d(args) -> None:
     voxels = 64 * 512 * 512
     rates: dict[str, float] = {}
-    for level in [None, *[lvl for lvl in ("eager", "compile", "max") if lvl in args.levels]]:
-        name = "plain eager loop" if level is None else f"dlbench {level}"
+    for benchmark in (False, True):
+        name = "plain eager loop" + (", cudnn.benchmark" if benchmark else "")
+        if within_budget(args, "unet3d", name):
+            t = statistics.median(seconds_per_step(unet3d_step(None, benchmark), warmup=5, steps=20))
+            rates[name] = voxels / t / 1e6
+            add("unet3d", name, t * 1e3, "ms/tile", f"{rates[name]:,.0f} Mvox/s")
+            torch.cuda.empty_cache()
+    torch.backends.cudnn.benchmark = False
+    for level in [lvl for lvl in ("eager", "compile", "graphs", "max") if lvl in args.levels]:
+        name = f"dlbench {level}"
         if not within_budget(args, "unet3d", name):
             continue
-        try:
-            step, compile_s = unet3d_step(level)
-        except optimize.MismatchError as error:
-            add("unet3d", name, None, "", f"error: {error}")
+        result, extra = dlbench_result("infer", level, **UNET3D)
+        if result is None:
+            add("unet3d", f"dlbench infer {level}", None, "", extra)
             continue
-        t = statistics.median(seconds_per_step(step, warmup=5, steps=20))
+        t = result.metrics["forward_ms"] / 1e3
         rates[name] = voxels / t / 1e6
-        add("unet3d", name, t * 1e3, "ms/tile", f"{rates[name]:,.0f} Mvox/s" + (f", compile {compile_s:.0f} s" if compile_s else ""))
-        del step
-        torch.cuda.empty_cache()
+        add("unet3d", f"dlbench infer {level}", t * 1e3, "ms/tile", f"{rates[name]:,.0f} Mvox/s; {extra}")
     eager = rates.get("dlbench eager") or rates.get("plain eager loop")
     best_name, best = max(rates.items(), key=lambda kv: kv[1], default=("", 0.0))
     hit = bool(eager) and best >= 1.3 * eager
     NOTES.append(f"unet3d target (>= 1.3x eager): {'met' if hit else 'MISSED'} by {best_name or 'nothing'} "
                  f"at {best / eager if eager else 0:.2f}x eager")
     if not hit and best_name.startswith("dlbench") and elapsed() < args.budget + 60:
-        profile("unet3d-" + best_name.split()[-1], lambda: unet3d_step(best_name.split()[-1])[0], args.out)
+        profile("unet3d-" + best_name.split()[-1], lambda: unet3d_step(best_name.split()[-1]), args.out)
 
 
 PARTS = {"train": part_train, "fwdbwd": part_fwdbwd, "unet3d": part_unet3d}
