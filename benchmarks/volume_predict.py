@@ -3,10 +3,12 @@
 All three run in this process on the same generated volume and the same tiles
 (block + 2 x halo; 32x384x384 + 2 x 16x64x64 = 64x512x512 by default):
 
-  model alone   random tile already on the GPU, forward only (bf16, channels-last-3d):
-                Mvox/s of kept output, the ceiling for end to end
+  model alone   random tile already on the GPU, forward only (bf16, channels-last-3d), as
+                many forward passes as the volume has blocks (a sustained run, like end to
+                end): Mvox/s of kept output, the ceiling for end to end
   dlbench       `volume` workload: reader threads, pinned memory, side-stream copies, writer
-                threads, zarr output with completion record (bf16, channels-last-3d)
+                threads, zarr output with completion record (bf16, channels-last-3d), at
+                each optimisation level of --levels (eager by default)
   plain loop    read tile, .to(device), forward (fp16 autocast), .cpu(), write; one block
                 after the other, for --plain-seconds (the loop the issue quotes at 21 Mvox/s)
 
@@ -50,7 +52,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--model", default="unet3d", help="registry model")
     p.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu (cpu only to try the script)")
     p.add_argument("--workdir", default=None, help="local disk folder for the volume and outputs (default: a temp dir)")
-    p.add_argument("--model-iters", type=int, default=20, help="timed forward passes for the model alone")
+    p.add_argument("--model-iters", type=int, default=0, help="timed forward passes for the model alone "
+                   "(default: one per block of the volume)")
+    p.add_argument("--levels", default="eager", help="dlbench --optimize levels to run, comma-separated")
     p.add_argument("--plain-seconds", type=float, default=60.0, help="how long the plain loop runs (it extrapolates)")
     p.add_argument("--gpus-extrapolate", type=int, default=8, help="GPU count for the second hours column")
     p.add_argument("--keep", action="store_true", help="keep the generated volume and outputs")
@@ -83,9 +87,9 @@ def model_alone(name: str, blocking: Blocking, device: torch.device, iters: int)
     return kept / seconds / 1e6
 
 
-def dlbench_volume(args, volume: str, output: str) -> dict:
+def dlbench_volume(args, volume: str, output: str, level: str) -> dict:
     spec = BenchmarkSpec(workload="volume", model=args.model, batch=1, precision="bf16", channels_last=True,
-                         device=args.device, warmup=2,
+                         device=args.device, warmup=2, optimize=level,
                          options={"input": volume, "output": output, "block": args.block, "halo": args.halo,
                                   "dtype": "uint8", "readers": min(8, os.cpu_count() or 1), "writers": 4, "queue": 8})
     result = execute(spec, {})
@@ -138,10 +142,12 @@ def main() -> None:
             generate(volume, shape, "zarr", labels=False, workers=min(12, os.cpu_count() or 1))
         print(f"generated {args.shape} in {time.perf_counter() - start:.1f} s on {device}", flush=True)
 
-        alone = model_alone(args.model, blocking, device, args.model_iters)
+        alone = model_alone(args.model, blocking, device, args.model_iters or len(blocking))
         print(f"model alone: {alone:.1f} Mvox/s", flush=True)
-        metrics = dlbench_volume(args, str(volume), str(workdir / "dlbench.zarr"))
-        print(f"dlbench volume: {metrics['mvox_per_s']:.1f} Mvox/s, {metrics['total_s']:.1f} s", flush=True)
+        runs = {}
+        for level in args.levels.split(","):
+            runs[level] = dlbench_volume(args, str(volume), str(workdir / f"dlbench-{level}.zarr"), level)
+            print(f"dlbench volume {level}: {runs[level]['mvox_per_s']:.1f} Mvox/s, {runs[level]['total_s']:.1f} s", flush=True)
         plain, blocks = plain_loop(args, str(volume), str(workdir / "plain.zarr"), blocking, device)
         print(f"plain loop: {plain:.1f} Mvox/s over {blocks} blocks", flush=True)
     finally:
@@ -152,7 +158,7 @@ def main() -> None:
     n = args.gpus_extrapolate
     header = ["method", "Mvox/s", f"{args.shape} [s]", "8.1 Tvox 1 GPU [h]", f"8.1 Tvox {n} GPUs [h]"]
     rows = [row("model alone (bf16, cl3d)", alone, voxels, n),
-            row("dlbench volume (bf16, cl3d)", metrics["mvox_per_s"], voxels, n),
+            *[row(f"dlbench volume {level} (bf16, cl3d)", m["mvox_per_s"], voxels, n) for level, m in runs.items()],
             row("plain sync loop (fp16)", plain, voxels, n)]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     print()
@@ -160,9 +166,10 @@ def main() -> None:
           f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}")
     for r in [header, *rows]:
         print(" | ".join(c.rjust(w) for c, w in zip(r, widths)))
-    print(f"\ndlbench end to end / model alone: {metrics['mvox_per_s'] / alone:.2f} (target >= 0.9); "
-          f"phases [s]: " + ", ".join(f"{k} {v:.1f}" for k, v in metrics["phase_s"].items() if k != "step")
-          + f"; data-wait share {metrics['data_wait_share']:.1%}")
+    for level, metrics in runs.items():
+        print(f"\ndlbench {level} end to end / model alone: {metrics['mvox_per_s'] / alone:.2f} (target >= 0.9); "
+              f"phases [s]: " + ", ".join(f"{k} {v:.1f}" for k, v in metrics["phase_s"].items() if k != "step")
+              + f"; data-wait share {metrics['data_wait_share']:.1%}")
 
 
 if __name__ == "__main__":

@@ -15,8 +15,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import queue
-import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +25,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSamp
 from torchvision.io import ImageReadMode, decode_image, decode_jpeg
 from torchvision.transforms import v2
 
+from dlbench.data.prefetch import DevicePrefetch
 from dlbench.errors import UserError
 
 EXTENSIONS = (".jpg", ".jpeg", ".png")
@@ -273,65 +272,25 @@ class HostLoader:
 
 
 class DeviceDecoder:
-    """JPEG bytes from DataLoader workers, decoded and cropped on the device one batch ahead.
-
-    A background thread decodes on its own CUDA stream while the model runs on the main one;
-    the consumer's stream waits on an event, so the device timeline shows only the wait that
-    is left. On the CPU the same code runs without streams (that is what the tests exercise).
-    """
+    """JPEG bytes from DataLoader workers, decoded and cropped on the device ahead of the step
+    by a background thread on its own CUDA stream (`DevicePrefetch`)."""
 
     def __init__(self, host: HostLoader, config: ImageConfig, device: torch.device) -> None:
         self.host, self.config, self.device = host, config, device
         self.corrupt = host.corrupt
         self.images = host.images
-        self._queue: queue.Queue = queue.Queue(maxsize=max(1, config.prefetch))
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._generator = torch.Generator(device="cpu").manual_seed(config.seed)
+        self._prefetch = DevicePrefetch(self._batches, device, config.prefetch, "dlbench-decode")
 
     def __len__(self) -> int:
         return len(self.host)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._produce, daemon=True, name="dlbench-decode")
-            self._thread.start()
-        while True:
-            item = self._queue.get()
-            if isinstance(item, BaseException):
-                raise item
-            images, targets, ready = item
-            if ready is not None:
-                stream = torch.cuda.current_stream(self.device)
-                stream.wait_event(ready)
-                images.record_stream(stream)  # made on the decode stream, used on this one
-                targets.record_stream(stream)
-            yield images, targets
+        return iter(self._prefetch)
 
-    def _produce(self) -> None:
-        stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
-        try:
-            for encoded, targets, _, paths in self.host.batches():
-                if self._stop.is_set():
-                    return
-                with torch.cuda.stream(stream) if stream is not None else _nullcontext():
-                    images = self.decode_batch(encoded.files(), paths)
-                    targets = targets.to(self.device, non_blocking=True)
-                    ready = None
-                    if stream is not None:
-                        ready = torch.cuda.Event()
-                        ready.record(stream)
-                self._put((images, targets, ready))
-        except BaseException as error:  # noqa: BLE001 - handed to the consumer, which raises it
-            self._put(error)
-
-    def _put(self, item: Any) -> None:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+    def _batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for encoded, targets, _, paths in self.host.batches():
+            yield self.decode_batch(encoded.files(), paths), targets.to(self.device, non_blocking=True)
 
     def decode_batch(self, encoded: list[torch.Tensor], paths: list[str]) -> torch.Tensor:
         """Decode a batch on the device (skipping corrupt files), then crop, resize and flip it
@@ -363,9 +322,7 @@ class DeviceDecoder:
         return images + [images[i % len(images)] for i in range(len(bad))]
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self._prefetch.close()
         self.host.close()
 
 
@@ -414,14 +371,6 @@ def resized_crops(images: list[torch.Tensor], boxes: list[tuple[float, float, fl
     out = roi_align(batch, rois, output_size=size, spatial_scale=1.0, sampling_ratio=-1, aligned=True)
     out = torch.where(flips.to(device, non_blocking=True)[:, None, None, None], out.flip(-1), out)
     return out.round_().clamp_(0, 255).to(torch.uint8)
-
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc) -> None:
-        return None
 
 
 # ---------------------------------------------------------------- the device side

@@ -8,7 +8,6 @@ patches and a seed gives the same sequence of batches.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Iterator
 
 import numpy as np
@@ -17,6 +16,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from dlbench.data import augment as aug
+from dlbench.data.prefetch import DevicePrefetch
 from dlbench.data.targets import OFFSETS, TARGETS, make_target
 from dlbench.data.volumes import LABEL_KEY, Volume, check_fits, open_pair
 from dlbench.errors import UserError
@@ -200,42 +200,31 @@ class VolumeLoader:
 
     `augment` is 'cpu' (elastic + flips + targets in the workers), 'gpu' (workers only read; the
     batch is copied to `device` and deformed there with grid_sample) or 'none' (targets only).
-    On a GPU the copy and deformation of the next batch run on a side stream while the
-    current step computes, so they cost the step almost nothing.
+    With 'gpu' a background thread copies and deforms the next batches on a stream of its own
+    (`DevicePrefetch`) while the current step computes, so they cost the step almost nothing.
     Like the image loaders it has `images` (0: endless), `corrupt` (None) and `close()`.
     """
 
     images = 0
     corrupt = None
+    PREFETCH = 2  # batches deformed ahead of the step
 
     def __init__(self, loader: DataLoader, device: torch.device, augment: str, target: str, seed: int) -> None:
         self.loader, self.device, self.augment, self.target = loader, device, augment, target
         self.generator = torch.Generator(device=device).manual_seed(seed) if augment == "gpu" else None
         self.choices = torch.Generator().manual_seed(seed)
+        self._prefetch = DevicePrefetch(self._deformed, device, self.PREFETCH, "dlbench-augment")
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        if self.generator is None:
-            yield from self.loader
-            return
-        side = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
-        batches = iter(self.loader)
-        ready = self._prepare(next(batches), side)
-        for host in batches:
-            if side is not None:  # the step's stream waits for the side stream's batch, then owns it
-                current = torch.cuda.current_stream(self.device)
-                current.wait_stream(side)
-                for tensor in ready:
-                    tensor.record_stream(current)
-            done, ready = ready, self._prepare(host, side)
-            yield done
+        return iter(self.loader if self.generator is None else self._prefetch)
 
-    def _prepare(self, batch, side) -> tuple[torch.Tensor, torch.Tensor]:
-        with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
-            raw = batch[0].to(self.device, non_blocking=True)
-            labels = batch[1].to(self.device, non_blocking=True)
-            return device_augment(raw, labels, self.target, self.generator, self.choices)
+    def _deformed(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for raw, labels in self.loader:
+            raw, labels = raw.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
+            yield device_augment(raw, labels, self.target, self.generator, self.choices)
 
     def close(self) -> None:
+        self._prefetch.close()
         iterator = getattr(self.loader, "_iterator", None)
         if iterator is not None and hasattr(iterator, "_shutdown_workers"):
             iterator._shutdown_workers()
