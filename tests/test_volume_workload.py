@@ -118,6 +118,25 @@ def test_metrics_and_uint8_output(data, tmp_path):
     assert np.abs(u8.astype(np.float32) - expected * 255).max() <= 0.51
 
 
+def test_the_gpu_is_monitored_while_blocks_run(data, tmp_path, monkeypatch):
+    """Recorded NVML readings stand in for a GPU: power capping and energy reach the result."""
+    import json
+
+    from dlbench.measure import monitor as monitor_module
+    from dlbench.workloads import volume
+
+    readings = json.loads((Path(__file__).parent / "data" / "nvml_readings.json").read_text())[6:12]  # power-capped readings
+    feed = iter(readings * 1000)
+    monkeypatch.setattr(volume, "Monitor", lambda device: monitor_module.Monitor(
+        "cuda:0", interval=0.01, reader=lambda: next(feed), others=lambda: []))
+    result = predict(data, tmp_path / "m.zarr")
+    assert result.status == "ok", result.error
+    m = result.metrics
+    assert m["throttled"] and m["throttle_reasons"] == ["sw_power_cap"] and m["energy_j"] > 0
+    assert m["energy_j_per_mvox"] == pytest.approx(m["energy_j"] / (m["voxels"] / 1e6))
+    assert result.traces["monitor"]["available"]
+
+
 def test_write_failure_stops_cleanly_and_resume_completes(data, tmp_path, monkeypatch):
     reference = tmp_path / "reference.zarr"
     assert predict(data, reference).status == "ok"

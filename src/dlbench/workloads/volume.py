@@ -35,6 +35,7 @@ from dlbench.data.prediction_store import DTYPES, PredictionStore
 from dlbench.data.volumes import Volume, open_volume
 from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, synchronize
+from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.models import registry
 from dlbench.spec import parse_shape
 from dlbench.workloads import optimize
@@ -495,7 +496,8 @@ def _predict(spec, opts: dict, input_key: str, output: str, ranks: Ranks, device
     mine = [blocking[i] for i in range(ranks.rank, len(blocking), ranks.world) if i not in finished]
     pipeline = Pipeline(blocking, volume, store, model, device, dtype=opts["dtype"], channels_last=spec.channels_last,
                         readers=opts["readers"], writers=opts["writers"], queue=opts["queue"])
-    wall = pipeline.run(mine, progress)
+    with Monitor(device) as monitor:  # clocks, power and throttling while the blocks run
+        wall = pipeline.run(mine, progress)
     voxels = sum(int(np.prod(b.shape)) for b in mine)
     volume.close()
     per_rank = ranks.gather({"voxels": voxels, "wall": wall, "blocks": len(mine),
@@ -503,7 +505,16 @@ def _predict(spec, opts: dict, input_key: str, output: str, ranks: Ranks, device
     ranks.barrier()
     metrics = _metrics(opts, volume, blocking, per_rank, ranks.world, len(finished), warmup_s, warmup_tile_s, store)
     metrics.update(optimized)
+    metrics.update(_monitor_metrics(monitor.data, voxels))
     return metrics, pipeline.log.samples()
+
+
+def _monitor_metrics(data: MonitorData, voxels: int) -> dict:
+    """This rank's GPU during the run (clocks, power, throttling) and its energy per Mvox."""
+    summary = data.summary()
+    if summary.get("energy_j") is not None and voxels:
+        summary["energy_j_per_mvox"] = summary["energy_j"] / (voxels / 1e6)
+    return {**summary, "traces": {"monitor": data.trace()}}
 
 
 def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], world: int, skipped: int,
