@@ -18,7 +18,6 @@ import contextlib
 import os
 import re
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -59,7 +58,6 @@ OPTIONS = {
 }
 
 _SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
-GIL_SWITCH_S = 0.0002  # see _gil_handed_over_often
 
 
 def parse_voxels(text: str | float | int) -> float:
@@ -283,7 +281,7 @@ class Pipeline:
     def run(self, blocks: list[Block], progress: Progress) -> float:
         """Predict `blocks`; returns the wall time. A write failure stops the run as a UserError."""
         start = time.perf_counter()
-        with _gil_handed_over_often(), ThreadPoolExecutor(self.readers, "dlbench-read") as read_pool, \
+        with ThreadPoolExecutor(self.readers, "dlbench-read") as read_pool, \
                 ThreadPoolExecutor(self.writers, "dlbench-write") as write_pool:
             reads: deque[tuple[Block, Future]] = deque()
             writes: deque[tuple[Block, Future]] = deque()
@@ -319,20 +317,6 @@ class Pipeline:
         synchronize(self.device)
         self.log.resolve_events()
         return time.perf_counter() - start
-
-
-@contextlib.contextmanager
-def _gil_handed_over_often() -> Iterator[None]:
-    """Reader and writer threads hold the GIL in numpy and Python code. By default a thread
-    waiting for it gets it after up to 5 ms, and the thread that launches the GPU's work waits
-    several times a tile: long enough for the GPU to run out of queued work (measured: the GPU
-    idle within the run while its kernel time per tile matched the model alone's)."""
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(min(interval, GIL_SWITCH_S))
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(interval)
 
 
 def _take(iterator: Iterator[Block], n: int) -> list[Block]:
