@@ -65,7 +65,7 @@ def pipeline(name: str, volume: Path, out: Path):
     spec = BenchmarkSpec(workload="volume", model=name, precision="bf16", channels_last=True, device="cuda", warmup=2,
                          options={"input": str(volume), "output": str(out), "dtype": "uint8", "readers": 8,
                                   "writers": 4, "queue": 8, "overwrite": True})
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         result = execute(spec, {})
     if result.status != "ok":
         raise SystemExit(f"dlbench volume failed: {result.error}")
@@ -110,6 +110,13 @@ def main() -> None:
         mean_a = rows["model alone"].get(k, 0) / ca * 1e3 if ca else 0.0
         mean_b = rows["dlbench volume"].get(k, 0) / cb * 1e3 if cb else 0.0
         print(f"  {b - a:+7.3f}  ({a:7.3f} -> {b:7.3f}; per call {mean_a:.3f} -> {mean_b:.3f}, calls {ca} -> {cb})  {k[:100]}")
+    print("\nCUDA runtime calls on the host during dlbench volume (total ms, calls, longest ms):")
+    api: dict[str, list[float]] = {}
+    for e in prof_p.events():
+        if not str(e.device_type).endswith("CUDA") and e.name.startswith("cuda"):
+            api.setdefault(e.name, []).append((e.time_range.end - e.time_range.start) / 1e3)
+    for name, d in sorted(api.items(), key=lambda kv: -sum(kv[1]))[:12]:
+        print(f"  {sum(d):9.1f} ms {len(d):7d} calls, longest {max(d):7.2f} ms  {name}")
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
 
