@@ -281,3 +281,14 @@ def test_block_auto_on_the_cpu_takes_a_block_that_fits_the_volume(data, tmp_path
     assert result.status == "ok", result.error
     assert result.metrics["block"] == [10, 30, 34]  # the volume is smaller than every candidate
     assert result.metrics["blocks"] == 1
+
+
+def test_pinned_buffers_are_reused_in_turn_and_viewed_at_any_smaller_shape():
+    from dlbench.workloads.volume import PinnedBuffers
+
+    pool = PinnedBuffers(2, 24, torch.uint8, pin=False)  # without a GPU: the same logic over plain memory
+    a, b = pool.take((2, 3, 4)), pool.take((2, 3))
+    assert a.shape == (2, 3, 4) and b.shape == (2, 3) and a.data_ptr() != b.data_ptr()
+    base = a._base
+    pool.give(a)
+    assert pool.take((4,)).data_ptr() == base.data_ptr()
