@@ -254,19 +254,19 @@ class Pipeline:
         self.cuda = device.type == "cuda"
         self.log = PhaseLog()
         self.clock = _Clock(device)
+        # Every read or write in flight holds one buffer: `queue` of each, one more being filled.
+        # Without a GPU the buffers are plain memory and the same code runs (what the tests exercise).
+        tile_dtype = host_tile(np.zeros(1, volume.dtype)).dtype
+        self.tiles = PinnedBuffers(self.queue + 2, int(np.prod(blocking.tile)), tile_dtype, pin=self.cuda)
         self.outputs: PinnedBuffers | None = None  # sized at the first block (channels known then)
         if self.cuda:
             self.copy_in_stream = torch.cuda.Stream(device)
             self.copy_out_stream = torch.cuda.Stream(device)
-            # every read or write in flight holds one buffer: `queue` of each, one more being filled
-            tile_dtype = host_tile(np.zeros(1, volume.dtype)).dtype
-            self.tiles = PinnedBuffers(self.queue + 2, int(np.prod(blocking.tile)), tile_dtype)
 
     def _read(self, block: Block) -> torch.Tensor:
         start = time.perf_counter()
         tile = host_tile(self.blocking.read_tile(self.volume.read, block))
-        if self.cuda:
-            tile = self.tiles.take(tuple(tile.shape)).copy_(tile)
+        tile = self.tiles.take(tuple(tile.shape)).copy_(tile)
         self.log.add("read", time.perf_counter() - start)
         return tile
 
@@ -275,8 +275,7 @@ class Pipeline:
             done_event.synchronize()
         start = time.perf_counter()
         self.store.write_block(block.index, block.box, host.numpy())
-        if self.outputs is not None:
-            self.outputs.give(host)
+        self.outputs.give(host)
         self.log.add("write", time.perf_counter() - start)
 
     def _compute(self, tile: torch.Tensor):
@@ -287,23 +286,25 @@ class Pipeline:
             x = scale(tile.to(self.device, non_blocking=True), self.volume.dtype)
             t1 = self.clock.mark(self.copy_in_stream if self.cuda else None)
         if self.cuda:
-            self.tiles.give(tile, t1)
             stream.wait_stream(self.copy_in_stream)
             x.record_stream(stream)
         t2 = self.clock.mark(stream)
         y = forward(self.model, to_input(x, self.channels_last), self.blocking.tile)
+        # Reused once the copy has read it (on a GPU), or the forward (on the CPU, x may be the buffer).
+        self.tiles.give(tile, t1 if self.cuda else None)
         return x, y, t0, t1, t2, stream
 
     def _finish(self, block: Block, y: torch.Tensor, stream):
         out = encode(y[(slice(None), *self.blocking.crop(block))], self.dtype)
         t3 = self.clock.mark(stream)
+        if self.outputs is None:
+            numel = out.shape[0] * int(np.prod(self.blocking.block))
+            self.outputs = PinnedBuffers(self.queue + 2, numel, out.dtype, pin=self.cuda)
+        host = self.outputs.take(tuple(out.shape))
         if not self.cuda:
-            return out.contiguous(), None, t3, self.clock.mark(), self.clock.mark()
+            return host.copy_(out), None, t3, self.clock.mark(), self.clock.mark()
         self.copy_out_stream.wait_stream(stream)
         out.record_stream(self.copy_out_stream)
-        if self.outputs is None:
-            self.outputs = PinnedBuffers(self.queue + 2, out.shape[0] * int(np.prod(self.blocking.block)), out.dtype)
-        host = self.outputs.take(tuple(out.shape))
         with torch.cuda.stream(self.copy_out_stream):
             t4 = self.clock.mark(self.copy_out_stream)
             host.copy_(out, non_blocking=True)
