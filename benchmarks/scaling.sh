@@ -7,7 +7,7 @@
 #
 # Runs: ResNet-50 training (synthetic data and a generated JPEG folder decoded on the GPU),
 # 3D U-Net training on a generated EM volume, 2D U-Net medical training, blockwise volume
-# prediction sharded across the GPUs. About 8 minutes on 2 H200s.
+# prediction sharded across the GPUs. About 5 minutes on 2 H200s.
 set -euo pipefail
 work=${1:-/tmp/dlbench-scaling}
 gpus=${GPUS:-$(nvidia-smi -L | wc -l)}
