@@ -52,3 +52,16 @@ def test_text_from_results_is_escaped():
 
 def test_empty_store_says_what_to_run():
     assert "dlbench suite cnn-benchmarks" in render_markdown([])
+
+
+def test_volumetric_training_throughput_is_in_patches():
+    from dlbench.report.images import throughput_tables
+
+    spec = {"workload": "train", "model": "unet3d-aniso", "batch": 1, "input_shape": [1, 40, 432, 432],
+            "precision": "bf16", "options": {"data": "volume:/data/cremi.h5"}}
+    results = [make_result(spec={**spec, "gpus": g}, metrics={"throughput": t, "throughput_unit": "patch/s"})
+               for g, t in ((1, 7.14), (2, 14.08))]
+    (table,) = throughput_tables(results)
+    assert "Throughput - mixed precision (bf16) [patch/s]" in table.header
+    assert table.notes == ["Throughput: patches over total measured time, all processes together."]
+    assert table.rows[1][-1] == "0.99"

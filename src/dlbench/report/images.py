@@ -96,7 +96,8 @@ def throughput_tables(results: list[Result]) -> list[Table]:
         precisions = [p for p in PRECISION if any(k[2] == p for k in latest)]
         full = next((p for p in precisions if p in FULL), None)
         mixed = next((p for p in precisions if p in MIXED), None)
-        header = ["GPUs", "Batch size / GPU"] + [f"Throughput - {PRECISION[p]} [img/s]" for p in precisions]
+        unit = rs[0].metrics.get("throughput_unit", "img/s")  # patch/s for volumetric training
+        header = ["GPUs", "Batch size / GPU"] + [f"Throughput - {PRECISION[p]} [{unit}]" for p in precisions]
         if full and mixed:
             header.append(f"Throughput speedup ({PRECISION[full]} - {PRECISION[mixed]})")
         header += [f"Weak scaling - {PRECISION[p]}" for p in precisions]
@@ -113,7 +114,8 @@ def throughput_tables(results: list[Result]) -> list[Table]:
             rows.append(row)
         title = f"{model_title(model)} {BENCHMARK[workload].lower()} throughput on {system} ({data} data)"
         out.append(Table(title, header, "r" * len(header), rows,
-                         notes=["Throughput: images over total measured time, all processes together."]))
+                         notes=[f"Throughput: {'patches' if unit.startswith('patch') else 'images'} over total "
+                                "measured time, all processes together."]))
     return out
 
 
