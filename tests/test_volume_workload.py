@@ -120,13 +120,14 @@ def test_metrics_and_uint8_output(data, tmp_path):
 
 def test_the_gpu_is_monitored_while_blocks_run(data, tmp_path, monkeypatch):
     """Recorded NVML readings stand in for a GPU: power capping and energy reach the result."""
+    import itertools
     import json
 
     from dlbench.measure import monitor as monitor_module
     from dlbench.workloads import volume
 
-    readings = json.loads((Path(__file__).parent / "data" / "nvml_readings.json").read_text())[6:12]  # power-capped readings
-    feed = iter(readings * 1000)
+    capped = json.loads((Path(__file__).parent / "data" / "nvml_readings.json").read_text())[6]
+    feed = ({**capped, "energy_mj": capped["energy_mj"] + 1000 * i} for i in itertools.count())  # 1 J a reading
     monkeypatch.setattr(volume, "Monitor", lambda device: monitor_module.Monitor(
         "cuda:0", interval=0.01, reader=lambda: next(feed), others=lambda: []))
     result = predict(data, tmp_path / "m.zarr")
