@@ -107,6 +107,20 @@ def test_cli_data_seg_then_converge_then_report(tmp_path, db):
     assert "|GPUs|Batch size / GPU|Accuracy - mixed precision (bf16)|Time to train - mixed precision (bf16) [min]|" in report
 
 
+def test_two_processes_train_one_fold_together(tmp_path, db):
+    data = generate_seg.write(tmp_path / "seg", n=4, size=32)
+    proc = cli("run", "converge", "--data", data, "--folds", "2", "--fold-limit", "1", "--eval-every", "2",
+               "--max-steps", "4", "--features", "2", "--batch", "2", "--device", "cpu", "--gpus", "2", "--db", db,
+               env=ONE_THREAD)
+    assert proc.returncode == 0, proc.stderr
+    with Store(db) as store:
+        (r,) = store.results()
+    m = r.metrics
+    assert m["gpus"] == 2 and m["global_batch"] == 4 and m["folds_run"] == 1
+    assert m["per_fold"][0]["steps"] == 4  # both processes stop at the same step
+    assert "|2|2|" in cli("report", "--db", db).stdout  # GPUs, batch per GPU
+
+
 @pytest.fixture
 def bad_sets(tmp_path):
     good = generate_seg.write(tmp_path / "good", n=2, size=32)
