@@ -37,10 +37,11 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from plain import resnet50_train_step, resnet50_training, train_step  # noqa: E402
 from dlbench.launch import isolated  # noqa: E402
 from dlbench.models import registry  # noqa: E402
 from dlbench.spec import BenchmarkSpec  # noqa: E402
-from dlbench.workloads import execute, optimize  # noqa: E402
+from dlbench.workloads import optimize  # noqa: E402
 
 ROWS: list[dict] = []
 NOTES: list[str] = []
@@ -78,27 +79,6 @@ def seconds_per_step(step: Callable[[], None], warmup: int, steps: int) -> list[
     return [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(steps)]
 
 
-# ---------------------------------------------------------------- plain PyTorch
-
-
-def plain_train_step(compiled: bool, batch: int) -> Callable[[], None]:
-    torch.manual_seed(0)
-    model = registry.build("resnet50").cuda().train().to(memory_format=torch.channels_last)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
-    run = torch.compile(model) if compiled else model
-    x = torch.randn(batch, 3, 224, 224, device="cuda").contiguous(memory_format=torch.channels_last)
-    y = torch.randint(0, 1000, (batch,), device="cuda")
-
-    def step() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(run(x), y)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
-
-
 # ---------------------------------------------------------------- dlbench
 
 
@@ -122,23 +102,12 @@ def dlbench_result(workload: str, level: str, **kw):
 def dlbench_train_step(level: str, batch: int) -> Callable[[], None]:
     """dlbench train's step at `level`, rebuilt from its pieces for the profiler."""
     spec = types.SimpleNamespace(optimize=level, precision="bf16")
-    torch.manual_seed(0)
-    model = registry.build("resnet50").cuda().train().to(memory_format=torch.channels_last)
-    x = torch.randn(batch, 3, 224, 224, device="cuda").contiguous(memory_format=torch.channels_last)
-    y = torch.randint(0, 1000, (batch,), device="cuda")
+    model, x, y = resnet50_training(batch)
     with torch.autocast("cuda", dtype=torch.bfloat16):
         model, _ = optimize.prepare(spec, model, x, loss=lambda out: F.cross_entropy(out, y))
     params = list(model.parameters())
     optimizer = torch.optim.SGD(params, lr=0.01, momentum=0.9, weight_decay=1e-4, **optimize.optimizer_kwargs(spec, params))
-
-    def step() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
+    return train_step(model, optimizer, F.cross_entropy, x, y, torch.bfloat16)
 
 
 def dlbench_fwdbwd_step(level: str) -> Callable[[], None]:
@@ -238,7 +207,7 @@ def part_train(args) -> None:
     for compiled, name in ((False, "plain eager loop"), (True, "plain torch.compile loop")):
         if within_budget(args, "train", name):
             start = time.perf_counter()
-            t = seconds_per_step(plain_train_step(compiled, batch), warmup=10, steps=30)
+            t = seconds_per_step(resnet50_train_step(batch, compiled=compiled), warmup=10, steps=30)
             plain[name] = batch / statistics.median(t)
             add("train", name, plain[name], "img/s", f"(setup+warm-up {time.perf_counter() - start - sum(t):.0f} s)")
             torch.cuda.empty_cache()

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import torch
 
+from plain import mean_seconds, train_step
+
 MODELS = {"unet3d-aniso": "40x432x432", "unet3d": "48x384x384"}
 PRECISIONS = ("fp32", "tf32", "bf16")
 TARGET_ITERS = 100_000
@@ -52,21 +54,8 @@ def plain_loop(model_name: str, patch: str, precision: str, steps: int, warmup: 
     with torch.no_grad():
         y = (torch.rand_like(model(x)) > 0.5).float()
 
-    def step() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
-            loss = loss_fn(model(x), y)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    torch.cuda.synchronize()
-    seconds = (time.perf_counter() - start) / steps
+    step = train_step(model, optimizer, loss_fn, x, y, torch.bfloat16 if precision == "bf16" else None)
+    seconds = mean_seconds(step, warmup, steps)
     del model, optimizer, x, y
     torch.cuda.empty_cache()
     return seconds

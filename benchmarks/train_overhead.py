@@ -24,34 +24,13 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-import torchvision
+
+from plain import mean_seconds, resnet50_train_step
 
 
 def plain_loop(batch: int, steps: int, warmup: int, dtype: torch.dtype) -> float:
     """The loop a user would write: img/s over `steps` timed steps after `warmup` ones."""
-    torch.manual_seed(0)
-    device = torch.device("cuda")
-    model = torchvision.models.resnet50().to(device).to(memory_format=torch.channels_last).train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
-    x = torch.randn(batch, 3, 224, 224, device=device).contiguous(memory_format=torch.channels_last)
-    y = torch.randint(0, 1000, (batch,), device=device)
-
-    def step() -> None:
-        with torch.autocast("cuda", dtype=dtype):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    torch.cuda.synchronize()
-    return batch * steps / (time.perf_counter() - start)
+    return batch / mean_seconds(resnet50_train_step(batch, dtype), warmup, steps)
 
 
 def dlbench_train(batch: int, steps: int, warmup: int, precision: str, **options) -> dict:
