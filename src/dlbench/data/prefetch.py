@@ -58,7 +58,7 @@ class DevicePrefetch:
                     if cuda:
                         ready = torch.cuda.Event()
                         ready.record(stream)
-                    if self._stop.is_set() or not self._put((tensors, ready)):
+                    if not self._put((tensors, ready)):  # False once closed
                         return
             self._put(_END)
         except BaseException as error:  # noqa: BLE001 - handed to the consumer, which raises it

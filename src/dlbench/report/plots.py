@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from dlbench.report.compare import benchmark_key, benchmark_name
+from dlbench.report.compare import benchmark_key
 from dlbench.results.record import Result
 
 MAX_DISTRIBUTIONS = 24  # boxes in one latency figure
