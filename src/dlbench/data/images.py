@@ -384,12 +384,10 @@ def _normalisation(device: torch.device, inference: bool) -> tuple[torch.Tensor,
     return scale, shift
 
 
-def to_device(inputs: torch.Tensor, device: torch.device, channels_last: bool) -> torch.Tensor:
+def to_device(inputs: torch.Tensor, device: torch.device) -> torch.Tensor:
     """Copy a uint8 batch to the device (non-blocking from pinned memory) and normalise it there."""
     x = inputs.to(device, non_blocking=True)
     if x.dtype == torch.uint8:
         scale, shift = _normalisation(device, torch.is_inference_mode_enabled())  # inference tensors stay there
         x = x.float().mul_(scale).sub_(shift)
-    if channels_last and x.dim() == 4:
-        x = x.contiguous(memory_format=torch.channels_last)
     return x

@@ -41,9 +41,7 @@ class Feeder:
             self.host_waits.append(waited)
         if h2d_phase:
             timer.mark("data")
-        x = to_device(inputs, self.device, self.channels_last)
-        if self.channels_last and x.dim() == 5:  # volumes: the 3D form of channels-last
-            x = x.contiguous(memory_format=torch.channels_last_3d)
+        x = to_device(inputs, self.device).contiguous(memory_format=memory_format(self.channels_last, inputs.dim()))
         y = targets.to(self.device, non_blocking=True) if targets is not None else None
         timer.mark("h2d" if h2d_phase else "data")
         return x, y
