@@ -37,6 +37,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from kernels import kernels  # noqa: E402
 from plain import resnet50_train_step, resnet50_training, train_step  # noqa: E402
 from dlbench.launch import isolated  # noqa: E402
 from dlbench.models import registry  # noqa: E402
@@ -173,23 +174,13 @@ def _profile(name: str, step: Callable[[], None], out: Path, steps: int) -> None
         for _ in range(steps):
             step()
         torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if str(e.device_type).endswith("CUDA")]
+    k = kernels(prof)
     summary = {"target": name, "steps": steps}
-    if kernels:
-        spans = sorted((e.time_range.start, e.time_range.end) for e in kernels)
-        busy, end = 0.0, spans[0][0]
-        for s, e in spans:  # union of kernel intervals: overlapping streams count once
-            if e > end:
-                busy += e - max(s, end)
-                end = e
-        window = spans[-1][1] - spans[0][0]
-        totals: dict[str, float] = {}
-        for e in kernels:
-            totals[e.name] = totals.get(e.name, 0.0) + (e.time_range.end - e.time_range.start)
-        top = sorted(totals.items(), key=lambda kv: -kv[1])[:10]
-        summary.update(gpu_idle_share=1 - busy / window if window else None, kernels=len(kernels) / steps,
-                       window_ms_per_step=window / 1e3 / steps,
-                       top_kernels=[{"name": k[:120], "ms_per_step": v / 1e3 / steps, "share": v / busy} for k, v in top])
+    if k.calls:
+        top = sorted(k.seconds.items(), key=lambda kv: -kv[1])[:10]
+        summary.update(gpu_idle_share=k.idle_share, kernels=sum(k.calls.values()) / steps,
+                       window_ms_per_step=k.window_s * 1e3 / steps,
+                       top_kernels=[{"name": n[:120], "ms_per_step": v * 1e3 / steps, "share": v / k.busy_s} for n, v in top])
         NOTES.append(f"{name}: GPU idle {summary['gpu_idle_share']:.0%} of the profiled window, "
                      f"{summary['kernels']:.0f} kernels/step; top: "
                      + "; ".join(f"{t['name'][:50]} {t['share']:.0%}" for t in summary["top_kernels"][:3]))

@@ -19,31 +19,14 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from kernels import kernels
+
 from dlbench.data.blocking import Blocking
 from dlbench.data.generate_volume import generate
 from dlbench.measure.monitor import Monitor
 from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec, parse_shape
 from dlbench.workloads import execute
-
-
-CALLS: dict[str, int] = {}  # reset per profile
-
-
-def kernels(prof) -> tuple[dict[str, float], float, float]:
-    """Kernel seconds by name, busy seconds (union of kernel intervals) and the window."""
-    events = [e for e in prof.events() if str(e.device_type).endswith("CUDA")]
-    totals: dict[str, float] = {}
-    for e in events:
-        totals[e.name] = totals.get(e.name, 0.0) + (e.time_range.end - e.time_range.start) / 1e6
-        CALLS[e.name] = CALLS.get(e.name, 0) + 1
-    spans = sorted((e.time_range.start, e.time_range.end) for e in events)
-    busy, end = 0.0, spans[0][0]
-    for s, e in spans:
-        if e > end:
-            busy += e - max(s, end)
-            end = e
-    return totals, busy / 1e6, (spans[-1][1] - spans[0][0]) / 1e6
 
 
 def model_alone(name: str, tile: tuple[int, ...], tiles: int):
@@ -92,12 +75,10 @@ def main() -> None:
     rows = {}
     calls = {}
     for label, prof, mon in (("model alone", prof_a, alone), ("dlbench volume", prof_p, metrics)):
-        CALLS.clear()
-        totals, busy, window = kernels(prof)
-        rows[label], calls[label] = totals, dict(CALLS)
-        count = sum(1 for e in prof.events() if str(e.device_type).endswith("CUDA"))
-        print(f"{label:15s} kernel time {sum(totals.values()) / n * 1e3:6.2f} ms/tile, busy {busy / n * 1e3:6.2f} ms/tile, "
-              f"{count / n:5.0f} kernels/tile, idle {1 - busy / window:.1%} of the window; SM clock "
+        k = kernels(prof)
+        rows[label], calls[label] = k.seconds, k.calls
+        print(f"{label:15s} kernel time {sum(k.seconds.values()) / n * 1e3:6.2f} ms/tile, busy {k.busy_s / n * 1e3:6.2f} "
+              f"ms/tile, {sum(k.calls.values()) / n:5.0f} kernels/tile, idle {k.idle_share:.1%} of the window; SM clock "
               f"{mon.get('sm_clock_mean_mhz')} MHz mean (min {mon.get('sm_clock_min_mhz')}), power {mon.get('power_mean_w')} W, "
               f"throttle {mon.get('throttle_reasons')}")
     names = set(rows["model alone"]) | set(rows["dlbench volume"])
