@@ -1,4 +1,4 @@
-from dlbench.report import cnn, render_markdown
+from dlbench.report import render_markdown
 from dlbench.report.markdown import cell
 
 from conftest import make_result

@@ -1,4 +1,3 @@
-import json
 import multiprocessing as mp
 import os
 import signal

@@ -11,7 +11,6 @@ import torch
 import torch.nn as nn
 
 from conftest import assert_user_error, cli
-from dlbench.data import prediction_store
 from dlbench.data.blocking import Blocking
 from dlbench.data.generate_volume import generate
 from dlbench.data.prediction_store import PredictionStore
