@@ -53,3 +53,20 @@ def test_auto_candidates_fit_the_volume():
     candidates = auto_candidates((20, 300, 5000), (4, 8, 8))
     assert all(c[0] <= 20 and c[1] <= 300 for c in candidates)
     assert candidates == sorted(candidates, key=np.prod, reverse=True)
+
+
+def test_fill_and_kept_shares_count_cut_blocks_and_halos():
+    # The seed's volume depth 200 in blocks of 32: 7 blocks, the last cut to 8 slices, so the
+    # model computes 224 slices' worth of blocks for 200.
+    blocking = Blocking((200, 768, 768), (32, 384, 384), (16, 64, 64))
+    assert blocking.fill == pytest.approx(200 / 224)
+    assert blocking.kept == pytest.approx(200 * 768 * 768 / (7 * 2 * 2 * 64 * 512 * 512))
+    assert Blocking((64, 64, 64), (32, 32, 32), (0, 0, 0)).kept == 1.0
+
+
+def test_a_run_with_cut_blocks_says_how_much_work_they_waste():
+    from dlbench.workloads.volume import describe
+
+    metrics = {"voxels": 2e6, "total_s": 1.0, "mvox_per_s": 2.0, "blocks": 7, "blocks_skipped": 0}
+    assert "11% of the model's work is outside the volume" in describe({**metrics, "block_fill": 200 / 224})
+    assert "outside" not in describe({**metrics, "block_fill": 1.0})

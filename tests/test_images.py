@@ -4,6 +4,7 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from PIL import Image
@@ -254,10 +255,41 @@ def test_batched_device_crops_match_torchvision_resized_crop():
     y, x = torch.meshgrid(torch.linspace(0, 1, 120), torch.linspace(0, 1, 160), indexing="ij")
     smooth = torch.stack([x * 255, y * 255, (x * y) * 255]).round().to(torch.uint8)  # a photo-like gradient
     other = smooth[:, :100, :90].contiguous()
-    boxes = [(10, 20, 130, 110), (0, 0, 90, 100)]
-    out = images.resized_crops([smooth, other], boxes, (32, 32), torch.tensor([False, True]))
+    boxes = np.array([(10, 20, 130, 110), (0, 0, 90, 100)])
+    out = images.resized_crops([smooth, other], boxes, (32, 32), np.array([False, True]))
     assert out.shape == (2, 3, 32, 32) and out.dtype == torch.uint8
     expected = v2.functional.resized_crop(smooth, 20, 10, 90, 120, [32, 32], antialias=True)
     assert (out[0].float() - expected.float()).abs().mean() < 2.0
-    unflipped = images.resized_crops([other], [boxes[1]], (32, 32), torch.tensor([False]))
+    unflipped = images.resized_crops([other], boxes[1:], (32, 32), np.array([False]))
     assert torch.equal(out[1], unflipped[0].flip(-1))
+
+
+def test_random_crop_boxes_follow_random_resized_crop():
+    from torchvision.transforms import v2
+
+    rng = np.random.default_rng(0)
+    sizes = np.array([(375, 500), (500, 333), (480, 640)] * 400)
+    boxes = images.random_crop_boxes(sizes, rng)
+    w, h = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
+    assert (boxes[:, :2] >= 0).all() and (boxes[:, 2] <= sizes[:, 1]).all() and (boxes[:, 3] <= sizes[:, 0]).all()
+    share = w * h / (sizes[:, 0] * sizes[:, 1])
+    torch.manual_seed(0)
+    theirs = [h * w / (375 * 500) for h, w in (v2.RandomResizedCrop.get_params(  # (top, left, height, width)
+        torch.empty(3, 375, 500), [0.08, 1.0], [3 / 4, 4 / 3])[2:] for _ in range(1200))]
+    assert share.min() > 0.07 and share.max() <= 1.0
+    assert abs(np.median(share[::3]) - np.median(theirs)) < 0.05  # torchvision's distribution
+    assert (w / h > 0.74).all() and (w / h < 1.35).all()
+    assert len({tuple(b) for b in boxes}) > 1000  # random, not one box repeated
+
+
+def test_random_crop_boxes_fall_back_to_a_centred_box_for_extreme_images():
+    boxes = images.random_crop_boxes(np.array([(10, 1000), (1000, 10)]), np.random.default_rng(0))
+    # no random box of 8-100% of the area fits a 10-pixel side within ratio 3/4-4/3: the whole
+    # short side, the long side cut to 4/3 of it (13 pixels), centred
+    assert boxes.tolist() == [[493, 0, 506, 10], [0, 493, 10, 506]]
+
+
+def test_center_boxes_are_the_eval_transform():
+    boxes = images.center_boxes(np.array([(375, 500)]), (224, 224))
+    # short side 375 -> 256, so a 224 crop covers 224 * 375 / 256 = 328.1 source pixels, centred
+    assert np.allclose(boxes, [[250 - 164.0625, 187.5 - 164.0625, 250 + 164.0625, 187.5 + 164.0625]])

@@ -69,6 +69,17 @@ class Blocking:
     def __iter__(self) -> Iterator[Block]:
         return (self[i] for i in range(len(self)))
 
+    @property
+    def fill(self) -> float:
+        """The share of the blocks' voxels inside the volume: below 1 where the far border cuts
+        blocks, whose tiles cost the model as much as whole ones."""
+        return float(np.prod(self.shape) / (len(self) * np.prod(self.block)))
+
+    @property
+    def kept(self) -> float:
+        """The share of the voxels the model computes that end up in the output (halo and cut blocks lost)."""
+        return float(np.prod(self.shape) / (len(self) * np.prod(self.tile)))
+
     def crop(self, block: Block) -> Box:
         """Where the block's output lies inside the model's output for its tile."""
         return tuple(slice(h, h + n) for h, n in zip(self.halo, block.shape))

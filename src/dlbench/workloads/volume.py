@@ -565,6 +565,7 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], wor
         "total_s": wall, "voxels": voxels, "blocks": sum(r["blocks"] for r in per_rank), "blocks_skipped": skipped,
         "volume_shape": list(volume.shape), "volume_voxels": int(np.prod(volume.shape)),
         "block": list(blocking.block), "halo": list(blocking.halo), "tile": list(blocking.tile),
+        "block_fill": blocking.fill, "kept_share": blocking.kept,
         "output": str(store.path), "dtype": opts["dtype"], "world_size": world,
         "phase_s": phases, "data_wait_share": phases.get("wait", 0.0) / (wall * world) if voxels else 0.0,
         "model_mvox_per_s": voxels / compute / 1e6 if voxels else None,
@@ -577,5 +578,7 @@ def describe(metrics: dict) -> str:
     hours = metrics.get("extrapolate_hours", {})
     one = hours.get("1")
     extra = f", {metrics['extrapolate_voxels'] / 1e12:.1f} Tvox in {one:.1f} h on 1 GPU" if one else ""
+    fill = metrics.get("block_fill", 1.0)
+    cut = f"; the far border cuts blocks: {1 - fill:.0%} of the model's work is outside the volume" if fill < 0.95 else ""
     return (f"{metrics['voxels'] / 1e6:.1f} Mvox in {metrics['total_s']:.2f} s = {metrics['mvox_per_s']:.2f} Mvox/s "
-            f"({metrics['blocks']} blocks, {metrics['blocks_skipped']} already done){extra}")
+            f"({metrics['blocks']} blocks, {metrics['blocks_skipped']} already done){extra}{cut}")

@@ -1,0 +1,144 @@
+"""Why is training with `--decode gpu` slower than on synthetic data? One GPU, one process.
+
+ResNet-50 `dlbench train` (bf16, channels-last) on synthetic data and on a JPEG folder with
+`--decode gpu`, each run two ways:
+
+  1. plain, --rounds times alternately: throughput and the data-wait share;
+  2. under torch.profiler (CUDA kernels only): kernel time per step on each CUDA stream, the
+     gaps on the training stream, the share of the window with no kernel running, and the
+     kernels that run beside the training stream.
+
+The decoding thread's own time per batch (wall and CPU) is recorded for nvjpeg and for the
+rest (boxes, crops). Prints one table.
+
+    PYTHONPATH=src python benchmarks/decode_profile.py [--images 8000] [--steps 40] [--workers 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from dlbench.data import images
+from dlbench.data.generate import generate
+from dlbench.spec import BenchmarkSpec
+from dlbench.workloads import execute
+
+TIMES: dict[str, list[tuple[float, float]]] = {}
+
+
+def timed(name: str, function):
+    """Wrap a method so each call's wall and thread-CPU seconds land in TIMES[name]."""
+
+    def wrapper(*args, **kwargs):
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            TIMES.setdefault(name, []).append((time.perf_counter() - wall, time.thread_time() - cpu))
+
+    return wrapper
+
+
+def train(steps: int, options: dict) -> dict:
+    spec = BenchmarkSpec(workload="train", model="resnet50", batch=256, precision="bf16", channels_last=True,
+                         device="cuda", warmup=10, warmup_seconds=0.0, steps=steps, min_seconds=0.0, options=options)
+    result = execute(spec, {})
+    if result.status != "ok":
+        sys.exit(f"dlbench train {options} ended with {result.status}: {result.error}")
+    return result.metrics
+
+
+def streams(trace: Path, steps: int) -> dict:
+    """Kernel ms per step on each stream, gaps on the busiest one, idle share of the window."""
+    events = [e for e in json.loads(trace.read_text())["traceEvents"]
+              if e.get("cat") == "kernel" and "dur" in e]
+    by_stream: dict[int, list[tuple[float, float]]] = {}
+    names: dict[tuple[int, str], float] = {}
+    for e in events:
+        stream = e["args"].get("stream", -1)
+        by_stream.setdefault(stream, []).append((e["ts"], e["ts"] + e["dur"]))
+        names[stream, e["name"]] = names.get((stream, e["name"]), 0.0) + e["dur"]
+    busiest = max(by_stream, key=lambda s: sum(b - a for a, b in by_stream[s]))
+    others = sorted(((us, name) for (stream, name), us in names.items() if stream != busiest), reverse=True)
+    spans = sorted(by_stream[busiest])
+    gaps = [b[0] - a[1] for a, b in zip(spans, spans[1:]) if b[0] > a[1]]
+    every = sorted(x for v in by_stream.values() for x in v)
+    busy, end = 0.0, every[0][0]
+    for s, e in every:
+        if e > end:
+            busy += e - max(s, end)
+            end = e
+    window = every[-1][1] - every[0][0]
+    return {"per_stream_ms": {s: sum(b - a for a, b in v) / steps / 1e3 for s, v in by_stream.items()},
+            "training_stream": busiest,
+            "gap_ms_per_step": sum(gaps) / steps / 1e3,
+            "gaps_over_1ms": sum(1 for g in gaps if g > 1e3),
+            "idle_share": 1 - busy / window,
+            "other_kernels": [(us / steps / 1e3, name[:90]) for us, name in others[:10]]}
+
+
+def profiled(steps: int, options: dict, work: Path, label: str) -> dict:
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        metrics = train(steps, options)
+    path = work / f"{label}.json"
+    prof.export_chrome_trace(str(path))
+    # The trace spans warm-up steps too; count them so the per-step figures are per step.
+    return {"throughput": metrics["throughput"], **streams(path, steps + 10)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--images", type=int, default=8000)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+    torch.backends.cudnn.benchmark = True
+    work = Path(tempfile.mkdtemp(prefix="dlbench-decode-"))
+    generate(work / "images", args.images, classes=100, workers=os.cpu_count())
+    folder = {"data": f"folder:{work / 'images'}", "decode": "gpu", "workers": args.workers}
+    images.DeviceDecoder._decode = timed("nvjpeg", images.DeviceDecoder._decode)
+    images.DeviceDecoder.decode_batch = timed("decode_batch", images.DeviceDecoder.decode_batch)
+
+    rows, ratios = [], []
+    for number in range(1, args.rounds + 1):  # alternated, so drift hits both alike
+        synthetic = train(args.steps, {})
+        TIMES.clear()
+        gpu = train(args.steps, folder)
+        ratios.append(gpu["throughput"] / synthetic["throughput"])
+        rows.append((f"round {number}", synthetic["throughput"], gpu["throughput"], f"{gpu['data_share']:.1%}"))
+    thread = {k: (statistics.median(w for w, _ in v) * 1e3, statistics.median(c for _, c in v) * 1e3)
+              for k, v in TIMES.items()}
+    prof_synthetic = profiled(args.steps, {}, work, "synthetic")
+    prof_gpu = profiled(args.steps, folder, work, "gpu")
+
+    print(f"\nResNet-50 train, bf16, channels-last, batch 256, {args.workers} workers, {torch.cuda.get_device_name()}")
+    print("| run | synthetic img/s | --decode gpu img/s | ratio | data wait |\n|---|---:|---:|---:|---:|")
+    for (name, synthetic_ips, gpu_ips, share), ratio in zip(rows, ratios):
+        print(f"| {name} | {synthetic_ips:,.0f} | {gpu_ips:,.0f} | {ratio:.3f} | {share} |")
+    print(f"median ratio {statistics.median(ratios):.3f} (target >= 0.90)")
+    print("\ndecoding thread per batch (median): " + ", ".join(
+        f"{k} {w:.1f} ms wall / {c:.1f} ms CPU" for k, (w, c) in thread.items()))
+    print("\n| profiled run | img/s | kernel ms/step by stream | training-stream gaps ms/step | gaps > 1 ms | idle |")
+    print("|---|---:|---|---:|---:|---:|")
+    for name, r in (("synthetic", prof_synthetic), ("--decode gpu", prof_gpu)):
+        by = ", ".join(f"{s}{'*' if s == r['training_stream'] else ''}: {ms:.1f}" for s, ms in r["per_stream_ms"].items())
+        print(f"| {name} | {r['throughput']:,.0f} | {by} | {r['gap_ms_per_step']:.2f} | {r['gaps_over_1ms']} | "
+              f"{r['idle_share']:.1%} |")
+    print("\nkernels beside the training stream, --decode gpu (ms/step):")
+    for ms, name in prof_gpu["other_kernels"]:
+        print(f"  {ms:6.2f}  {name}")
+
+
+if __name__ == "__main__":
+    main()
