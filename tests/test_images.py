@@ -293,3 +293,32 @@ def test_center_boxes_are_the_eval_transform():
     boxes = images.center_boxes(np.array([(375, 500)]), (224, 224))
     # short side 375 -> 256, so a 224 crop covers 224 * 375 / 256 = 328.1 source pixels, centred
     assert np.allclose(boxes, [[250 - 164.0625, 187.5 - 164.0625, 250 + 164.0625, 187.5 + 164.0625]])
+
+
+def test_device_decoder_joins_the_images_the_workers_decoded(jpegs):
+    """--cpu-share: workers decode a share of each batch themselves; the batch and its labels stay whole."""
+    items, _ = images.scan_folder(jpegs)
+    config = images.ImageConfig(size=(32, 48), batch=8, train=True, workers=2, prefetch=2, seed=0, max_corrupt=0.5,
+                                cpu_share=0.5)
+    dataset = images.FolderImages(items, config, decode=False)
+    on_cpu = [dataset._on_cpu(i) for i in range(len(items))]
+    assert 0.2 < sum(on_cpu) / len(on_cpu) < 0.8
+    host = images.HostLoader(images.data_loader(dataset, config, torch.device("cpu"), images.collate_bytes), None)
+    encoded, labels, _, paths = next(host.batches())
+    assert len(encoded) == 8 and 0 < len(encoded.sizes) < 8 and encoded.decoded.shape[1:] == (3, 32, 48)
+    assert len(paths) == len(encoded.sizes)
+    # labels list the encoded files first, then the decoded images: each file's label sits at its place
+    names = {Path(p).name: label for p, label in items}
+    assert labels[: len(paths)].tolist() == [names[Path(p).name] for p in paths]
+    decoder = images.DeviceDecoder(host, config, torch.device("cpu"))
+    x, y = next(iter(decoder))
+    assert x.shape == (8, 3, 32, 48) and x.dtype == torch.uint8 and y.shape == (8,)
+    decoder.close()
+    for share, expected in ((0.0, 0), (1.0, len(items))):
+        only = images.FolderImages(items, images.ImageConfig(**{**config.__dict__, "cpu_share": share}), decode=False)
+        assert sum(only._on_cpu(i) for i in range(len(items))) == expected
+
+
+def test_cpu_share_is_checked(jpegs):
+    with pytest.raises(UserError, match="cpu_share must be a fraction"):
+        data.check(spec(data=f"folder:{jpegs}", cpu_share=1.5), torch.device("cpu"))

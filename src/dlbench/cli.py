@@ -101,6 +101,9 @@ DataOpt = typer.Option("synthetic", "--data", help="synthetic (random tensors on
 WorkersOpt = typer.Option(None, "--workers", help="DataLoader worker processes (default: min(8, CPU cores)).")
 DecodeOpt = typer.Option("cpu", "--decode", help="Where JPEGs are decoded: cpu (in the workers) or gpu (nvjpeg, "
                          "crop and resize on the GPU).")
+CpuShareOpt = typer.Option(None, "--cpu-share", help="With --decode gpu: the share of each batch the workers "
+                           "decode on the CPU beside the GPU (default 0.25; 0 decodes all on the GPU). Raise it "
+                           "when GPU decoding leaves data wait while workers idle; lower it when workers are slow.")
 PrefetchOpt = typer.Option(2, "--prefetch", help="Batches each worker prepares ahead.")
 MaxCorruptOpt = typer.Option(0.05, "--max-corrupt", help="Fraction of undecodable files skipped before the run fails.")
 EpochsOpt = typer.Option(0, "--epochs", help="Measure this many whole epochs of the dataset instead of --steps.")
@@ -218,7 +221,8 @@ def run_train(
     device: str = DeviceOpt,
     warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
     min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
-    data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt, prefetch: int = PrefetchOpt,
+    data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt,
+    cpu_share: Optional[float] = CpuShareOpt, prefetch: int = PrefetchOpt,
     max_corrupt: float = MaxCorruptOpt, epochs: int = EpochsOpt,
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="sgd (momentum 0.9), adam or adamw (default: "
                                             "adam for 3D models, sgd for the rest)."),
@@ -245,7 +249,8 @@ def run_infer(
     precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt,
     warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
     min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
-    data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt, prefetch: int = PrefetchOpt,
+    data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt,
+    cpu_share: Optional[float] = CpuShareOpt, prefetch: int = PrefetchOpt,
     max_corrupt: float = MaxCorruptOpt, epochs: int = EpochsOpt,
     max_batch: int = MaxBatchOpt, db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
 ) -> None:
@@ -259,7 +264,8 @@ def run_smooth(
     precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt,
     warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
     min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
-    data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt, prefetch: int = PrefetchOpt,
+    data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt,
+    cpu_share: Optional[float] = CpuShareOpt, prefetch: int = PrefetchOpt,
     max_corrupt: float = MaxCorruptOpt, epochs: int = EpochsOpt,
     sigma: float = typer.Option(0.25, "--sigma", help="Standard deviation of the Gaussian noise."),
     max_batch: int = MaxBatchOpt, db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,

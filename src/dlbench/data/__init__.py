@@ -33,6 +33,7 @@ OPTIONS: dict[str, Any] = {
     "data": "synthetic",  # synthetic | dummy | folder:PATH | PATH[:KEY] of a 3D volume
     "workers": None,  # DataLoader worker processes (None: min(8, CPU cores))
     "decode": "cpu",  # cpu (workers) | gpu (torchvision.io on the device)
+    "cpu_share": 0.25,  # --decode gpu: the share of the images the workers decode instead (see DeviceDecoder)
     "prefetch": 2,  # batches each worker prepares ahead
     "max_corrupt": 0.05,  # fraction of files that may fail to decode before the run fails
     "dummy_images": 10_000,  # images per epoch of the dummy source
@@ -120,6 +121,9 @@ def check(spec, device: torch.device, shape: tuple[int, ...] | None = None) -> l
     prefetch = spec.options.get("prefetch", OPTIONS["prefetch"])
     if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
         raise UserError(f"prefetch must be an integer ≥ 1, got {prefetch!r}")
+    share = spec.options.get("cpu_share", OPTIONS["cpu_share"])
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+        raise UserError(f"cpu_share must be a fraction between 0 and 1, got {share!r}")
     limit = spec.options.get("max_corrupt", OPTIONS["max_corrupt"])
     if not isinstance(limit, (int, float)) or not 0 <= limit <= 1:
         raise UserError(f"max_corrupt must be a fraction between 0 and 1, got {limit!r}")
@@ -180,6 +184,7 @@ def make_loader(spec, device: torch.device, train: bool = True, *, batch: int | 
         size=(shape[-2], shape[-1]), batch=batch, train=train, workers=workers(spec),
         prefetch=spec.options.get("prefetch", OPTIONS["prefetch"]), seed=spec.seed,
         max_corrupt=float(spec.options.get("max_corrupt", OPTIONS["max_corrupt"])), rank=rank, world=world,
+        cpu_share=float(spec.options.get("cpu_share", OPTIONS["cpu_share"])),
     )
     if kind == "dummy":
         dataset = images.DummyImages(int(spec.options.get("dummy_images", OPTIONS["dummy_images"])), config)

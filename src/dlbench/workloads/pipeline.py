@@ -1,10 +1,15 @@
 """What train, infer and smooth share: taking a batch from the loader inside a timed step,
 and turning per-rank samples into the metrics they store.
 
-Data wait is the time the host is blocked in `next()` on the loader. The step first waits
-for the device to finish the previous step, so the device is idle while the host waits and
-the `data` phase on the device timeline is that same wait: phases add up to the step, and
-a slow pipeline shows as a large `data` share rather than hiding behind queued work.
+The `data` phase is the time the device waits for the next batch: its events are recorded
+on the device's stream before and after the host takes the batch, so the phase lasts as long
+as the host was blocked in `next()` beyond the work it had already queued. Phases add up to
+the step, and a slow pipeline shows as a large `data` share (the rest of the step is the
+model's), while a pipeline that keeps up costs nothing. The host does not wait for the device
+between steps: the first kernels of each step would then wait for the host to launch them,
+and anything else the host does at that moment (decoding JPEGs on the GPU from a thread
+beside it, say) would add to every step. The time the host itself is blocked is recorded
+too (`data_host`).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any, Iterator
 
 import torch
 
-from dlbench.data.images import to_device
+from dlbench.data.images import DeviceDecoder, to_device
 from dlbench.measure.stats import summarize
 from dlbench.measure.timer import NullTimer
 from dlbench.workloads import optimize
@@ -32,8 +37,6 @@ class Feeder:
         self.host_waits: list[float] = []
 
     def next(self, timer, h2d_phase: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if self.device.type == "cuda":
-            torch.cuda.current_stream(self.device).synchronize()
         start = time.perf_counter()
         inputs, targets = next(self.iterator)
         waited = time.perf_counter() - start
@@ -105,6 +108,8 @@ def latency(samples: list[float]) -> dict[str, float]:
 
 def data_metrics(loader, warnings: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"dataset_images": getattr(loader, "images", 0)}
+    if isinstance(loader, DeviceDecoder):
+        out["cpu_share"] = loader.config.cpu_share
     corrupt = getattr(loader, "corrupt", None)
     if corrupt is not None:
         out["corrupt_files"] = len(corrupt.paths)
