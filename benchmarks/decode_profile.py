@@ -141,8 +141,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--workers", type=int, default=8)
     p.add_argument("--rounds", type=int, default=3, help="synthetic / --decode gpu (default share) pairs")
-    p.add_argument("--shares", type=lambda t: [float(x) for x in t.split(",")], default=[0.0, 0.5],
-                   help="other --cpu-share values to run once each (default 0,0.5)")
+    p.add_argument("--shares", type=lambda t: [float(x) for x in t.split(",")], default=[0.25, 0.5],
+                   help="other --cpu-share values to run once each (default 0.25,0.5)")
     args = p.parse_args()
     torch.backends.cudnn.benchmark = True
     work = Path(tempfile.mkdtemp(prefix="dlbench-decode-"))

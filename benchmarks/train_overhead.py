@@ -25,6 +25,10 @@ from pathlib import Path
 
 import torch
 
+from dlbench.spec import BenchmarkSpec  # first: importing dlbench sets CUDA_DEVICE_MAX_CONNECTIONS
+from dlbench.data.generate import generate
+from dlbench.system.info import fingerprint
+from dlbench.workloads import execute
 from plain import mean_seconds, resnet50_train_step
 
 
@@ -34,10 +38,6 @@ def plain_loop(batch: int, steps: int, warmup: int, dtype: torch.dtype) -> float
 
 
 def dlbench_train(batch: int, steps: int, warmup: int, precision: str, **options) -> dict:
-    from dlbench.spec import BenchmarkSpec
-    from dlbench.system.info import fingerprint
-    from dlbench.workloads import execute
-
     spec = BenchmarkSpec(workload="train", model="resnet50", batch=batch, precision=precision, channels_last=True,
                          device="cuda", warmup=warmup, warmup_seconds=0.0, steps=steps, min_seconds=0.0,
                          options=options)
@@ -72,8 +72,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dlbench-jpegs-") as tmp:
         folder = args.data_dir
         if folder is None:
-            from dlbench.data.generate import generate
-
             folder = Path(tmp) / "images"
             start = time.perf_counter()
             summary = generate(folder, args.images, classes=100, workers=os.cpu_count())

@@ -18,6 +18,7 @@ from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
 from dlbench.workloads import execute
+from dlbench.workloads.pipeline import data_metrics
 from dlbench.workloads.train import LOSSES, make_targets
 
 
@@ -182,6 +183,8 @@ def test_device_decoder_on_the_cpu(jpegs):
     out = decoder.decode_batch(encoded + [bad], ["a", "b", "c", "bad.jpg"])
     assert out.shape == (4, 3, 32, 48)
     assert decoder.corrupt.paths == ["bad.jpg"]
+    metrics = data_metrics(decoder, [])
+    assert metrics["cpu_share"] == 0.0 and metrics["cuda_max_connections"] == os.environ["CUDA_DEVICE_MAX_CONNECTIONS"]
     eval_config = images.ImageConfig(size=(32, 32), batch=2, train=False, workers=0, prefetch=1, seed=0, max_corrupt=0)
     assert images.DeviceDecoder(host, eval_config, torch.device("cpu")).decode_batch(encoded[:2], ["a", "b"]).shape == (2, 3, 32, 32)
 

@@ -102,8 +102,8 @@ WorkersOpt = typer.Option(None, "--workers", help="DataLoader worker processes (
 DecodeOpt = typer.Option("cpu", "--decode", help="Where JPEGs are decoded: cpu (in the workers) or gpu (nvjpeg, "
                          "crop and resize on the GPU).")
 CpuShareOpt = typer.Option(None, "--cpu-share", help="With --decode gpu: the share of each batch the workers "
-                           "decode on the CPU beside the GPU (default 0.25; 0 decodes all on the GPU). Raise it "
-                           "when GPU decoding leaves data wait while workers idle; lower it when workers are slow.")
+                           "decode on the CPU beside the GPU (default 0: all on the GPU). Raise it when nvjpeg "
+                           "cannot keep up (data wait while the workers idle), e.g. 0.2 for small, fast models.")
 PrefetchOpt = typer.Option(2, "--prefetch", help="Batches each worker prepares ahead.")
 MaxCorruptOpt = typer.Option(0.05, "--max-corrupt", help="Fraction of undecodable files skipped before the run fails.")
 EpochsOpt = typer.Option(0, "--epochs", help="Measure this many whole epochs of the dataset instead of --steps.")

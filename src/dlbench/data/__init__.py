@@ -33,7 +33,7 @@ OPTIONS: dict[str, Any] = {
     "data": "synthetic",  # synthetic | dummy | folder:PATH | PATH[:KEY] of a 3D volume
     "workers": None,  # DataLoader worker processes (None: min(8, CPU cores))
     "decode": "cpu",  # cpu (workers) | gpu (torchvision.io on the device)
-    "cpu_share": 0.25,  # --decode gpu: the share of the images the workers decode instead (see DeviceDecoder)
+    "cpu_share": 0.0,  # --decode gpu: the share of the images the workers decode instead (see DeviceDecoder)
     "prefetch": 2,  # batches each worker prepares ahead
     "max_corrupt": 0.05,  # fraction of files that may fail to decode before the run fails
     "dummy_images": 10_000,  # images per epoch of the dummy source

@@ -4,8 +4,10 @@ The GPU input paths (JPEG decoding, elastic deformation of volume patches) launc
 kernels per batch. Launched from the step's own thread they would sit on the step's critical
 path (the host is busy launching while the GPU idles); from a thread of their own, on a stream
 of their own, they run while the previous step computes. The consumer's stream waits on an
-event per batch, so what is left of the wait shows up in the step's `data` phase. On the CPU the
-same code runs without streams (that is what the tests exercise).
+event per batch, so what is left of the wait shows up in the step's `data` phase. The side
+stream only runs beside the step's if they do not share a hardware queue (dlbench/__init__.py
+raises CUDA's count of them). On the CPU the same code runs without streams (that is what the
+tests exercise).
 """
 
 from __future__ import annotations
