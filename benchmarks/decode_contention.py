@@ -39,16 +39,14 @@ import contextlib
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
 from dlbench.data import images, prefetch
-from dlbench.data.generate import generate
-from dlbench.spec import BenchmarkSpec
-from dlbench.workloads import execute, pipeline
+from dlbench.workloads import pipeline
+from runs import gpu_decode_folder, resnet50_train as train
 
 TIMES: dict[str, list[float]] = {}
 VARIANTS = {  # name: (switch interval, bounded run-ahead, queue depth, options)
@@ -132,15 +130,6 @@ def variant(switch: float | None, bound: bool, depth: int | None):
         images.DevicePrefetch = old_prefetch
 
 
-def train(steps: int, options: dict) -> dict:
-    spec = BenchmarkSpec(workload="train", model="resnet50", batch=256, precision="bf16", channels_last=True,
-                         device="cuda", warmup=10, warmup_seconds=0.0, steps=steps, min_seconds=0.0, options=options)
-    result = execute(spec, {})
-    if result.status != "ok":
-        sys.exit(f"dlbench train {options} ended with {result.status}: {result.error}")
-    return result.metrics
-
-
 def quantiles(values: list[float]) -> str:
     if len(values) < 2:
         return "-"
@@ -158,9 +147,7 @@ def main() -> None:
                    help="comma-separated, of: " + ", ".join(VARIANTS))
     args = p.parse_args()
     torch.backends.cudnn.benchmark = True
-    work = Path(tempfile.mkdtemp(prefix="dlbench-contention-"))
-    generate(work / "images", args.images, classes=100, workers=os.cpu_count())
-    folder = {"data": f"folder:{work / 'images'}", "decode": "gpu", "workers": args.workers}
+    root, folder = gpu_decode_folder(args.images, args.workers)
     images.DeviceDecoder._decode = timed("nvjpeg", images.DeviceDecoder._decode)
     images.DeviceDecoder.decode_batch = timed("decode_batch", images.DeviceDecoder.decode_batch)
     prefetch.DevicePrefetch._put = cycles(timed("put", prefetch.DevicePrefetch._put))
@@ -193,7 +180,7 @@ def main() -> None:
         crops = [b - n for b, n in zip(t.get("decode_batch", []), t.get("nvjpeg", []))]
         print(f"| {name} | {synthetic:,.0f} | {gpu:,.0f} | {ratio:.3f} | {wait:.1%} | {quantiles(t.get('cycle', []))} | "
               f"{quantiles(t.get('nvjpeg', []))} | {quantiles(crops)} | {quantiles(t.get('put', []))} |")
-    alone = nvjpeg_alone(work / "images", args.workers, batches=60)
+    alone = nvjpeg_alone(root, args.workers, batches=60)
     print(f"\nnvjpeg alone, no training, 256 images a call: {quantiles(alone)} ms (median / p90), "
           f"{256 / statistics.median(alone):,.0f} img/s at the median")
 

@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -33,9 +30,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from dlbench.data import images
-from dlbench.data.generate import generate
-from dlbench.spec import BenchmarkSpec
-from dlbench.workloads import execute
+from runs import gpu_decode_folder, resnet50_train as train
 
 TIMES: dict[str, list[tuple[float, float]]] = {}
 
@@ -51,16 +46,6 @@ def timed(name: str, function):
             TIMES.setdefault(name, []).append((time.perf_counter() - wall, time.thread_time() - cpu))
 
     return wrapper
-
-
-def train(steps: int, options: dict) -> dict:
-    spec = BenchmarkSpec(workload="train", model="resnet50", batch=256, precision="bf16", channels_last=True,
-                         device="cuda", warmup=10, warmup_seconds=0.0, steps=steps, min_seconds=0.0, options=options)
-    result = execute(spec, {})
-    if result.status != "ok":
-        sys.exit(f"dlbench train {options} ended with {result.status}: {result.error}")
-    print(f"train {options or 'synthetic'}: {result.metrics['throughput']:,.0f} img/s", file=sys.stderr, flush=True)
-    return result.metrics
 
 
 def streams(trace: Path, steps: int) -> dict:
@@ -145,9 +130,7 @@ def main() -> None:
                    help="other --cpu-share values to run once each (default 0.25,0.5)")
     args = p.parse_args()
     torch.backends.cudnn.benchmark = True
-    work = Path(tempfile.mkdtemp(prefix="dlbench-decode-"))
-    generate(work / "images", args.images, classes=100, workers=os.cpu_count())
-    folder = {"data": f"folder:{work / 'images'}", "decode": "gpu", "workers": args.workers}
+    root, folder = gpu_decode_folder(args.images, args.workers)
     images.DeviceDecoder._decode = timed("nvjpeg", images.DeviceDecoder._decode)
     images.DeviceDecoder.decode_batch = timed("decode_batch", images.DeviceDecoder.decode_batch)
 
@@ -169,12 +152,12 @@ def main() -> None:
         ratios.append(run["throughput"] / synthetic["throughput"])
     for crops in (False, True):
         name = f"synthetic + background {'nvjpeg and crops' if crops else 'nvjpeg only'}"
-        phases[name] = background(args.steps, work / "images", args.workers, crops)
+        phases[name] = background(args.steps, root, args.workers, crops)
         rows.append((name, synthetic["throughput"], phases[name]["throughput"],
                      f"decoding {phases[name]['decoded_per_s']:,.0f} img/s"))
         ratios.append(phases[name]["throughput"] / synthetic["throughput"])
-    prof_synthetic = profiled(args.steps, {}, work, "synthetic")
-    prof_gpu = profiled(args.steps, folder, work, "gpu")
+    prof_synthetic = profiled(args.steps, {}, root.parent, "synthetic")
+    prof_gpu = profiled(args.steps, folder, root.parent, "gpu")
 
     print(f"\nResNet-50 train, bf16, channels-last, batch 256, {args.workers} workers, {torch.cuda.get_device_name()}")
     print("| run | synthetic img/s | this run img/s | ratio | data wait / decoding |\n|---|---:|---:|---:|---:|")

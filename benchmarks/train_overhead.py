@@ -25,26 +25,14 @@ from pathlib import Path
 
 import torch
 
-from dlbench.spec import BenchmarkSpec  # first: importing dlbench sets CUDA_DEVICE_MAX_CONNECTIONS
+from runs import resnet50_train  # first: importing dlbench sets CUDA_DEVICE_MAX_CONNECTIONS
 from dlbench.data.generate import generate
-from dlbench.system.info import fingerprint
-from dlbench.workloads import execute
 from plain import mean_seconds, resnet50_train_step
 
 
 def plain_loop(batch: int, steps: int, warmup: int, dtype: torch.dtype) -> float:
     """The loop a user would write: img/s over `steps` timed steps after `warmup` ones."""
     return batch / mean_seconds(resnet50_train_step(batch, dtype), warmup, steps)
-
-
-def dlbench_train(batch: int, steps: int, warmup: int, precision: str, **options) -> dict:
-    spec = BenchmarkSpec(workload="train", model="resnet50", batch=batch, precision=precision, channels_last=True,
-                         device="cuda", warmup=warmup, warmup_seconds=0.0, steps=steps, min_seconds=0.0,
-                         options=options)
-    result = execute(spec, fingerprint())
-    if result.status != "ok":
-        sys.exit(f"dlbench train {options} ended with {result.status}: {result.error}")
-    return result.metrics
 
 
 def main() -> None:
@@ -66,7 +54,7 @@ def main() -> None:
     plain, ours = [], []
     for _ in range(args.rounds):  # alternate, so clock and thermal drift hit both alike
         plain.append(plain_loop(args.batch, args.steps, args.warmup, dtype))
-        ours.append(dlbench_train(args.batch, args.steps, args.warmup, args.precision)["throughput"])
+        ours.append(resnet50_train(args.steps, {}, batch=args.batch, warmup=args.warmup, precision=args.precision)["throughput"])
     plain_ips, synthetic_ips = statistics.median(plain), statistics.median(ours)
 
     with tempfile.TemporaryDirectory(prefix="dlbench-jpegs-") as tmp:
@@ -78,8 +66,9 @@ def main() -> None:
             print(f"wrote {summary['images']} JPEGs ({summary['mean_kb']:.0f} KB on average) in "
                   f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
         common = dict(data=f"folder:{folder}", workers=args.workers)
-        gpu = dlbench_train(args.batch, args.steps, args.warmup, args.precision, decode="gpu", **common)
-        cpu = dlbench_train(args.batch, args.steps, args.warmup, args.precision, decode="cpu", **common)
+        sizes = dict(batch=args.batch, warmup=args.warmup, precision=args.precision)
+        gpu = resnet50_train(args.steps, {**common, "decode": "gpu"}, **sizes)
+        cpu = resnet50_train(args.steps, {**common, "decode": "cpu"}, **sizes)
 
     rows = [
         ("plain loop, synthetic", plain_ips, "-", "-", ""),

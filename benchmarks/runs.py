@@ -1,0 +1,37 @@
+"""The dlbench run the image benchmarks share: ResNet-50 training through `workloads.execute`,
+as `dlbench run train` runs it (bf16 autocast, channels-last). Import this module before any
+CUDA work: importing dlbench sets CUDA_DEVICE_MAX_CONNECTIONS, which counts only then.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from dlbench.data.generate import generate
+from dlbench.spec import BenchmarkSpec
+from dlbench.system.info import fingerprint
+from dlbench.workloads import execute
+
+
+def resnet50_train(steps: int, options: dict, *, batch: int = 256, warmup: int = 10, precision: str = "bf16") -> dict:
+    """The result's metrics; exits with the run's error if it did not end ok."""
+    spec = BenchmarkSpec(workload="train", model="resnet50", batch=batch, precision=precision, channels_last=True,
+                         device="cuda", warmup=warmup, warmup_seconds=0.0, steps=steps, min_seconds=0.0,
+                         options=options)
+    result = execute(spec, fingerprint())
+    if result.status != "ok":
+        sys.exit(f"dlbench train {options} ended with {result.status}: {result.error}")
+    print(f"dlbench train {options or 'synthetic'}: {result.metrics['throughput']:,.0f} img/s", file=sys.stderr,
+          flush=True)
+    return result.metrics
+
+
+def gpu_decode_folder(images: int, workers: int) -> tuple[Path, dict]:
+    """A generated ImageNet-like JPEG folder in a temporary directory (kept: the caller may
+    reuse it), and the options that train on it with `--decode gpu`."""
+    work = Path(tempfile.mkdtemp(prefix="dlbench-jpegs-"))
+    generate(work / "images", images, classes=100, workers=os.cpu_count())
+    return work / "images", {"data": f"folder:{work / 'images'}", "decode": "gpu", "workers": workers}
