@@ -1,31 +1,35 @@
-"""Command line: parses arguments and calls into the package; nothing else lives here."""
+"""Command line: parses arguments and calls into the package; nothing else lives here.
+
+The `dlbench run <workload>` commands are made from each workload's typed options (and the
+general spec fields it takes), so a new option or workload needs no change here.
+"""
 
 from __future__ import annotations
 
+import inspect
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typer.core import TyperGroup
 
+from dlbench import workloads
 from dlbench.errors import UserError
+from dlbench.launch.view import Terminal
 
 app = typer.Typer(
     help="Deep learning benchmarks for GPU machines. With no command, runs the `quick` suite "
          "on the GPU if there is one (else the CPU), stores the results and prints the report.",
     no_args_is_help=False, add_completion=False, pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
+view = Terminal()
+out, err = view.out, view.err
 
-DEFAULT_TIMEOUT_S = 3600.0  # per benchmark, when neither the spec nor its suite sets one
 DbOption = typer.Option(None, "--db", help="Result store (SQLite). Default: $DLBENCH_DB or ./dlbench.db.")
 TagOption = typer.Option(None, "--tag", help="Free text stored with every result, to find runs later.")
+SeedOpt = typer.Option(0, "--seed", help="Random seed.")
 
 
 def _store(db: Optional[Path]):
@@ -34,320 +38,70 @@ def _store(db: Optional[Path]):
     return Store(db)
 
 
-def _print_result(result) -> None:
-    from dlbench.workloads import describe
-
-    style = {"ok": "green", "oom": "yellow"}.get(result.status, "red")
-    err.print(Text(describe(result), style=style))
-
-
 @app.callback(invoke_without_command=True)
 def _default(ctx: typer.Context, db: Optional[Path] = DbOption) -> None:
     if ctx.invoked_subcommand is None:
-        _suite("quick", db=db)
+        _suite_exit(name="quick", db=db)
 
 
-run_app = typer.Typer(help="Run one benchmark and store its result.", no_args_is_help=True)
+class _RunCommands(TyperGroup):
+    """`dlbench run`'s sub-commands, one per workload, made when asked for: building one imports
+    its workload (and torch), which other commands need not wait for."""
+
+    def list_commands(self, ctx) -> list[str]:
+        return workloads.names()
+
+    def get_command(self, ctx, name: str):
+        if name not in workloads.names():
+            return None
+        return typer.main.get_command(_run_app(workloads.get(name)))
+
+
+run_app = typer.Typer(cls=_RunCommands, help="Run one benchmark and store its result.", no_args_is_help=True)
 app.add_typer(run_app, name="run")
 
-# Options every workload shares; each `run` sub-command lists them in its signature.
-ModelOpt = typer.Option("resnet50", "--model", help="Model name (`dlbench models`), any torchvision classifier, or timm:<name>.")
-BatchOpt = typer.Option(16, "--batch", help="Batch size.")
-ShapeOpt = typer.Option(None, "--input-shape", help="Input shape without the batch, e.g. 3x224x224 (default: the model's).")
-PrecisionOpt = typer.Option("fp32", "--precision", help="fp32, tf32 (TF32 matmuls/convolutions), fp16 or bf16 (autocast).")
-ChannelsLastOpt = typer.Option(False, "--channels-last", help="Use the channels-last memory format.")
-OptimizeOpt = typer.Option("eager", "--optimize", help="eager (as built), compile (torch.compile), graphs (CUDA graphs "
-                           "of the step, static inputs; GPU only) or max (compile with autotuned matmuls + CUDA graphs + "
-                           "channels-last + fused optimizer; GPU only). Checked against eager before timing; "
-                           "compile time is reported as compile_s, outside the measurement.")
-DeviceOpt = typer.Option("auto", "--device", help="auto (GPU if present), cpu, cuda or cuda:N.")
-WarmupOpt = typer.Option(5, "--warmup", help="Warm-up steps (at least).")
-WarmupSecondsOpt = typer.Option(1.0, "--warmup-seconds", help="Warm-up seconds (at least).")
-StepsOpt = typer.Option(20, "--steps", help="Measured steps (at least).")
-MinSecondsOpt = typer.Option(1.0, "--min-seconds", help="Measured seconds (at least).")
-SeedOpt = typer.Option(0, "--seed", help="Random seed for weights and inputs.")
-
-_GENERAL = ("model", "batch", "input_shape", "precision", "channels_last", "optimize", "device", "warmup",
-            "warmup_seconds", "steps", "min_seconds", "seed", "gpus", "timeout")
+BATCH_PLANS = (" --batch also takes a list 1,2,4 (one result each), 'sweep' (powers of two until memory runs "
+               "out) or 'auto' (the largest batch that fits).")
 
 
-def _run_one(workload: str, params: dict, exit_on_error: bool = True) -> str:
-    """Build the spec from a sub-command's parameters (the rest become options), run and store it."""
-    spec, db, tag = _spec(workload, params)
-    _preflight(spec)
-    with _store(db) as store:
-        result = _run_specs_once(spec, store, tag)
-    return _finish(result, exit_on_error)
-
-
-@run_app.command("fwdbwd")
-def run_fwdbwd(
-    model: str = ModelOpt, batch: int = BatchOpt, input_shape: Optional[str] = ShapeOpt,
-    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt,
-    warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
-    min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, db: Optional[Path] = DbOption,
-    tag: Optional[str] = TagOption,
-) -> None:
-    """Forward and backward of a model in training mode, timed separately (seed 004's method)."""
-    _run_one("fwdbwd", locals())
-
-
-# Options of the image workloads (train, infer, smooth).
-ImageBatchOpt = typer.Option("16", "--batch", help="Batch size per process: N, a list 1,2,4 (one result each), "
-                             "'sweep' (powers of two until memory runs out) or 'auto' (largest batch that fits).")
-DataOpt = typer.Option("synthetic", "--data", help="synthetic (random tensors on the device), dummy (random images "
-                       "through the real CPU transforms), folder:PATH (class folders of JPEGs) or, for train with "
-                       "3D models, a volume PATH[:KEY] (.h5/.hdf5, .zarr, .n5 with labels; `dlbench data volume`).")
-WorkersOpt = typer.Option(None, "--workers", help="DataLoader worker processes (default: min(8, CPU cores)).")
-DecodeOpt = typer.Option("cpu", "--decode", help="Where JPEGs are decoded: cpu (in the workers) or gpu (nvjpeg, "
-                         "crop and resize on the GPU).")
-CpuShareOpt = typer.Option(None, "--cpu-share", help="With --decode gpu: the share of each batch the workers "
-                           "decode on the CPU beside the GPU (default 0: all on the GPU). Raise it when nvjpeg "
-                           "cannot keep up (data wait while the workers idle), e.g. 0.2 for small, fast models.")
-PrefetchOpt = typer.Option(2, "--prefetch", help="Batches each worker prepares ahead.")
-MaxCorruptOpt = typer.Option(0.05, "--max-corrupt", help="Fraction of undecodable files skipped before the run fails.")
-EpochsOpt = typer.Option(0, "--epochs", help="Measure this many whole epochs of the dataset instead of --steps.")
-GpusOpt = typer.Option(1, "--gpus", help="Processes (one per GPU) under torchrun with DistributedDataParallel; "
-                       "with --device cpu they run on the CPU (gloo).")
-MaxBatchOpt = typer.Option(1024, "--max-batch", help="Largest batch a sweep or auto search tries.")
-
-
-def _run_images(workload: str, params: dict) -> None:
-    """`--batch` may name several batches, a sweep or a search: one stored result per batch run."""
-    from dlbench.launch import batchsize
-
-    plan = batchsize.parse(params.pop("batch"))
-    limit = params.pop("max_batch")
-    if plan == "auto":
-        _run_auto(workload, params, limit)
-        return
-    sizes = batchsize.sweep_sizes(limit) if plan == "sweep" else plan
-    failed = False
-    for size in sizes:
-        status = _run_one(workload, {**params, "batch": size}, exit_on_error=False)
-        failed |= status == "error"
-        if status == "oom" and plan == "sweep":
-            break  # larger batches cannot fit either
-    if failed:
-        raise typer.Exit(1)
-
-
-def _run_auto(workload: str, params: dict, limit: int) -> None:
-    import dataclasses
-
-    from dlbench.launch import batchsize
-
-    spec, db, tag = _spec(workload, {**params, "batch": 1})
-    _preflight(spec)
-    with _store(db) as store:
-        run = _unstored_runner()
-        err.print(f"searching the largest batch for {spec.label()} (up to {limit})", highlight=False)
-        found = batchsize.search(batchsize.probe_with(run, spec), limit=limit)
-        err.print(f"batch search: largest {found['largest']}, best throughput at {found['best_throughput_batch']} "
-                  f"({len(found['tried'])} probes)", highlight=False)
-        final = spec if found["largest"] is None else dataclasses.replace(spec, batch=found["largest"])
-        _finish(_run_specs_once(final, store, tag, {"batch_search": found}))
-
-
-def _unstored_runner():
-    """Runs a spec without storing it (the probes of a batch search)."""
-    from dlbench.launch import torchrun
-    from dlbench.system.info import fingerprint
-    from dlbench.workloads import execute
-
-    def run(probe_spec):
-        if probe_spec.gpus > 1:
-            return torchrun.run(probe_spec, fingerprint())
-        return execute(probe_spec, fingerprint())
-
-    return run
-
-
-def _spec(workload: str, params: dict):
+def _run_app(workload: workloads.Workload) -> typer.Typer:
+    """A one-command app whose options are the workload's general fields and typed options."""
+    from dlbench.options import fields_of
     from dlbench.spec import BenchmarkSpec
 
-    params = dict(params)
-    db, tag = params.pop("db"), params.pop("tag")
-    general = {k: params.pop(k) for k in _GENERAL if k in params}
-    options = {k: v for k, v in params.items() if v is not None}
-    return BenchmarkSpec(workload=workload, options=options, **general), db, tag
+    general = [f for f in fields_of(BenchmarkSpec) if f.name in workload.general]
+    params = [_parameter(f, workload) for f in general + workload.options.fields()]
+    if workload.batch_plans:
+        params.append(_param("max_batch", int, 1024, "--max-batch", "Largest batch a sweep or auto search tries."))
+    params += [_param("db", Optional[Path], None, "--db", DbOption.help),
+               _param("tag", Optional[str], None, "--tag", TagOption.help)]
+
+    def command(**values) -> None:
+        from dlbench.launch.runs import run_command
+
+        db, tag = values.pop("db"), values.pop("tag")
+        given = {k: v for k, v in values.items() if v is not None}
+        raise typer.Exit(run_command(workload.name, given, db=db, tag=tag, view=view))
+
+    command.__signature__ = inspect.Signature(params)
+    command.__doc__ = workload.help
+    sub = typer.Typer(add_completion=False)
+    sub.command(workload.name)(command)
+    return sub
 
 
-def _preflight(spec) -> None:
-    """Check the data options and print warnings before anything runs."""
-    from dlbench import data
-    from dlbench.launch.inprocess import check_devices
-    from dlbench.workloads.runtime import resolve_device
-
-    check_devices(spec)
-    if "data" in spec.options and spec.workload in ("train", "infer", "smooth"):  # converge checks its own data
-        for warning in data.check(spec, resolve_device(spec.device), _volume_shape(spec)):
-            err.print(f"warning: {warning}", style="yellow", highlight=False)
+def _parameter(field, workload: workloads.Workload) -> inspect.Parameter:
+    default = workload.defaults.get(field.name, field.default)
+    kind = str if field.kind is tuple or (field.name == "batch" and workload.batch_plans) else field.kind
+    text = field.help() + (BATCH_PLANS if field.name == "batch" and workload.batch_plans else "")
+    flags = f"{field.flag}/--no-{field.flag[2:]}" if kind is bool and default else field.flag
+    optional = field.optional or default is None
+    return _param(field.name, Optional[kind] if optional else kind, default, flags, text)
 
 
-def _volume_shape(spec):
-    """The model input a volume dataset must hold (train only), so a patch that does not fit fails here."""
-    from dlbench import data
-
-    if spec.workload != "train" or data.parse_source(spec.options["data"])[0] != "volume":
-        return None
-    from dlbench.models import registry
-    from dlbench.workloads.train import input_shape
-
-    return input_shape(spec, registry.resolve(spec.model))
-
-
-def _run_specs_once(spec, store, tag, extra_metrics=None):
-    from dlbench.launch.inprocess import run_specs
-
-    return run_specs([spec], store, tag=tag, console=err, extra_metrics=extra_metrics)[0]
-
-
-def _finish(result, exit_on_error: bool = True) -> str:
-    _print_result(result)
-    if result.status == "error" and exit_on_error:
-        raise typer.Exit(1)
-    return result.status
-
-
-@run_app.command("train")
-def run_train(
-    model: str = ModelOpt,
-    batch: Optional[str] = typer.Option(None, "--batch", help="Batch size per process (default 1 for 3D models: one "
-                                        "patch per GPU like seed 000/001, else 16): N, a list 1,2,4 (one result "
-                                        "each), 'sweep' (powers of two until memory runs out) or 'auto'."),
-    input_shape: Optional[str] = ShapeOpt,
-    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt,
-    device: str = DeviceOpt,
-    warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
-    min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
-    data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt,
-    cpu_share: Optional[float] = CpuShareOpt, prefetch: int = PrefetchOpt,
-    max_corrupt: float = MaxCorruptOpt, epochs: int = EpochsOpt,
-    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="sgd (momentum 0.9), adam or adamw (default: "
-                                            "adam for 3D models, sgd for the rest)."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (default 0.01 SGD, 0.001 Adam/AdamW)."),
-    patch: Optional[str] = typer.Option(None, "--patch", help="Volume training patch ZxYxX, e.g. 40x432x432 "
-                                        "(default: the model's input shape)."),
-    augment: str = typer.Option("auto", "--augment", help="Where volume patches are elastically deformed and "
-                                "flipped: auto (gpu on a GPU, else cpu), cpu (in the workers), gpu (grid_sample on "
-                                "the device; the workers only read) or none."),
-    extrapolate_iters: int = typer.Option(100_000, "--extrapolate-iters", help="3D models: report the days to "
-                                          "this many training iterations."),
-    max_batch: int = MaxBatchOpt, db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
-) -> None:
-    """Training steps (forward, loss, backward, optimizer) with per-phase times and img/s (seeds 002, 003); with a
-    3D U-Net on a volume, seconds per iteration, iterations per minute and days to 100k iterations (seeds 000/001)."""
-    if batch is None:
-        batch = "1" if model.startswith("unet3d") else "16"
-    _run_images("train", locals())
-
-
-@run_app.command("infer")
-def run_infer(
-    model: str = ModelOpt, batch: str = ImageBatchOpt, input_shape: Optional[str] = ShapeOpt,
-    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt,
-    warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
-    min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
-    data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt,
-    cpu_share: Optional[float] = CpuShareOpt, prefetch: int = PrefetchOpt,
-    max_corrupt: float = MaxCorruptOpt, epochs: int = EpochsOpt,
-    max_batch: int = MaxBatchOpt, db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
-) -> None:
-    """Inference throughput and latency per batch (avg, p50/p90/p95/p99) under inference_mode."""
-    _run_images("infer", locals())
-
-
-@run_app.command("smooth")
-def run_smooth(
-    model: str = ModelOpt, batch: str = ImageBatchOpt, input_shape: Optional[str] = ShapeOpt,
-    precision: str = PrecisionOpt, channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt,
-    warmup: int = WarmupOpt, warmup_seconds: float = WarmupSecondsOpt, steps: int = StepsOpt,
-    min_seconds: float = MinSecondsOpt, seed: int = SeedOpt, gpus: int = GpusOpt,
-    data: str = DataOpt, workers: Optional[int] = WorkersOpt, decode: str = DecodeOpt,
-    cpu_share: Optional[float] = CpuShareOpt, prefetch: int = PrefetchOpt,
-    max_corrupt: float = MaxCorruptOpt, epochs: int = EpochsOpt,
-    sigma: float = typer.Option(0.25, "--sigma", help="Standard deviation of the Gaussian noise."),
-    max_batch: int = MaxBatchOpt, db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
-) -> None:
-    """Randomized-smoothing inference (seed 002): each input repeated --batch times with noise, one forward each."""
-    _run_images("smooth", locals())
-
-
-@run_app.command("volume")
-def run_volume(
-    input: Optional[str] = typer.Option(None, "--input", help="Volume to predict, PATH[:KEY] (.h5/.hdf5, .zarr, .n5; "
-                                        "key default volumes/raw). Default: generate --volume-shape on local disk."),
-    output: Optional[str] = typer.Option(None, "--output", help="Prediction, PATH[:KEY] (.zarr or .n5; key default "
-                                         "'prediction'). Default: a temporary output, deleted after the run."),
-    model: str = typer.Option("unet3d", "--model", help="Registry model (`dlbench models`; e.g. unet3d, unet3d-aniso, "
-                              "unet3d:f=16,d=3) or a TorchScript (.pt/.ts) or torch.export (.pt2) file."),
-    block: str = typer.Option("32x384x384", "--block", help="Output block ZxYxX (one output chunk each), or 'auto': "
-                              "the largest that fits the GPU."),
-    halo: str = typer.Option("16x64x64", "--halo", help="Context added on each side of a block (reflected at the border)."),
-    resume: bool = typer.Option(False, "--resume", help="Complete an interrupted output: skip blocks already written."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output."),
-    dtype: str = typer.Option("uint8", "--dtype", help="Output type: uint8 (probability x 255) or float16."),
-    extrapolate: str = typer.Option("8.1T", "--extrapolate", help="Report hours for a volume of this many voxels "
-                                    "(8.1T: the seed's Platynereis volume)."),
-    volume_shape: str = typer.Option("200x3072x3072", "--volume-shape", help="Size of the generated volume when "
-                                     "no --input is given (the seed's padded CREMI volume, 1.9 gigavoxel)."),
-    readers: int = typer.Option(8, "--readers", help="Reader threads."),
-    writers: int = typer.Option(4, "--writers", help="Writer threads."),
-    queue: int = typer.Option(8, "--queue", help="Tiles in flight on each side of the GPU."),
-    compile: bool = typer.Option(False, "--compile", help="torch.compile the model."),
-    precision: str = PrecisionOpt, channels_last: bool = typer.Option(False, "--channels-last", help="Channels-last-3d."),
-    optimize: str = OptimizeOpt,
-    device: str = DeviceOpt, gpus: int = GpusOpt,
-    warmup: int = typer.Option(2, "--warmup", help="Forward passes on the first tile before the measurement."),
-    seed: int = SeedOpt, db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
-) -> None:
-    """Blockwise prediction of a whole volume (seed 000/001): Mvox/s, time per phase, hours for --extrapolate."""
-    params = dict(locals())
-    from dlbench.workloads.volume import preflight
-
-    preflight({k: params[k] for k in ("input", "output", "block", "halo", "resume", "overwrite", "dtype", "extrapolate")})
-    params.update(batch=1, warmup_seconds=0.0, steps=1, min_seconds=0.0)
-    _run_one("volume", params)
-
-
-@run_app.command("converge")
-def run_converge(
-    model: str = typer.Option("unet2d", "--model", help="Segmentation model: unet2d (padded) or unet2d-medical (original, 572 -> 388)."),
-    data: Optional[Path] = typer.Option(None, "--data", help="Folder with images/ and masks/ (`dlbench data seg`). "
-                                        "Default: a generated EM-like set in memory."),
-    target_dice: float = typer.Option(0.89, "--target-dice", help="Stop a fold when the validation DICE reaches this (0 < t <= 1)."),
-    folds: int = typer.Option(5, "--folds", help="k of k-fold cross-validation."),
-    fold_limit: Optional[int] = typer.Option(None, "--fold-limit", help="Run only the first N folds."),
-    eval_every: int = typer.Option(100, "--eval-every", help="Evaluate the validation DICE every E steps."),
-    max_steps: int = typer.Option(4000, "--max-steps", help="Step budget per fold."),
-    max_seconds: Optional[float] = typer.Option(None, "--max-seconds", help="Time budget per fold (checked at each evaluation)."),
-    lr: float = typer.Option(3e-4, "--lr", help="Adam learning rate."),
-    features: Optional[int] = typer.Option(None, "--features", help="Filters of the U-Net's first level (default 64)."),
-    augment: bool = typer.Option(True, "--augment/--no-augment", help="Random flips and rotations of the training crops."),
-    synthetic_n: int = typer.Option(30, "--synthetic-n", help="Images in the generated set (without --data)."),
-    synthetic_size: int = typer.Option(512, "--synthetic-size", help="Their size in pixels (without --data)."),
-    batch: int = typer.Option(8, "--batch", help="Batch size per GPU."),
-    input_shape: Optional[str] = typer.Option(None, "--input-shape", help="Training input, e.g. 1x572x572 (default: the "
-                                              "model's for unet2d-medical, the whole image for unet2d)."),
-    precision: str = typer.Option("fp32", "--precision", help="fp32, tf32, fp16 (autocast + gradient scaler) or bf16 (autocast)."),
-    channels_last: bool = ChannelsLastOpt, optimize: str = OptimizeOpt, device: str = DeviceOpt, seed: int = SeedOpt,
-    gpus: int = typer.Option(1, "--gpus", help="Processes, one per GPU (torchrun; DistributedDataParallel)."),
-    db: Optional[Path] = DbOption, tag: Optional[str] = TagOption,
-) -> None:
-    """Train to a DICE target with k-fold cross-validation: time to train, DICE per fold (seed 003)."""
-    data = _checked_seg_data(data)
-    _run_one("converge", locals())
-
-
-def _checked_seg_data(path: Optional[Path]) -> Optional[str]:
-    """Read the whole set once so every problem with it stops here, before anything runs."""
-    if path is None:
-        return None
-    from dlbench.data import segmentation
-
-    segmentation.load(path)
-    return str(path.resolve())
+def _param(name: str, annotation, default, flags: str, text: str) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                             default=typer.Option(default, flags, help=text))
 
 
 data_app = typer.Typer(help="Write synthetic datasets to benchmark real input pipelines anywhere.", no_args_is_help=True)
@@ -451,172 +205,13 @@ def suite(
 
     A crash, out-of-memory error or hang of one benchmark is stored (error, oom, timeout) and the suite goes on. Ctrl-C stores the running benchmark as interrupted and stops (press it again to stop at once); `--resume` then runs only what is missing.
     """  # noqa: E501 - one paragraph, or --help breaks it where the source does
-    _suite(name, device=device, db=db, tag=tag, list_only=list_only, resume=resume, run_id=run_id,
-           timeout=timeout, slurm=slurm, slurm_dir=slurm_dir, wait=wait)
+    _suite_exit(**locals())
 
 
-def _suite(name: str, *, device: str = "auto", db: Optional[Path] = None, tag: Optional[str] = None,
-           list_only: bool = False, resume: bool = False, run_id: Optional[str] = None,
-           timeout: Optional[float] = None, slurm: Optional[str] = None,
-           slurm_dir: Path = Path("dlbench-slurm"), wait: bool = True) -> None:
-    from dlbench.launch import slurm as slurm_launch
+def _suite_exit(**values) -> None:
+    from dlbench.launch.suiterun import SuiteRequest, suite_command
 
-    if timeout is not None and timeout <= 0:
-        raise UserError(f"--timeout must be a positive number of seconds, got {timeout:g}")
-    options = slurm_launch.parse_options(slurm) if slurm is not None else None
-    if options is not None:
-        slurm_launch.check(options)  # before anything slow or anything written
-
-    from dlbench import suites
-    from dlbench.system.info import fingerprint
-
-    loaded = suites.load(name, {"device": device} if device != "auto" else None)
-    host = fingerprint()["host"]
-    if list_only:
-        _list_suite(loaded, db, host, resume=resume, run_id=run_id, default_timeout=timeout or DEFAULT_TIMEOUT_S)
-        return
-    if options is None:
-        loaded.specs = _runnable(loaded.specs)  # compute nodes, not this machine, decide under --slurm
-    default_timeout = timeout or DEFAULT_TIMEOUT_S
-    with _store(db) as store:
-        from dlbench.launch import suiterun
-
-        plan = suiterun.make_plan(loaded, store, host, resume=resume, run=run_id)
-        _announce(plan)
-        if options is not None:
-            _submit(plan, store, options, slurm_dir, tag=tag, default_timeout=default_timeout, wait=wait)
-        else:
-            _run_here(plan, store, name, tag=tag, default_timeout=default_timeout)
-
-
-def _list_suite(loaded, db: Optional[Path], host: str, *, resume: bool, run_id: Optional[str],
-                default_timeout: float) -> None:
-    from dlbench.launch import suiterun
-    from dlbench.results.store import Store, default_path
-
-    path = Path(db) if db else default_path()
-    store = Store(path) if path.exists() else None  # listing never creates a store
-    try:
-        plan = suiterun.make_plan(loaded, store, host, resume=resume, run=run_id)
-    finally:
-        if store is not None:
-            store.close()
-    _print_plan(plan, default_timeout)
-
-
-def _run_here(plan, store, name: str, *, tag: Optional[str], default_timeout: float) -> None:
-    from dlbench.launch import suiterun
-    from dlbench.system.info import fingerprint
-
-    hint = f"`dlbench suite {name} --resume` runs what is missing"
-    try:
-        outcome = suiterun.run_suite(plan, store, fingerprint(), tag=tag, default_timeout=default_timeout,
-                                     console=err, describe=_describe)
-    except KeyboardInterrupt:
-        err.print(f"stopped at once; {hint}", highlight=False, markup=False)
-        store.close()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(130)  # "at once": the interpreter's teardown (torch's) can take seconds
-    if outcome.interrupted:
-        err.print(f"{outcome.interrupted}: stopped; the running benchmark is stored as interrupted. {hint}",
-                  highlight=False, markup=False)
-        raise typer.Exit(130)
-    _finish_suite(store, plan)
-
-
-def _runnable(specs: list) -> list:
-    """Specs this machine can run; a device it lacks is a user error, too few GPUs skips the spec."""
-    import torch
-
-    from dlbench.suites import title
-    from dlbench.workloads.runtime import resolve_device
-
-    kept = []
-    for spec in specs:
-        device = resolve_device(spec.device)
-        visible = torch.cuda.device_count() if device.type == "cuda" else None
-        if visible is not None and spec.gpus > visible:
-            err.print(f"skipped {title(spec)}: needs {spec.gpus} GPUs, {visible} visible", highlight=False, markup=False)
-            continue
-        kept.append(spec)
-    return kept
-
-
-def _print_plan(plan, default_timeout: float) -> None:
-    from dlbench.suites import title
-    from dlbench.suites.estimate import format_seconds
-
-    table = Table("#", "benchmark", "timeout", "estimate", "from", box=None)
-    for index, (spec, guess) in enumerate(zip(plan.todo, plan.estimates), 1):
-        limit = format_seconds(spec.timeout) if spec.timeout else f"{format_seconds(default_timeout)} (default)"
-        table.add_row(str(index), Text(title(spec)), limit, format_seconds(guess.seconds), guess.source)
-    out.print(table)
-    measured = sum(1 for e in plan.estimates if e.measured)
-    total = format_seconds(sum(e.seconds for e in plan.estimates))
-    done = f", {len(plan.done)} already done in run {plan.run}" if plan.resumed else ""
-    out.print(f"{len(plan.todo)} benchmarks{done}: about {total} "
-              f"({measured} from earlier runs on this machine, {len(plan.todo) - measured} guessed)", highlight=False)
-
-
-def _announce(plan) -> None:
-    from dlbench.suites.estimate import format_seconds
-
-    total = format_seconds(sum(e.seconds for e in plan.estimates))
-    skipped = f", {len(plan.done)} already done" if plan.resumed else ""
-    err.print(f"suite {plan.suite.name}, run {plan.run}: {len(plan.todo)} to run{skipped}, about {total}",
-              highlight=False, markup=False)
-
-
-def _describe(result) -> str:
-    from dlbench.workloads import describe
-
-    return describe(result)
-
-
-def _finish_suite(store, plan) -> None:
-    """The report of this suite run, a count by status, and exit 1 when something failed."""
-    from collections import Counter
-
-    from dlbench.report import render_markdown
-    from dlbench.suites import spec_key
-
-    mine = [r for r in store.results(suite=plan.suite.name) if r.run == plan.run]
-    out.print(render_markdown([r for r in mine if r.status == "ok"]), highlight=False, markup=False, soft_wrap=True)
-    latest = {spec_key(r.spec): r.status for r in mine}  # oldest first: the newest result of each spec wins
-    counts = Counter(latest.values())
-    err.print("results of run " + plan.run + ": " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
-              highlight=False, markup=False)
-    if counts.get("error") or counts.get("timeout"):
-        raise typer.Exit(1)
-
-
-def _submit(plan, store, options, folder: Path, *, tag, default_timeout: float, wait: bool) -> None:
-    from dlbench.launch import slurm
-
-    folder = Path(folder) / plan.run
-    submitted = slurm.submit(plan.todo, options, folder, suite=plan.suite.name, run=plan.run, tag=tag,
-                             timeout=lambda spec: spec.timeout or default_timeout)
-    err.print(f"submitted {len(submitted)} jobs; records go to {slurm.records_dir(folder)}", highlight=False, markup=False)
-    if not wait:
-        err.print(f"merge them later with: dlbench import {folder}", highlight=False, markup=False)
-        return
-    poll = 1.0 if options.get("cluster") == "local" else 10.0
-    try:
-        slurm.wait(submitted, folder, store, suite=plan.suite.name, run=plan.run, tag=tag, poll_s=poll,
-                   on_result=_print_result)
-    except KeyboardInterrupt:
-        added = slurm.merge(folder, store)
-        err.print(f"stopped waiting ({added} records merged); the jobs keep running. "
-                  f"Merge the rest with: dlbench import {folder}", highlight=False, markup=False)
-        raise typer.Exit(130)
-    _finish_suite(store, plan)
-
-
-def _report_text(store, suite_name: Optional[str]) -> str:
-    from dlbench.report import render_markdown
-
-    return render_markdown(store.results(suite=suite_name))
+    raise typer.Exit(suite_command(SuiteRequest(**values), view))
 
 
 @app.command()
@@ -703,16 +298,7 @@ def compare(
 def results(db: Optional[Path] = DbOption, limit: int = typer.Option(50, help="Show the newest N results.")) -> None:
     """List stored results, newest last."""
     with _store(db) as store:
-        rows = store.results()[-limit:]
-    table = Table("id", "started", "status", "benchmark", "system", "total ms", "tag", box=None)
-    for r in rows:
-        total = r.metrics.get("total_ms")
-        benchmark = ("system ceilings" if r.workload == "system"
-                     else f"{r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}")
-        cells = (r.id[:8], r.started[:16].replace("T", " "), r.status, benchmark, r.system_label,
-                 f"{total:.2f}" if total else "-", r.tag or "")
-        table.add_row(*(Text(c) for c in cells))  # Text: stored strings are never read as markup
-    out.print(table)
+        view.results(store.results()[-limit:])
 
 
 @app.command("export")

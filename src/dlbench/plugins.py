@@ -1,7 +1,7 @@
 """Plug-ins: modules named in $DLBENCH_PLUGINS (comma-separated) are imported at start-up.
 
 A plug-in adds models (`dlbench.models.registry.register(ModelEntry(...))`) or workloads
-(`dlbench.workloads.WORKLOADS["name"] = "module.path"`). The variable is inherited by
+(`dlbench.workloads.register(Workload(...))`; see docs/architecture.md). The variable is inherited by
 every process dlbench starts (isolated runs, torchrun ranks, SLURM jobs), so a suite
 can use a plug-in's models anywhere.
 """

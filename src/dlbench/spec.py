@@ -1,146 +1,102 @@
 """BenchmarkSpec: everything that defines one benchmark, validated on construction.
 
-CLI flags and suite YAML build the same object through `BenchmarkSpec.from_dict`.
+The general fields are typed options (`dlbench.options`); a workload's own settings are
+its `Options` class, kept in `options` as the mapping of what the spec sets (that mapping
+is what records store) and read typed through `spec.opts`. The command line and suite
+files build specs through `BenchmarkSpec.from_dict`, which fills the workload's defaults.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlbench import workloads
 from dlbench.errors import UserError
+from dlbench.options import Options, check_fields, option
+from dlbench.units import suggest
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 OPTIMIZE_LEVELS = ("eager", "compile", "graphs", "max")  # the same as workloads.optimize.LEVELS
-_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
 
-def parse_shape(text: str | list | tuple) -> tuple[int, ...]:
-    """'3x224x224' (or a list of ints) -> (3, 224, 224)."""
-    if isinstance(text, (list, tuple)):
-        parts = list(text)
-    else:
-        parts = str(text).lower().replace("×", "x").split("x")
-    try:
-        shape = tuple(int(p) for p in parts)
-    except (TypeError, ValueError):
-        raise UserError(f"bad shape {text!r}: expected sizes joined by 'x', e.g. 3x224x224") from None
-    if not shape or any(s <= 0 for s in shape):
-        raise UserError(f"bad shape {text!r}: every size must be a positive integer")
-    return shape
-
-
-def suggest(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-    return f" (did you mean {', '.join(close)}?)" if close else ""
-
-
-def _workloads() -> dict[str, str]:
-    from dlbench.workloads import WORKLOADS
-
-    return WORKLOADS
-
-
-def workload_options(workload: str) -> dict[str, Any]:
-    """The options a workload accepts, with their defaults (its module's OPTIONS)."""
-    import importlib
-
-    return importlib.import_module(_workloads()[workload]).OPTIONS
-
-
-def check_workload_options(workload: str, options: dict[str, Any]) -> None:
-    """A workload module may define `check_options(options)` to reject bad values early (UserError);
-    it sees every option, the defaults filled in."""
-    import importlib
-
-    module = importlib.import_module(_workloads()[workload])
-    check = getattr(module, "check_options", None)
-    if check is not None:
-        check({**module.OPTIONS, **options})
+def _device(text: str) -> None:
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", text):
+        raise UserError(f"bad device {text!r}: use auto, cpu, cuda or cuda:N")
 
 
 @dataclass(frozen=True)
 class BenchmarkSpec:
     workload: str
-    model: str
-    batch: int = 16
-    input_shape: tuple[int, ...] | None = None  # None: the model's default
-    precision: str = "fp32"
-    channels_last: bool = False
-    device: str = "auto"
-    warmup: int = 5
-    warmup_seconds: float = 1.0
-    steps: int = 20
-    min_seconds: float = 1.0
-    seed: int = 0
-    gpus: int = 1  # processes (one per GPU) that run the benchmark together
-    timeout: float | None = None  # seconds before an isolated run is stopped
-    optimize: str = "eager"  # eager | compile | graphs | max (workloads/optimize.py)
-    options: dict[str, Any] = field(default_factory=dict)  # workload-specific settings
+    model: str = option("resnet50", "Model name (`dlbench models`), any torchvision classifier, or timm:<name>.")
+    batch: int | None = option(None, "Batch size per process (default: the workload's, else the model's: 16, "
+                                     "1 for 3D U-Nets).", low=1)
+    input_shape: tuple[int, ...] | None = option(None, "Input shape without the batch, e.g. 3x224x224 (default: "
+                                                       "the model's).")
+    precision: str = option("fp32", "fp32, tf32 (TF32 matmuls/convolutions), fp16 (autocast; a gradient scaler "
+                                    "when training) or bf16 (autocast).", choices=PRECISIONS)
+    channels_last: bool = option(False, "Use the channels-last memory format (channels-last-3d for volumes).")
+    device: str = option("auto", "auto (the first GPU if there is one), cpu, cuda or cuda:N.", parse=_device)
+    warmup: int = option(5, "Warm-up steps (at least).", low=0)
+    warmup_seconds: float = option(1.0, "Warm-up time (at least).", unit="s", low=0)
+    steps: int = option(20, "Measured steps (at least).", low=1)
+    min_seconds: float = option(1.0, "Measured time (at least).", unit="s", low=0)
+    seed: int = option(0, "Random seed for weights and inputs.", low=-2**63, high=2**63 - 1)
+    gpus: int = option(1, "Processes (one per GPU) under torchrun with DistributedDataParallel; "
+                          "with --device cpu they run on the CPU (gloo).", low=1)
+    timeout: float | None = option(None, "Seconds before an isolated run is stopped and stored as timeout.",
+                                   unit="s", low=0, low_open=True)
+    optimize: str = option("eager", "eager (as built), compile (torch.compile), graphs (CUDA graphs of the step; "
+                                    "GPU only) or max (compile with autotuned kernels, CUDA graphs, channels-last, "
+                                    "fused optimizer; GPU only). Checked against eager before timing; compile time "
+                                    "is reported apart.", choices=OPTIMIZE_LEVELS)
+    options: dict[str, Any] = field(default_factory=dict)  # the workload's settings this spec sets
 
     def __post_init__(self) -> None:
         from dlbench.models import registry
 
-        known = _workloads()
-        if self.workload not in known:
-            raise UserError(f"unknown workload {self.workload!r}{suggest(self.workload, list(known))}; known: {', '.join(known)}")
-        registry.resolve(self.model)  # raises UserError with suggestions
-        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch <= 0:
-            raise UserError(f"batch must be a positive integer, got {self.batch!r}")
-        if self.precision not in PRECISIONS:
-            raise UserError(f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}")
-        if self.optimize not in OPTIMIZE_LEVELS:
-            raise UserError(f"unknown optimisation level {self.optimize!r}; choose one of {', '.join(OPTIMIZE_LEVELS)}")
-        if not _DEVICE.match(str(self.device)):
-            raise UserError(f"bad device {self.device!r}: use auto, cpu, cuda or cuda:N")
-        if self.input_shape is not None:
-            object.__setattr__(self, "input_shape", parse_shape(self.input_shape))
+        workload = workloads.get(self.workload)
         if self.gpus == "all":  # every GPU of this machine (1 without GPUs)
-            import torch
-
-            object.__setattr__(self, "gpus", max(1, torch.cuda.device_count() if torch.cuda.is_available() else 1))
-        if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 1:
-            raise UserError(f"gpus must be an integer ≥ 1 or 'all', got {self.gpus!r}")
-        if self.timeout is not None and (not isinstance(self.timeout, (int, float)) or self.timeout <= 0):
-            raise UserError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
+            object.__setattr__(self, "gpus", _all_gpus())
+        if not isinstance(self.model, str):
+            raise UserError(f"--model must be a model name, got {self.model!r}")
+        entry = registry.resolve(self.model)  # raises UserError with suggestions
+        if self.batch is None:  # one patch per GPU for volumes (seeds 000/001), else 16
+            object.__setattr__(self, "batch", workload.defaults.get("batch") or (1 if len(entry.input_shape) == 4 else 16))
+        check_fields(self)
         if not isinstance(self.options, dict):
             raise UserError(f"options must be a mapping, got {self.options!r}")
-        known_options = workload_options(self.workload)
-        for key in self.options:
-            if key not in known_options:
-                raise UserError(f"workload {self.workload!r} has no option {key!r}{suggest(key, list(known_options))}")
-        check_workload_options(self.workload, self.options)
-        for name in ("warmup", "steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "steps" else 0):
-                raise UserError(f"{name} must be an integer ≥ {1 if name == 'steps' else 0}, got {value!r}")
-        for name in ("warmup_seconds", "min_seconds"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value < 0:
-                raise UserError(f"{name} must be a number of seconds ≥ 0, got {value!r}")
+        object.__setattr__(self, "_opts", workload.options.from_dict(self.options, f"workload {self.workload!r} "))
+
+    @property
+    def opts(self) -> Options:
+        """The workload's options, typed, defaults filled in."""
+        return self._opts  # type: ignore[attr-defined]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BenchmarkSpec":
-        """From a suite entry or a stored spec; workload options may sit beside the general keys."""
-        for required in ("workload", "model"):
-            if required not in data:
-                raise UserError(f"spec is missing {required!r}")
-        general = {f.name for f in dataclasses.fields(cls)}
-        workload_keys = set(workload_options(data["workload"])) if data["workload"] in _workloads() else set()
-        unknown = sorted(set(data) - general - workload_keys)
+        """From a command line, a suite entry or a stored spec; workload options may sit beside
+        the general keys. Keys the entry leaves out take the workload's defaults."""
+        if "workload" not in data:
+            raise UserError("spec is missing 'workload'")
+        workload = workloads.get(data["workload"])
+        general = set(GENERAL_FIELDS)
+        own = set(workload.options.names())
+        unknown = sorted(set(data) - general - own - {"workload", "options"})
         if unknown:
-            known = sorted(general | workload_keys)
+            known = sorted(general | own)
             raise UserError(f"unknown spec key {unknown[0]!r}{suggest(unknown[0], known)}; known keys: {', '.join(known)}")
-        fields = {k: v for k, v in data.items() if k in general}
-        options = {**{k: v for k, v in data.items() if k not in general}, **(fields.pop("options", None) or {})}
+        values = {**{k: v for k, v in workload.defaults.items() if k != "batch"}, **data}
+        fields = {k: v for k, v in values.items() if k in general or k == "workload"}
+        options = {**{k: v for k, v in values.items() if k in own}, **(data.get("options") or {})}
         return cls(**fields, options=options)
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["input_shape"] = list(self.input_shape) if self.input_shape else None
+        data["options"] = dict(self.options)
         return data
 
     def label(self) -> str:
@@ -152,3 +108,12 @@ class BenchmarkSpec:
         if self.optimize != "eager":
             parts.append(self.optimize)
         return " ".join(p for p in parts if p)
+
+
+def _all_gpus() -> int:
+    import torch
+
+    return max(1, torch.cuda.device_count() if torch.cuda.is_available() else 1)
+
+
+GENERAL_FIELDS = tuple(f.name for f in dataclasses.fields(BenchmarkSpec) if f.name not in ("workload", "options"))

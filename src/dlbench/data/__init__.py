@@ -22,24 +22,37 @@ None), `__len__` where an epoch has a length, and `close()`.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from dlbench.errors import UserError
+from dlbench.options import Options, option
 
-OPTIONS: dict[str, Any] = {
-    "data": "synthetic",  # synthetic | dummy | folder:PATH | PATH[:KEY] of a 3D volume
-    "workers": None,  # DataLoader worker processes (None: min(8, CPU cores))
-    "decode": "cpu",  # cpu (workers) | gpu (torchvision.io on the device)
-    "cpu_share": 0.0,  # --decode gpu: the share of the images the workers decode instead (see DeviceDecoder)
-    "prefetch": 2,  # batches each worker prepares ahead
-    "max_corrupt": 0.05,  # fraction of files that may fail to decode before the run fails
-    "dummy_images": 10_000,  # images per epoch of the dummy source
-}
 DECODERS = ("cpu", "gpu")
 AUGMENT_MODES = ("auto", "cpu", "gpu", "none")  # volume patches: where elastic deformation and flips run
+
+
+@dataclass(frozen=True)
+class DataOptions(Options):
+    """Where the images of train, infer and smooth come from and how they are prepared."""
+    data: str = option("synthetic", "synthetic (random tensors on the device), dummy (random images through the "
+                                    "real CPU transforms), folder:PATH (class folders of JPEGs) or, for train with "
+                                    "3D models, a volume PATH[:KEY] (.h5/.hdf5, .zarr, .n5 with labels; "
+                                    "`dlbench data volume`).")
+    workers: int | None = option(None, "DataLoader worker processes (default: min(8, CPU cores)).", low=0)
+    decode: str = option("cpu", "Where JPEGs are decoded: cpu (in the workers) or gpu (nvjpeg, crop and resize on "
+                                "the GPU).", choices=DECODERS)
+    cpu_share: float = option(0.0, "With --decode gpu: the share of each batch the workers decode on the CPU "
+                                   "beside the GPU (0: all on the GPU). Raise it when nvjpeg cannot keep up (data "
+                                   "wait while the workers idle), e.g. 0.2 for small, fast models.", low=0, high=1)
+    prefetch: int = option(2, "Batches each worker prepares ahead.", low=1)
+    max_corrupt: float = option(0.05, "Fraction of undecodable files skipped before the run fails.", low=0, high=1)
+    dummy_images: int = option(10_000, "Images per epoch of the dummy source.", low=1)
+    epochs: int = option(0, "Measure this many whole epochs of the dataset instead of --steps.", low=0)
+
+
 VOLUME_SUFFIXES = (".h5", ".hdf5", ".hdf", ".zarr", ".n5")
 
 
@@ -84,9 +97,7 @@ def _volume_source(text: str) -> str | None:
 def augment_mode(spec, device: torch.device) -> str:
     """Where patches are deformed: `auto` is the GPU when the run has one (a 40x432x432 patch takes
     far longer to deform on one CPU core than the GPU takes for a training step), else the workers."""
-    mode = spec.options.get("augment", "auto")
-    if mode not in AUGMENT_MODES:
-        raise UserError(f"unknown augment {mode!r}: use {', '.join(AUGMENT_MODES)}")
+    mode = spec.opts.augment
     if mode == "gpu" and device.type != "cuda":
         raise UserError("--augment gpu needs a CUDA GPU (this run is on the CPU): use --augment cpu")
     if mode == "auto":
@@ -95,12 +106,8 @@ def augment_mode(spec, device: torch.device) -> str:
 
 
 def workers(spec) -> int:
-    value = spec.options.get("workers")
-    if value is None:
-        return min(8, os.cpu_count() or 1)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise UserError(f"workers must be an integer ≥ 0, got {value!r}")
-    return value
+    value = spec.opts.workers
+    return min(8, os.cpu_count() or 1) if value is None else value
 
 
 def check(spec, device: torch.device, shape: tuple[int, ...] | None = None) -> list[str]:
@@ -108,25 +115,14 @@ def check(spec, device: torch.device, shape: tuple[int, ...] | None = None) -> l
 
     For a volume, `shape` (the model's input, channels first) is the training patch: the volume
     is opened and must hold it."""
-    kind, arg = parse_source(spec.options.get("data", OPTIONS["data"]))
-    decode = spec.options.get("decode", "cpu")
-    if decode not in DECODERS:
-        raise UserError(f"unknown decode {decode!r}: use cpu or gpu")
+    kind, arg = parse_source(spec.opts.data)
+    decode = spec.opts.decode
     if kind == "volume":
         _check_volume(spec, device, arg, shape)
     if decode == "gpu" and kind != "folder":
         raise UserError("--decode gpu needs a JPEG folder (--data folder:PATH)")
     if decode == "gpu" and device.type != "cuda":
         raise UserError("--decode gpu needs a CUDA GPU (this run is on the CPU)")
-    prefetch = spec.options.get("prefetch", OPTIONS["prefetch"])
-    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
-        raise UserError(f"prefetch must be an integer ≥ 1, got {prefetch!r}")
-    share = spec.options.get("cpu_share", OPTIONS["cpu_share"])
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
-        raise UserError(f"cpu_share must be a fraction between 0 and 1, got {share!r}")
-    limit = spec.options.get("max_corrupt", OPTIONS["max_corrupt"])
-    if not isinstance(limit, (int, float)) or not 0 <= limit <= 1:
-        raise UserError(f"max_corrupt must be a fraction between 0 and 1, got {limit!r}")
     if kind == "folder":
         from dlbench.data.images import scan_folder
 
@@ -160,7 +156,7 @@ def volume_workers(spec, augment: str, world: int = 1) -> int:
     """Workers per process for volume patches. Deforming on the CPU is the slow part of the
     pipeline, so that mode gets every core (shared among the processes on this host); readers
     for GPU augmentation need fewer."""
-    if spec.options.get("workers") is not None:
+    if spec.opts.workers is not None:
         return workers(spec)
     share = max(1, (os.cpu_count() or 1) // world)
     return share if augment == "cpu" else min(8, share)
@@ -173,7 +169,7 @@ def make_loader(spec, device: torch.device, train: bool = True, *, batch: int | 
     `target` is what a volume source makes from its labels (the model's task: affinities or mask)."""
     from dlbench.data import images
 
-    kind, arg = parse_source(spec.options.get("data", OPTIONS["data"]))
+    kind, arg = parse_source(spec.opts.data)
     batch = batch or spec.batch
     shape = tuple(shape or spec.input_shape or (3, 224, 224))
     if kind == "synthetic":
@@ -182,18 +178,17 @@ def make_loader(spec, device: torch.device, train: bool = True, *, batch: int | 
         return _volume_loader(spec, device, arg, batch, shape, rank, world, target)
     config = images.ImageConfig(
         size=(shape[-2], shape[-1]), batch=batch, train=train, workers=workers(spec),
-        prefetch=spec.options.get("prefetch", OPTIONS["prefetch"]), seed=spec.seed,
-        max_corrupt=float(spec.options.get("max_corrupt", OPTIONS["max_corrupt"])), rank=rank, world=world,
-        cpu_share=float(spec.options.get("cpu_share", OPTIONS["cpu_share"])),
+        prefetch=spec.opts.prefetch, seed=spec.seed, max_corrupt=spec.opts.max_corrupt, rank=rank, world=world,
+        cpu_share=spec.opts.cpu_share,
     )
     if kind == "dummy":
-        dataset = images.DummyImages(int(spec.options.get("dummy_images", OPTIONS["dummy_images"])), config)
+        dataset = images.DummyImages(spec.opts.dummy_images, config)
         _check_enough(len(dataset), config, "dummy_images")
         return images.HostLoader(images.data_loader(dataset, config, device), None)
     items, _ = images.scan_folder(Path(arg))
     _check_enough(len(items), config, arg)
     corrupt = images.Corrupt(len(items), config.max_corrupt)
-    if spec.options.get("decode", "cpu") == "gpu":
+    if spec.opts.decode == "gpu":
         dataset = images.FolderImages(items, config, decode=False)
         host = images.HostLoader(images.data_loader(dataset, config, device, images.collate_bytes), corrupt)
         return images.DeviceDecoder(host, config, device)

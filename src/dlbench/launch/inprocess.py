@@ -15,7 +15,7 @@ from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
 from dlbench.system.records import SYSTEM_WORKLOAD, annotate
-from dlbench.workloads import execute
+from dlbench.launch.execute import execute
 from dlbench.workloads.runtime import resolve_device
 
 Callback = Callable[[Result], None]

@@ -9,20 +9,25 @@ the second stops at once. Either way the store holds only whole records.
 from __future__ import annotations
 
 import datetime as dt
+import os
+import sys
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from rich.console import Console
 
 from dlbench.launch import isolated
 from dlbench.launch.interrupts import Interrupts
-from dlbench.launch.view import SuiteView
+from dlbench.launch.view import SuiteView, Terminal
+from dlbench.options import Options, option
 from dlbench.results.record import Result, now
-from dlbench.results.store import Store
+from dlbench.results.store import Store, default_path
 from dlbench.spec import BenchmarkSpec
 from dlbench.suites import Suite, spec_key
-from dlbench.suites.estimate import Estimate, estimate, history
+from dlbench.suites.estimate import Estimate, estimate, format_seconds, history
 
 
 @dataclass
@@ -92,3 +97,133 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
 def _interrupted(spec: BenchmarkSpec, system: dict, job: isolated.Job, signal_name: str | None) -> Result:
     return Result(spec=spec.to_dict(), system=system, status="interrupted", suite=job.suite, run=job.run,
                   tag=job.tag, error=f"stopped at once by a second {signal_name or 'signal'}", finished=now())
+
+
+DEFAULT_TIMEOUT_S = 3600.0  # per benchmark, when neither the spec nor its suite sets one
+
+
+@dataclass(frozen=True)
+class SuiteRequest(Options):
+    """What `dlbench suite` (or plain `dlbench`) asks for; numbers are checked like every option."""
+    name: str = "quick"
+    device: str = "auto"
+    db: Path | None = None
+    tag: str | None = None
+    list_only: bool = False
+    resume: bool = False
+    run_id: str | None = None
+    timeout: float | None = option(None, "Seconds before a benchmark is stopped and stored as timeout, when neither "
+                                         "it nor its suite sets one (default 3600).", unit="s", low=0, low_open=True)
+    slurm: str | None = None
+    slurm_dir: Path = Path("dlbench-slurm")
+    wait: bool = True
+
+
+def suite_command(request: SuiteRequest, view: Terminal) -> int:
+    """Plan, then list, run here or submit to SLURM; the exit status (1: a benchmark failed, 130: stopped)."""
+    from dlbench import suites
+    from dlbench.launch import slurm
+    from dlbench.system.info import fingerprint
+
+    options = slurm.parse_options(request.slurm) if request.slurm is not None else None
+    if options is not None:
+        slurm.check(options)  # before anything slow or anything written
+    loaded = suites.load(request.name, {"device": request.device} if request.device != "auto" else None)
+    host = fingerprint()["host"]
+    default_timeout = request.timeout or DEFAULT_TIMEOUT_S
+    if request.list_only:
+        view.plan(_plan_without_writing(loaded, request, host), default_timeout)
+        return 0
+    if options is None:
+        loaded.specs = _runnable(loaded.specs, view)  # compute nodes, not this machine, decide under --slurm
+    with Store(request.db) as store:
+        plan = make_plan(loaded, store, host, resume=request.resume, run=request.run_id)
+        total = format_seconds(sum(e.seconds for e in plan.estimates))
+        skipped = f", {len(plan.done)} already done" if plan.resumed else ""
+        view.message(f"suite {plan.suite.name}, run {plan.run}: {len(plan.todo)} to run{skipped}, about {total}")
+        if options is not None:
+            return _submit(plan, store, options, request, default_timeout, view)
+        return _run_here(plan, store, request, default_timeout, view)
+
+
+def _plan_without_writing(loaded: Suite, request: SuiteRequest, host: str) -> Plan:
+    path = Path(request.db) if request.db else default_path()
+    store = Store(path) if path.exists() else None  # listing never creates a store
+    try:
+        return make_plan(loaded, store, host, resume=request.resume, run=request.run_id)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _runnable(specs: list[BenchmarkSpec], view: Terminal) -> list[BenchmarkSpec]:
+    """Specs this machine can run; a device it lacks is a user error, too few GPUs skips the spec."""
+    import torch
+
+    from dlbench.suites import title
+    from dlbench.workloads.runtime import resolve_device
+
+    kept = []
+    for spec in specs:
+        device = resolve_device(spec.device)
+        visible = torch.cuda.device_count() if device.type == "cuda" else None
+        if visible is not None and spec.gpus > visible:
+            view.message(f"skipped {title(spec)}: needs {spec.gpus} GPUs, {visible} visible")
+            continue
+        kept.append(spec)
+    return kept
+
+
+def _run_here(plan: Plan, store: Store, request: SuiteRequest, default_timeout: float, view: Terminal) -> int:
+    from dlbench.launch.execute import describe
+    from dlbench.system.info import fingerprint
+
+    hint = f"`dlbench suite {request.name} --resume` runs what is missing"
+    try:
+        outcome = run_suite(plan, store, fingerprint(), tag=request.tag, default_timeout=default_timeout,
+                            console=view.err, describe=describe)
+    except KeyboardInterrupt:
+        view.message(f"stopped at once; {hint}")
+        store.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)  # "at once": the interpreter's teardown (torch's) can take seconds
+    if outcome.interrupted:
+        view.message(f"{outcome.interrupted}: stopped; the running benchmark is stored as interrupted. {hint}")
+        return 130
+    return _finish(store, plan, view)
+
+
+def _finish(store: Store, plan: Plan, view: Terminal) -> int:
+    """The report of this suite run and a count by status; 1 when something failed."""
+    from dlbench.report import render_markdown
+
+    mine = [r for r in store.results(suite=plan.suite.name) if r.run == plan.run]
+    view.text(render_markdown([r for r in mine if r.status == "ok"]))
+    latest = {spec_key(r.spec): r.status for r in mine}  # oldest first: the newest result of each spec wins
+    counts = Counter(latest.values())
+    view.message("results of run " + plan.run + ": " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    return 1 if counts.get("error") or counts.get("timeout") else 0
+
+
+def _submit(plan: Plan, store: Store, options: dict, request: SuiteRequest, default_timeout: float,
+            view: Terminal) -> int:
+    from dlbench.launch import slurm
+
+    folder = Path(request.slurm_dir) / plan.run
+    submitted = slurm.submit(plan.todo, options, folder, suite=plan.suite.name, run=plan.run, tag=request.tag,
+                             timeout=lambda spec: spec.timeout or default_timeout)
+    view.message(f"submitted {len(submitted)} jobs; records go to {slurm.records_dir(folder)}")
+    if not request.wait:
+        view.message(f"merge them later with: dlbench import {folder}")
+        return 0
+    poll = 1.0 if options.get("cluster") == "local" else 10.0
+    try:
+        slurm.wait(submitted, folder, store, suite=plan.suite.name, run=plan.run, tag=request.tag, poll_s=poll,
+                   on_result=view.result)
+    except KeyboardInterrupt:
+        added = slurm.merge(folder, store)
+        view.message(f"stopped waiting ({added} records merged); the jobs keep running. "
+                     f"Merge the rest with: dlbench import {folder}")
+        return 130
+    return _finish(store, plan, view)

@@ -84,3 +84,57 @@ class SuiteView:
         remaining = current + sum(e.seconds for e in rest[1:]) * scale
         guessed = " (guess)" if any(not e.measured for e in rest) and not done else ""
         return f"{len(done)}/{len(self.estimates)} done, ETA {format_seconds(remaining)}{guessed}"
+
+
+class Terminal:
+    """What the launchers tell the user: messages and results on stderr, tables and reports on
+    stdout. The command line makes one; launchers only call it."""
+
+    def __init__(self, out: Console | None = None, err: Console | None = None) -> None:
+        self.out = out or Console()
+        self.err = err or Console(stderr=True)
+
+    def message(self, text: str) -> None:
+        self.err.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    def warning(self, text: str) -> None:
+        self.err.print(f"warning: {text}", style="yellow", highlight=False, markup=False)
+
+    def result(self, result: Result) -> None:
+        from dlbench.launch.execute import describe
+
+        self.err.print(Text(describe(result), style=STYLE.get(result.status, "red")))
+
+    def text(self, text: str) -> None:
+        """A report or table as text, on stdout."""
+        self.out.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    def plan(self, plan, default_timeout: float) -> None:
+        """A suite's expanded specs with their time limits and estimates."""
+        from rich.table import Table
+
+        table = Table("#", "benchmark", "timeout", "estimate", "from", box=None)
+        for index, (spec, guess) in enumerate(zip(plan.todo, plan.estimates), 1):
+            limit = format_seconds(spec.timeout) if spec.timeout else f"{format_seconds(default_timeout)} (default)"
+            table.add_row(str(index), Text(title(spec)), limit, format_seconds(guess.seconds), guess.source)
+        self.out.print(table)
+        measured = sum(1 for e in plan.estimates if e.measured)
+        total = format_seconds(sum(e.seconds for e in plan.estimates))
+        done = f", {len(plan.done)} already done in run {plan.run}" if plan.resumed else ""
+        self.out.print(f"{len(plan.todo)} benchmarks{done}: about {total} "
+                       f"({measured} from earlier runs on this machine, {len(plan.todo) - measured} guessed)",
+                       highlight=False)
+
+    def results(self, rows: list[Result]) -> None:
+        """Stored results as a table, one line each."""
+        from rich.table import Table
+
+        table = Table("id", "started", "status", "benchmark", "system", "total ms", "tag", box=None)
+        for r in rows:
+            total = r.metrics.get("total_ms")
+            benchmark = ("system ceilings" if r.workload == "system"
+                         else f"{r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}")
+            cells = (r.id[:8], r.started[:16].replace("T", " "), r.status, benchmark, r.system_label,
+                     f"{total:.2f}" if total else "-", r.tag or "")
+            table.add_row(*(Text(c) for c in cells))  # Text: stored strings are never read as markup
+        self.out.print(table)

@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
     from dlbench.errors import UserError
     from dlbench.spec import BenchmarkSpec
     from dlbench.system.info import fingerprint
-    from dlbench.workloads import execute
+    from dlbench.launch.execute import execute
 
     spec_path, result_path = Path(argv[0]), Path(argv[1])
     job = json.loads(spec_path.read_text(encoding="utf-8"))

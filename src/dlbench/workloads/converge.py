@@ -30,53 +30,37 @@ from dlbench.data import segmentation
 from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, synchronize
 from dlbench.models import registry
-from dlbench.workloads import distributed, optimize
+from dlbench.options import Options, option
+from dlbench.workloads import Workload, distributed, optimize
 
-OPTIONS: dict[str, Any] = {
-    "data": None,  # folder with images/ and masks/; None: a generated EM-like set in memory
-    "synthetic_n": 30,  # images in the generated set (the seed's ISBI set has 30)
-    "synthetic_size": 512,  # their width and height
-    "target_dice": 0.89,
-    "folds": 5,
-    "fold_limit": None,  # run only the first N folds
-    "eval_every": 100,
-    "max_steps": 4000,  # step budget per fold
-    "max_seconds": None,  # time budget per fold, checked at each evaluation
-    "lr": 3e-4,
-    "features": None,  # filters of the first level (None: the model's own, 64)
-    "augment": True,
-}
+@dataclass(frozen=True)
+class ConvergeOptions(Options):
+    data: str | None = option(None, "Folder with images/ and masks/ (`dlbench data seg`). Default: a generated "
+                                    "EM-like set in memory.")
+    target_dice: float = option(0.89, "Stop a fold when the validation DICE reaches this.", low=0, low_open=True,
+                                high=1)
+    folds: int = option(5, "k of k-fold cross-validation.", low=2)
+    fold_limit: int | None = option(None, "Run only the first N folds.", low=1)
+    eval_every: int = option(100, "Evaluate the validation DICE every E steps.", low=1)
+    max_steps: int = option(4000, "Step budget per fold.", low=1)
+    max_seconds: float | None = option(None, "Time budget per fold (checked at each evaluation).", unit="s", low=0,
+                                       low_open=True)
+    lr: float = option(3e-4, "Adam learning rate.", low=0, low_open=True)
+    features: int | None = option(None, "Filters of the U-Net's first level (default 64).", low=1)
+    augment: bool = option(True, "Random flips and rotations of the training crops.")
+    synthetic_n: int = option(30, "Images in the generated set (without --data; the ISBI 2012 set has 30).", low=1)
+    synthetic_size: int = option(512, "Their width and height in pixels (without --data).", low=16)
+
 
 THROUGHPUT_METHOD = ("training images (batch x steps x GPUs) / training seconds; evaluations excluded; "
                      "host clock after a synchronize at each evaluation")
 
 
-def _number(options: dict, name: str, low: float, integer: bool, allow_none: bool = False) -> None:
-    value = options.get(name, OPTIONS[name])
-    if value is None and allow_none:
-        return
-    kind_ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not kind_ok or value < low:
-        what = "an integer" if integer else "a number"
-        raise UserError(f"{name.replace('_', '-')} must be {what} >= {low}, got {value!r}")
-
-
-def check_options(options: dict) -> None:
-    """Checks that need no data: called when the spec is built, so mistakes stop before any run."""
-    target = options.get("target_dice", OPTIONS["target_dice"])
-    if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target <= 1:
-        raise UserError(f"target-dice must lie in (0, 1], got {target!r}")
-    _number(options, "folds", 2, True)
-    _number(options, "fold_limit", 1, True, allow_none=True)
-    for name in ("eval_every", "max_steps", "synthetic_n"):
-        _number(options, name, 1, True)
-    _number(options, "synthetic_size", 16, True)
-    _number(options, "features", 1, True, allow_none=True)
-    _number(options, "max_seconds", 1e-9, False, allow_none=True)
-    _number(options, "lr", 1e-12, False)
-    data = options.get("data")
-    if data is not None:
-        segmentation.pairs(data)  # folder layout and image/mask pairing; contents are read at run time
+def preflight(spec) -> list[str]:
+    """Read the whole set once so every problem with it stops here, before anything runs."""
+    if spec.opts.data is not None:
+        segmentation.load(spec.opts.data)
+    return []
 
 
 # ---------------------------------------------------------------- data on the device
@@ -101,12 +85,12 @@ class DeviceData:
         return tuple(self.masks.shape[-2:])
 
 
-def load_data(options: dict, seed: int, device: torch.device) -> segmentation.SegmentationSet:
-    if options.get("data"):
-        return segmentation.load(options["data"])
+def load_data(opts: ConvergeOptions, seed: int, device: torch.device) -> segmentation.SegmentationSet:
+    if opts.data:
+        return segmentation.load(opts.data)
     from dlbench.data import generate_seg
 
-    n, size = options.get("synthetic_n", OPTIONS["synthetic_n"]), options.get("synthetic_size", OPTIONS["synthetic_size"])
+    n, size = opts.synthetic_n, opts.synthetic_size
     images, masks = generate_seg.arrays(n, size, seed, device=device)
     return segmentation.from_arrays(images, masks, f"generated {n} x {size}x{size} (seed {seed})")
 
@@ -244,7 +228,7 @@ class FoldRun:
 
 def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]], geo: Geometry, fold: int,
                device: torch.device, dist: Dist, progress: Progress) -> FoldRun:
-    opts = {**OPTIONS, **spec.options}
+    opts = spec.opts
     train, val = split
     torch.manual_seed(spec.seed + fold)  # same initial weights on every process
     model = build().to(device).train()
@@ -257,7 +241,7 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
     model, optimized = optimize.prepare(spec, model, check_x, loss=lambda out: loss_fn(out, check_y))
     model = distributed.wrap(model, distributed.Group(dist.rank, dist.world, device))
     params = list(model.parameters())
-    optimizer = torch.optim.Adam(params, lr=opts["lr"], **optimize.optimizer_kwargs(spec, params))
+    optimizer = torch.optim.Adam(params, lr=opts.lr, **optimize.optimizer_kwargs(spec, params))
     scaler = torch.amp.GradScaler(device.type, enabled=spec.precision == "fp16")
     g = torch.Generator().manual_seed(spec.seed * 1000 + fold * 10 + dist.rank)
     train_index = torch.tensor(train)
@@ -266,7 +250,7 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
     synchronize(device)
     start = interval = time.perf_counter()
     while True:
-        x, y = batch_of(data, train_index, geo.crop, spec.batch, opts["augment"], g)
+        x, y = batch_of(data, train_index, geo.crop, spec.batch, opts.augment, g)
         if spec.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         loss = loss_fn(model(x), y)
@@ -277,8 +261,8 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
         optimizer.zero_grad(set_to_none=True)
         loss_sum += loss.detach()
         run.steps += 1
-        progress(f"fold {fold + 1}", run.steps, opts["max_steps"])
-        if run.steps % opts["eval_every"] and run.steps < opts["max_steps"]:
+        progress(f"fold {fold + 1}", run.steps, opts.max_steps)
+        if run.steps % opts.eval_every and run.steps < opts.max_steps:
             continue
         synchronize(device)
         now = time.perf_counter()
@@ -293,10 +277,10 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
                           "loss": loss_sum.item() / steps_in_interval, "step_s": (now - interval) / steps_in_interval})
         loss_sum.zero_()
         run.final_dice, run.final_dice_per_class, run.best_dice = score, per_class, max(run.best_dice, score)
-        if score >= opts["target_dice"] and not run.reached:
+        if score >= opts.target_dice and not run.reached:
             run.reached, run.steps_to_target, run.time_to_target_s = True, run.steps, run.wall_s
-        out_of_time = opts["max_seconds"] is not None and run.wall_s >= opts["max_seconds"]
-        if run.reached or run.steps >= opts["max_steps"] or _agree(out_of_time, dist, device):
+        out_of_time = opts.max_seconds is not None and run.wall_s >= opts.max_seconds
+        if run.reached or run.steps >= opts.max_steps or _agree(out_of_time, dist, device):
             return run
         interval = time.perf_counter()
 
@@ -316,7 +300,7 @@ def model_builder(spec) -> tuple[registry.ModelEntry, Any]:
     if entry.task != "segment":
         raise UserError(f"converge trains segmentation models; {spec.model} is a '{entry.task}' model "
                         f"(use unet2d or unet2d-medical)")
-    features = spec.options.get("features")
+    features = spec.opts.features
     kwargs = {"base": features} if features else {}
 
     def build() -> nn.Module:
@@ -329,7 +313,7 @@ def model_builder(spec) -> tuple[registry.ModelEntry, Any]:
 
 
 def run(spec, device: torch.device, progress: Progress):
-    opts = {**OPTIONS, **spec.options}
+    opts = spec.opts
     with distributed.process_group(device) as group:
         dist, device = Dist(group.rank, group.world), group.device
         entry, build = model_builder(spec)
@@ -338,7 +322,7 @@ def run(spec, device: torch.device, progress: Progress):
         geo = geometry(probe, entry, spec, tuple(raw.masks.shape[-2:]))
         del probe
         data = to_device(raw, geo.margin, device)
-        splits = segmentation.kfold(len(raw), opts["folds"], spec.seed)[: opts["fold_limit"] or opts["folds"]]
+        splits = segmentation.kfold(len(raw), opts.folds, spec.seed)[: opts.fold_limit or opts.folds]
         runs = [train_fold(spec, build, data, split, geo, i, device, dist, progress) for i, split in enumerate(splits)]
     return _metrics(spec, opts, runs, raw, geo, dist), _samples(runs)
 
@@ -347,7 +331,7 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _metrics(spec, opts: dict, runs: list[FoldRun], raw, geo: Geometry, dist: Dist) -> dict:
+def _metrics(spec, opts: ConvergeOptions, runs: list[FoldRun], raw, geo: Geometry, dist: Dist) -> dict:
     reached = [r for r in runs if r.reached]
     train_s = sum(r.train_s for r in runs)
     images = spec.batch * dist.world * sum(r.steps for r in runs)
@@ -358,8 +342,8 @@ def _metrics(spec, opts: dict, runs: list[FoldRun], raw, geo: Geometry, dist: Di
         "train_input": [c + 2 * geo.margin for c in geo.crop],
         "train_output": list(geo.crop),
         "eval_size": list(geo.eval_size),
-        "target_dice": opts["target_dice"],
-        "folds": opts["folds"],
+        "target_dice": opts.target_dice,
+        "folds": opts.folds,
         "folds_run": len(runs),
         "gpus": dist.world,
         "global_batch": spec.batch * dist.world,
@@ -401,3 +385,10 @@ def describe(metrics: dict) -> str:
     target = f"target {metrics['target_dice']:g} reached in {reached}/{metrics['folds_run']} folds"
     return (f"mean DICE {metrics['mean_dice']:.4f} ({target}), time to train {minutes:.2f} min per fold, "
             f"{metrics['throughput']:.1f} img/s training")
+
+
+WORKLOAD = Workload(
+    "converge", "Train to a DICE target with k-fold cross-validation: time to train, DICE per fold.",
+    run, describe, ConvergeOptions, preflight,
+    general=("model", "batch", "input_shape", "precision", "channels_last", "optimize", "device", "seed", "gpus"),
+    defaults={"model": "unet2d", "batch": 8})

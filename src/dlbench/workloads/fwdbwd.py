@@ -12,10 +12,8 @@ import torch
 from dlbench.measure.loop import Progress, run_steps
 from dlbench.measure.stats import summarize
 from dlbench.models import registry
-from dlbench.workloads import optimize
+from dlbench.workloads import GENERAL, Workload, optimize
 from dlbench.workloads.runtime import memory_format, random_input
-
-OPTIONS: dict = {}  # fwdbwd has no settings beyond the general spec
 
 
 def primary_output(out):
@@ -71,3 +69,9 @@ def run(spec, device: torch.device, progress: Progress):
 def describe(metrics: dict) -> str:
     return (f"forward {metrics['forward_ms']:.2f} ms, backward {metrics['backward_ms']:.2f} ms, "
             f"total {metrics['total_ms']:.2f} ms ({metrics['images_per_s']:.1f} img/s)")
+
+
+WORKLOAD = Workload(
+    "fwdbwd", "Forward and backward of a model in training mode, timed separately (the cnn-benchmarks method): "
+              "forward on a random batch, backward from a random upstream gradient, no loss and no optimizer.",
+    run, describe, general=tuple(g for g in GENERAL if g != "gpus"))

@@ -13,18 +13,17 @@ import torch
 from dlbench import data
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
-from dlbench.workloads import distributed
+from dlbench.workloads import Workload, distributed
 from dlbench.workloads.pipeline import (Feeder, data_metrics, inference_model, latency, measure_inference,
                                        metrics_from_ranks)
-from dlbench.workloads.train import measured_steps
+from dlbench.workloads.train import measured_steps, preflight
 
-OPTIONS = {**data.OPTIONS, "epochs": 0}
 PHASES = ("data", "h2d", "forward")
 
 
 def run(spec, device: torch.device, progress: Progress):
     entry = registry.resolve(spec.model)
-    warnings = data.check(spec, device)
+    warnings = preflight(spec, device)
     shape = spec.input_shape or entry.input_shape
     with distributed.process_group(device) as group:
         device = group.device
@@ -52,3 +51,8 @@ def describe(metrics: dict) -> str:
     return (f"{metrics['throughput']:.1f} img/s{procs}; latency per batch avg {metrics['latency_avg_ms']:.2f} ms, "
             f"p99 {metrics['latency_p99_ms']:.2f} ms; data {metrics['data_ms']:.2f} + h2d {metrics['h2d_ms']:.2f} "
             f"+ forward {metrics['forward_ms']:.2f} ms (data wait {metrics['data_share']:.0%})")
+
+
+WORKLOAD = Workload(
+    "infer", "Inference throughput and latency per batch (avg, p50/p90/p95/p99) under inference_mode.",
+    run, describe, data.DataOptions, preflight, batch_plans=True)

@@ -8,29 +8,33 @@ data-processing phase) and classifies all copies in one forward pass, counting t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from dlbench import data
-from dlbench.errors import UserError
+from dlbench.options import option
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
-from dlbench.workloads import distributed
+from dlbench.workloads import Workload, distributed
 from dlbench.workloads.fwdbwd import primary_output
 from dlbench.workloads.pipeline import (Feeder, data_metrics, inference_model, latency, measure_inference,
                                        metrics_from_ranks)
-from dlbench.workloads.train import measured_steps
+from dlbench.workloads.train import measured_steps, preflight
 from dlbench.workloads.runtime import memory_format
 
-OPTIONS = {**data.OPTIONS, "sigma": 0.25, "epochs": 0}
 PHASES = ("data", "noise", "forward")
+
+
+@dataclass(frozen=True)
+class SmoothOptions(data.DataOptions):
+    sigma: float = option(0.25, "Standard deviation of the Gaussian noise.", low=0)
 
 
 def run(spec, device: torch.device, progress: Progress):
     entry = registry.resolve(spec.model)
-    sigma = spec.options.get("sigma", OPTIONS["sigma"])
-    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or sigma < 0:
-        raise UserError(f"sigma must be a number ≥ 0, got {sigma!r}")
-    warnings = data.check(spec, device)
+    sigma = spec.opts.sigma
+    warnings = preflight(spec, device)
     shape = spec.input_shape or entry.input_shape
     with distributed.process_group(device) as group:
         device = group.device
@@ -64,3 +68,8 @@ def run(spec, device: torch.device, progress: Progress):
 def describe(metrics: dict) -> str:
     return (f"{metrics['throughput']:.1f} inputs/s ({metrics['noisy_per_s']:.0f} noisy copies/s); data "
             f"{metrics['data_ms']:.2f} + noise {metrics['noise_ms']:.2f} + forward {metrics['forward_ms']:.2f} ms")
+
+
+WORKLOAD = Workload(
+    "smooth", "Randomized-smoothing inference (BenchmarkJade): each input repeated --batch times with noise, "
+              "one forward each.", run, describe, SmoothOptions, preflight, batch_plans=True)

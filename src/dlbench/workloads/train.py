@@ -16,6 +16,7 @@ time per iteration (mean, std, min, max), iterations per minute and days to
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -27,21 +28,35 @@ from dlbench.measure.loop import Progress
 from dlbench.measure.stats import summarize
 from dlbench.models import registry
 from dlbench.report.derived import days_to, iters_per_min
-from dlbench.spec import parse_shape
-from dlbench.workloads import distributed, losses, optimize
+from dlbench.options import option
+from dlbench.units import parse_shape
+from dlbench.workloads import Workload, distributed, losses, optimize
 from dlbench.workloads.fwdbwd import primary_output
 from dlbench.workloads.pipeline import Feeder, data_metrics, metrics_from_ranks, rank_payload
-from dlbench.workloads.runtime import memory_format, random_input
+from dlbench.workloads.runtime import memory_format, random_input, resolve_device
 
-OPTIONS = {
-    **data.OPTIONS,
-    "optimizer": None,  # None: sgd for classifiers, adam for 3D models | sgd (momentum 0.9, wd 1e-4) | adam | adamw
-    "lr": None,  # None: 0.01 for SGD, 0.001 for Adam and AdamW
-    "patch": None,  # volume training patch ZxYxX (None: the model's input shape)
-    "augment": "auto",  # volume patches: auto (gpu on a GPU, else cpu) | cpu (workers) | gpu (grid_sample) | none
-    "extrapolate_iters": 100_000,  # volume training: days to this many iterations
-    "epochs": 0,  # > 0: measure that many whole epochs of the dataset instead of `steps`
-}
+
+def parse_patch(text: str) -> tuple[int, ...]:
+    patch = parse_shape(text)
+    if len(patch) != 3:
+        raise UserError(f"--patch must be ZxYxX (3 sizes), got {text!r}")
+    return patch
+
+
+@dataclass(frozen=True)
+class TrainOptions(data.DataOptions):
+    optimizer: str | None = option(None, "sgd (momentum 0.9, weight decay 1e-4), adam or adamw (default: adam for "
+                                         "3D models, sgd for the rest).", choices=("sgd", "adam", "adamw"))
+    lr: float | None = option(None, "Learning rate (default 0.01 for SGD, 0.001 for Adam and AdamW).",
+                              low=0, low_open=True)
+    patch: str | None = option(None, "Volume training patch ZxYxX, e.g. 40x432x432 (default: the model's input "
+                                     "shape).", parse=parse_patch)
+    augment: str = option("auto", "Where volume patches are elastically deformed and flipped: auto (gpu on a GPU, "
+                                  "else cpu), cpu (in the workers), gpu (grid_sample on the device; the workers only "
+                                  "read) or none.", choices=data.AUGMENT_MODES)
+    extrapolate_iters: int = option(100_000, "3D models: report the days to this many training iterations.", low=1)
+
+
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")
 
 
@@ -67,30 +82,27 @@ def make_targets(task: str, out: torch.Tensor, seed: int) -> torch.Tensor:
 
 def optimizer_name(spec, task: str = "classify") -> str:
     """The spec's optimizer; by default Adam for the volumetric models (the seed's choice), else SGD."""
-    return spec.options.get("optimizer") or ("adam" if task in VOLUME_TASKS else "sgd")
+    return spec.opts.optimizer or ("adam" if task in VOLUME_TASKS else "sgd")
 
 
 def make_optimizer(spec, params, task: str = "classify") -> torch.optim.Optimizer:
-    name, lr = optimizer_name(spec, task), spec.options.get("lr")
+    name, lr = optimizer_name(spec, task), spec.opts.lr
     params = list(params)
     fused = optimize.optimizer_kwargs(spec, params)
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr or 0.01, momentum=0.9, weight_decay=1e-4, **fused)
     if name == "adam":
         return torch.optim.Adam(params, lr=lr or 0.001, **fused)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr or 0.001, **fused)
-    raise UserError(f"unknown optimizer {name!r}: use sgd, adam or adamw")
+    return torch.optim.AdamW(params, lr=lr or 0.001, **fused)
 
 
 def input_shape(spec, entry) -> tuple[int, ...]:
     """The model input without the batch: `patch` (ZxYxX) after the model's channels, or the spec's."""
     shape = tuple(spec.input_shape or entry.input_shape)
-    patch = spec.options.get("patch")
-    if patch is None:
+    if spec.opts.patch is None:
         return shape
-    patch = parse_shape(patch)
-    if len(patch) != 3 or len(entry.input_shape) != 4:
+    patch = parse_shape(spec.opts.patch)
+    if len(entry.input_shape) != 4:
         raise UserError(f"--patch is ZxYxX for 3D models (unet3d, unet3d-aniso); got {'x'.join(map(str, patch))} "
                         f"for {spec.model!r}")
     return (entry.input_shape[0], *patch)
@@ -106,27 +118,16 @@ def iteration_metrics(ranks: list[dict], target: int) -> dict:
             "days_to_extrapolate": days_to(target, per_min)}
 
 
-def check_options(opts: dict) -> None:
-    """Bad volume settings in a suite file fail when it loads, not hours into the suite."""
-    if opts.get("patch") is not None and len(parse_shape(opts["patch"])) != 3:
-        raise UserError(f"patch must be ZxYxX (3 sizes), got {opts['patch']!r}")
-    if opts.get("augment", "auto") not in data.AUGMENT_MODES:
-        raise UserError(f"unknown augment {opts['augment']!r}: use {', '.join(data.AUGMENT_MODES)}")
-    value = opts.get("extrapolate_iters", OPTIONS["extrapolate_iters"])
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"extrapolate_iters must be a positive integer, got {value!r}")
-
-
-def _epochs(spec) -> int:
-    epochs = spec.options.get("epochs", 0)
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
-        raise UserError(f"epochs must be an integer ≥ 0, got {epochs!r}")
-    return epochs
+def preflight(spec, device: torch.device | None = None) -> list[str]:
+    """The data options checked before anything runs (a volume must hold the training patch)."""
+    device = device or resolve_device(spec.device)
+    shape = input_shape(spec, registry.resolve(spec.model)) if spec.workload == "train" else None
+    return data.check(spec, device, shape)
 
 
 def measured_steps(spec, loader) -> int | None:
     """Steps for `epochs` whole epochs, or None to measure by steps and seconds."""
-    epochs = _epochs(spec)
+    epochs = spec.opts.epochs
     if not epochs:
         return None
     if not hasattr(loader, "__len__"):
@@ -138,10 +139,8 @@ def run(spec, device: torch.device, progress: Progress):
     entry = registry.resolve(spec.model)
     if entry.task not in LOSSES:
         raise UserError(f"model {spec.model!r} has task {entry.task!r}, which train has no loss for")
-    make_optimizer(spec, [torch.zeros(1, requires_grad=True)])  # bad optimizer names fail before any work
     shape = input_shape(spec, entry)
-    target = spec.options.get("extrapolate_iters", OPTIONS["extrapolate_iters"])
-    warnings = data.check(spec, device, shape)
+    warnings = preflight(spec, device)
     memory = memory_format(spec.channels_last, len(shape) + 1)
     with distributed.process_group(device) as group:
         device = group.device
@@ -184,14 +183,14 @@ def run(spec, device: torch.device, progress: Progress):
             feeder.close()
         ranks = distributed.gather(rank_payload(measured.samples, spec.batch, feeder.host_waits), group)
     metrics, samples = metrics_from_ranks(ranks, PHASES)
-    volume = data.parse_source(spec.options.get("data", "synthetic"))[0] == "volume"
+    volume = data.parse_source(spec.opts.data)[0] == "volume"
     unit = "patch" if volume else "img"
     metrics.update(data_metrics(loader, warnings))
     metrics.update({"input_shape": [spec.batch, *shape], "task": entry.task, "batch_per_process": spec.batch,
                     "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s,
-                    "optimizer": optimizer_name(spec, entry.task), "epochs": _epochs(spec), **optimized})
+                    "optimizer": optimizer_name(spec, entry.task), "epochs": spec.opts.epochs, **optimized})
     if volume or entry.task in VOLUME_TASKS:
-        metrics.update(iteration_metrics(ranks, target))
+        metrics.update(iteration_metrics(ranks, spec.opts.extrapolate_iters))
     if volume:
         metrics.update({"throughput_unit": "patch/s", "patches_per_s": metrics["throughput"],
                         "augment": getattr(loader, "augment", None), "patch": list(shape[-3:])})
@@ -210,3 +209,9 @@ def describe(metrics: dict) -> str:
             f"backward {metrics['backward_ms']:.2f} + optimizer {metrics['optimizer_ms']:.2f} "
             f"(data wait {metrics['data_share']:.0%} of the time)")
 
+
+
+WORKLOAD = Workload(
+    "train", "Training steps (forward, loss, backward, optimizer) with per-phase times and img/s; with a 3D U-Net "
+             "on a volume, seconds per iteration, iterations per minute and days to 100k iterations.",
+    run, describe, TrainOptions, preflight, batch_plans=True)

@@ -38,25 +38,10 @@ from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, synchronize
 from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.models import registry
-from dlbench.spec import parse_shape
-from dlbench.workloads import optimize
+from dlbench.options import Options, option
+from dlbench.units import parse_shape
+from dlbench.workloads import Workload, optimize
 from dlbench.workloads.runtime import is_oom
-
-OPTIONS = {
-    "input": None,  # PATH[:KEY]; None: generate a synthetic EM volume of `volume_shape` on local disk first
-    "output": None,  # PATH[:KEY] (.zarr or .n5); None: a temporary output, deleted after the run
-    "block": "32x384x384",  # output block ZxYxX, or 'auto' (largest that fits the GPU)
-    "halo": "16x64x64",  # context on each side of a block
-    "resume": False,
-    "overwrite": False,
-    "dtype": "uint8",  # uint8 (probabilities x 255) or float16
-    "extrapolate": "8.1T",  # voxels to extrapolate to (the seed's Platynereis volume)
-    "readers": 8,
-    "writers": 4,
-    "queue": 8,  # tiles in flight between readers and the GPU, and blocks between the GPU and writers
-    "compile": False,  # torch.compile the model
-    "volume_shape": "200x3072x3072",  # the generated volume when no input is given (the seed's padded CREMI)
-}
 
 _SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 
@@ -67,6 +52,33 @@ def parse_voxels(text: str | float | int) -> float:
     if not match or float(match.group(1)) <= 0:
         raise UserError(f"bad --extrapolate {text!r}: give a voxel count like 8.1T, 500G or 1.9e9")
     return float(match.group(1)) * _SUFFIX.get(match.group(2), 1.0)
+
+
+def _block(text: str) -> None:
+    if text != "auto":
+        parse_shape(text)
+
+
+@dataclass(frozen=True)
+class VolumeOptions(Options):
+    input: str | None = option(None, "Volume to predict, PATH[:KEY] (.h5/.hdf5, .zarr, .n5; key default "
+                                     "volumes/raw). Default: generate --volume-shape on local disk.")
+    output: str | None = option(None, "Prediction, PATH[:KEY] (.zarr or .n5; key default 'prediction'). "
+                                      "Default: a temporary output, deleted after the run.")
+    block: str = option("32x384x384", "Output block ZxYxX (one output chunk each), or 'auto': the largest that "
+                                      "fits the GPU.", parse=_block)
+    halo: str = option("16x64x64", "Context added on each side of a block (reflected at the border).",
+                       parse=parse_shape)
+    resume: bool = option(False, "Complete an interrupted output: skip blocks already written.")
+    overwrite: bool = option(False, "Replace an existing output.")
+    dtype: str = option("uint8", "Output type: uint8 (probability x 255) or float16.", choices=tuple(DTYPES))
+    extrapolate: str = option("8.1T", "Report hours for a volume of this many voxels (8.1T: the Platynereis "
+                                      "volume of the 3D U-Net benchmarks).", parse=parse_voxels)
+    volume_shape: str = option("200x3072x3072", "Size of the generated volume when no --input is given (the "
+                                                "padded CREMI volume, 1.9 gigavoxel).", parse=parse_shape)
+    readers: int = option(8, "Reader threads.", low=1)
+    writers: int = option(4, "Writer threads.", low=1)
+    queue: int = option(8, "Tiles in flight on each side of the GPU.", low=1)
 
 
 # ---------------------------------------------------------------- distributed
@@ -119,15 +131,13 @@ def setup_ranks(device: torch.device) -> tuple[Ranks, torch.device]:
 # ---------------------------------------------------------------- model
 
 
-def load_model(name: str, device: torch.device, channels_last: bool, compile_model: bool, seed: int) -> torch.nn.Module:
+def load_model(name: str, device: torch.device, channels_last: bool, seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)
     model = registry.resolve(name).build().to(device)
     with contextlib.suppress(NotImplementedError):  # torch.export modules have no train/eval switch
         model = model.eval()
     if channels_last:
         model = model.to(memory_format=torch.channels_last_3d)
-    if compile_model:
-        model = torch.compile(model)
     return model
 
 
@@ -375,14 +385,14 @@ def _check(block: Block, future: Future, store: PredictionStore) -> None:
 
 
 @contextlib.contextmanager
-def _input(opts: dict, seed: int, ranks: Ranks, progress: Progress) -> Iterator[str]:
+def _input(opts: VolumeOptions, seed: int, ranks: Ranks, progress: Progress) -> Iterator[str]:
     """The input's PATH[:KEY]; without one, a synthetic volume generated in a temporary folder."""
-    if opts["input"]:
-        yield str(opts["input"])
+    if opts.input:
+        yield opts.input
         return
     from dlbench.data.generate_volume import generate
 
-    shape = parse_shape(opts["volume_shape"])
+    shape = parse_shape(opts.volume_shape)
     folder = tempfile.mkdtemp(prefix="dlbench-volume-") if ranks.rank == 0 else None
     try:
         if ranks.rank == 0:
@@ -396,35 +406,22 @@ def _input(opts: dict, seed: int, ranks: Ranks, progress: Progress) -> Iterator[
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def check_options(opts: dict) -> None:
-    opts = {**OPTIONS, **opts}  # a spec holds only the options it sets
-    if opts["dtype"] not in DTYPES:
-        raise UserError(f"unknown output dtype {opts['dtype']!r}; choose {' or '.join(DTYPES)}")
-    for name in ("readers", "writers", "queue"):
-        if isinstance(opts[name], bool) or not isinstance(opts[name], int) or opts[name] < 1:
-            raise UserError(f"{name} must be an integer ≥ 1, got {opts[name]!r}")
-    parse_voxels(opts["extrapolate"])
-    if str(opts["block"]) != "auto":
-        parse_shape(opts["block"])
-    parse_shape(opts["halo"])
-
-
-def preflight(options: dict) -> None:
-    """The checks a user can fail, before anything runs: called by the CLI so errors come first."""
-    opts = {**OPTIONS, **options}
-    check_options(opts)
-    if opts["input"]:
-        volume = open_volume(str(opts["input"]))
+def preflight(spec) -> list[str]:
+    """The checks a user can fail, before anything runs: the input opens, the block fits it, the output is new."""
+    opts = spec.opts
+    if opts.input:
+        volume = open_volume(opts.input)
         volume.close()
-        if str(opts["block"]) != "auto":
-            Blocking(volume.shape, parse_shape(opts["block"]), parse_shape(opts["halo"]))
-    if opts["output"]:
-        PredictionStore(str(opts["output"])).check_new(bool(opts["resume"]), bool(opts["overwrite"]))
+        if opts.block != "auto":
+            Blocking(volume.shape, parse_shape(opts.block), parse_shape(opts.halo))
+    if opts.output:
+        PredictionStore(opts.output).check_new(opts.resume, opts.overwrite)
+    return []
 
 
-def choose_block(opts: dict, shape: tuple[int, ...], halo: tuple[int, ...], model, device, channels_last) -> tuple[int, ...]:
-    if str(opts["block"]) != "auto":
-        return parse_shape(opts["block"])
+def choose_block(opts: VolumeOptions, shape: tuple[int, ...], halo: tuple[int, ...], model, device, channels_last) -> tuple[int, ...]:
+    if opts.block != "auto":
+        return parse_shape(opts.block)
     candidates = auto_candidates(shape, halo)
     if device.type != "cuda":
         return next((c for c in candidates if np.prod(c) <= 32 * 256 * 256), candidates[-1])
@@ -482,8 +479,7 @@ def _settings(spec, volume: Volume, blocking: Blocking, channels: int, dtype: st
 
 
 def run(spec, device: torch.device, progress: Progress):
-    opts = {**OPTIONS, **spec.options}
-    check_options(opts)
+    opts = spec.opts
     ranks, device = setup_ranks(device)
     try:
         with _input(opts, spec.seed, ranks, progress) as input_key, _output(opts, ranks) as output:
@@ -493,9 +489,9 @@ def run(spec, device: torch.device, progress: Progress):
 
 
 @contextlib.contextmanager
-def _output(opts: dict, ranks: Ranks) -> Iterator[str]:
-    if opts["output"]:
-        yield str(opts["output"])
+def _output(opts: VolumeOptions, ranks: Ranks) -> Iterator[str]:
+    if opts.output:
+        yield opts.output
         return
     folder = tempfile.mkdtemp(prefix="dlbench-prediction-") if ranks.rank == 0 else None
     folder = ranks.broadcast(folder)
@@ -507,13 +503,13 @@ def _output(opts: dict, ranks: Ranks) -> Iterator[str]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _predict(spec, opts: dict, input_key: str, output: str, ranks: Ranks, device, progress: Progress):
-    resume, overwrite = bool(opts["resume"]), bool(opts["overwrite"])
+def _predict(spec, opts: VolumeOptions, input_key: str, output: str, ranks: Ranks, device, progress: Progress):
+    resume, overwrite = opts.resume, opts.overwrite
     store = PredictionStore(output)
     store.check_new(resume, overwrite)
     volume = open_volume(input_key)
-    halo = parse_shape(opts["halo"])
-    model = load_model(spec.model, device, spec.channels_last, bool(opts["compile"]), spec.seed)
+    halo = parse_shape(opts.halo)
+    model = load_model(spec.model, device, spec.channels_last, spec.seed)
     block = choose_block(opts, volume.shape, halo, model, device, spec.channels_last)
     blocking = Blocking(volume.shape, block, halo)
     model, optimized = optimize.prepare(spec, model, to_input(torch.rand(blocking.tile, device=device), spec.channels_last))
@@ -521,14 +517,14 @@ def _predict(spec, opts: dict, input_key: str, output: str, ranks: Ranks, device
     channels, warmup_s, warmup_tile_s = _warmup_checked(spec.model, model, blocking, volume, device,
                                                          spec.channels_last, spec.warmup)
     if ranks.rank == 0:
-        store.create(_settings(spec, volume, blocking, channels, opts["dtype"]), (channels, *volume.shape),
-                     (channels, *block), opts["dtype"], resume, overwrite)
+        store.create(_settings(spec, volume, blocking, channels, opts.dtype), (channels, *volume.shape),
+                     (channels, *block), opts.dtype, resume, overwrite)
     ranks.barrier()
     store.open()
     finished = store.done()
     mine = [blocking[i] for i in range(ranks.rank, len(blocking), ranks.world) if i not in finished]
-    pipeline = Pipeline(blocking, volume, store, model, device, dtype=opts["dtype"], channels_last=spec.channels_last,
-                        readers=opts["readers"], writers=opts["writers"], queue=opts["queue"])
+    pipeline = Pipeline(blocking, volume, store, model, device, dtype=opts.dtype, channels_last=spec.channels_last,
+                        readers=opts.readers, writers=opts.writers, queue=opts.queue)
     with Monitor(device) as monitor:  # clocks, power and throttling while the blocks run
         wall = pipeline.run(mine, progress)
     voxels = sum(int(np.prod(b.shape)) for b in mine)
@@ -556,7 +552,7 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], wor
     wall = max(r["wall"] for r in per_rank) or float("nan")
     mvox_s = voxels / wall / 1e6 if voxels else 0.0
     per_gpu = mvox_s / world
-    target = parse_voxels(opts["extrapolate"])
+    target = parse_voxels(opts.extrapolate)
     phases = {k: sum(r["phases"][k] for r in per_rank) for k in per_rank[0]["phases"]}
     compute = phases.get("compute") or float("nan")
     hours = {str(n): target / (per_gpu * 1e6 * n) / 3600 if per_gpu else None for n in sorted({1, world, 8})}
@@ -566,7 +562,7 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], wor
         "volume_shape": list(volume.shape), "volume_voxels": int(np.prod(volume.shape)),
         "block": list(blocking.block), "halo": list(blocking.halo), "tile": list(blocking.tile),
         "block_fill": blocking.fill, "kept_share": blocking.kept,
-        "output": str(store.path), "dtype": opts["dtype"], "world_size": world,
+        "output": str(store.path), "dtype": opts.dtype, "world_size": world,
         "phase_s": phases, "data_wait_share": phases.get("wait", 0.0) / (wall * world) if voxels else 0.0,
         "model_mvox_per_s": voxels / compute / 1e6 if voxels else None,
         "warmup_s": warmup_s, "warmup_tile_s": warmup_tile_s,
@@ -582,3 +578,10 @@ def describe(metrics: dict) -> str:
     cut = f"; the far border cuts blocks: {1 - fill:.0%} of the model's work is outside the volume" if fill < 0.95 else ""
     return (f"{metrics['voxels'] / 1e6:.1f} Mvox in {metrics['total_s']:.2f} s = {metrics['mvox_per_s']:.2f} Mvox/s "
             f"({metrics['blocks']} blocks, {metrics['blocks_skipped']} already done){extra}{cut}")
+
+
+WORKLOAD = Workload(
+    "volume", "Blockwise prediction of a whole volume of any size: Mvox/s, time per phase, hours for "
+              "--extrapolate voxels.", run, describe, VolumeOptions, preflight,
+    general=("model", "precision", "channels_last", "optimize", "device", "gpus", "warmup", "seed"),
+    defaults={"model": "unet3d", "batch": 1, "warmup": 2, "warmup_seconds": 0.0, "steps": 1, "min_seconds": 0.0})
