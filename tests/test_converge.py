@@ -9,7 +9,7 @@ from dlbench.report import render_markdown
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
-from dlbench.workloads import execute
+from dlbench.launch.execute import execute
 
 from conftest import assert_user_error, cli, make_result
 

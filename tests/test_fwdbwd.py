@@ -9,7 +9,7 @@ from dlbench.measure.timer import PhaseTimer
 from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
-from dlbench.workloads import execute
+from dlbench.launch.execute import execute
 from dlbench.workloads.runtime import precision
 
 from conftest import TINY

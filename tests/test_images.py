@@ -17,7 +17,7 @@ from dlbench.launch import batchsize
 from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
-from dlbench.workloads import execute
+from dlbench.launch.execute import execute
 from dlbench.workloads.pipeline import data_metrics
 from dlbench.workloads.train import LOSSES, make_targets
 

@@ -96,7 +96,7 @@ def test_run_steps_reports_common_metrics_on_the_cpu():
 
 def test_result_line_shows_utilisation_energy_and_throttling():
     from conftest import make_result
-    from dlbench.workloads import describe
+    from dlbench.launch.execute import describe
 
     result = make_result(metrics={"achieved_tflops": 151.2, "ceiling_fraction": 0.2, "energy_j_per_step": 42.0,
                                   "throttled": True, "throttle_reasons": ["sw_power_cap"]})

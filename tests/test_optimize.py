@@ -21,7 +21,8 @@ from dlbench.report import render_markdown
 from dlbench.report.optimize import HEADER, tables
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
-from dlbench.workloads import execute, optimize
+from dlbench.launch.execute import execute
+from dlbench.workloads import optimize
 
 TINY = "test-optimize-tiny"
 

@@ -1,7 +1,8 @@
 import pytest
 
 from dlbench.errors import UserError
-from dlbench.spec import BenchmarkSpec, parse_shape
+from dlbench.spec import BenchmarkSpec
+from dlbench.units import parse_shape
 
 
 def test_shape_parsing():
@@ -20,13 +21,15 @@ def test_valid_spec_round_trips_through_dict():
 
 @pytest.mark.parametrize("overrides, needle", [
     ({"model": "resnet5"}, "did you mean resnet50"),
-    ({"batch": 0}, "batch must be a positive integer"),
-    ({"batch": -3}, "batch must be a positive integer"),
-    ({"precision": "fp8"}, "unknown precision 'fp8'"),
+    ({"batch": 0}, "--batch must be ≥ 1, got 0"),
+    ({"batch": -3}, "--batch must be ≥ 1, got -3"),
+    ({"precision": "fp8"}, "--precision must be one of fp32, tf32, fp16, bf16, got 'fp8'"),
     ({"device": "gpu"}, "bad device 'gpu'"),
     ({"workload": "fwdbwdd"}, "unknown workload"),
-    ({"steps": 0}, "steps must be an integer"),
-    ({"min_seconds": -1}, "min_seconds"),
+    ({"steps": 0}, "--steps must be ≥ 1"),
+    ({"min_seconds": -1}, "--min-seconds must be ≥ 0 s"),
+    ({"warmup_seconds": float("nan")}, "--warmup-seconds must be a finite number"),
+    ({"seed": 2**64}, "--seed must be ≤"),
     ({"gpus": 0}, "gpus must be"),
 ])
 def test_bad_specs_are_user_errors(overrides, needle):

@@ -17,7 +17,7 @@ from dlbench.report.derived import fmt
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
-from dlbench.workloads import execute
+from dlbench.launch.execute import execute
 from dlbench.workloads.train import iteration_metrics
 
 from conftest import assert_user_error, cli

@@ -54,7 +54,7 @@ def test_settings_in_the_name():
 @pytest.mark.parametrize("workload", ["infer", "fwdbwd"])
 def test_channels_last_means_channels_last_3d_for_volumes(workload):
     from dlbench.spec import BenchmarkSpec
-    from dlbench.workloads import execute
+    from dlbench.launch.execute import execute
 
     spec = BenchmarkSpec(workload=workload, model="unet3d:d=2,f=4", input_shape=(1, 8, 16, 16), batch=1,
                          channels_last=True, device="cpu", warmup=1, warmup_seconds=0.0, steps=2, min_seconds=0.0)

@@ -18,7 +18,7 @@ from dlbench.data.volumes import open_volume
 from dlbench.errors import UserError
 from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec
-from dlbench.workloads import execute
+from dlbench.launch.execute import execute
 from dlbench.workloads.volume import parse_voxels, preflight
 
 SHAPE = (10, 30, 34)  # not divisible by the blocks below
@@ -239,8 +239,8 @@ def test_bad_model_output_is_one_line(data, tmp_path, db):
     ({"input": "{input}:volumes/nope"}, "no dataset 'volumes/nope'; datasets present: volumes/raw"),
     ({"halo": "2x40x2", "block": "4x8x8"}, "halo 2x40x2 must be"),
     ({"block": "4x64x8"}, "block 4x64x8 is larger than the volume"),
-    ({"dtype": "int7"}, "unknown output dtype"),
-    ({"readers": 0}, "readers must be"),
+    ({"dtype": "int7"}, "--dtype must be one of uint8, float16"),
+    ({"readers": 0}, "--readers must be ≥ 1"),
     ({"extrapolate": "much"}, "bad --extrapolate"),
     ({"resume": True, "overwrite": True}, "exclude each other"),
 ])
@@ -248,7 +248,7 @@ def test_bad_options_are_user_errors(data, tmp_path, options, message):
     options = {k: v.format(input=data["input"]) if isinstance(v, str) else v for k, v in options.items()}
     full = {"input": data["input"], "output": str(tmp_path / "p.zarr"), "block": "4x16x16", "halo": "2x2x2", **options}
     with pytest.raises(UserError, match=message):
-        preflight(full)
+        preflight(BenchmarkSpec.from_dict({"workload": "volume", "model": data["model"], "device": "cpu", **full}))
     with pytest.raises(UserError, match=message):
         predict(data, tmp_path / "p.zarr", **{k: v for k, v in options.items() if k not in ("block", "halo")},
                 **({"block": tuple(map(int, options["block"].split("x")))} if "block" in options else {}),
