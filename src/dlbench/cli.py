@@ -25,7 +25,6 @@ app = typer.Typer(
     no_args_is_help=False, add_completion=False, pretty_exceptions_enable=False,
 )
 view = Terminal()
-out, err = view.out, view.err
 
 DbOption = typer.Option(None, "--db", help="Result store (SQLite). Default: $DLBENCH_DB or ./dlbench.db.")
 TagOption = typer.Option(None, "--tag", help="Free text stored with every result, to find runs later.")
@@ -117,16 +116,12 @@ def data_images(
     workers: Optional[int] = typer.Option(None, "--workers", help="Processes writing images (default: min(8, cores))."),
 ) -> None:
     """An ImageNet-like JPEG dataset: photo-like images around 500x375 pixels and ~100 KB each."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
     from dlbench.data.generate import generate
 
-    with Progress("writing JPEGs", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err) as bar:
-        task = bar.add_task("", total=n)
-        summary = generate(path, n, classes=classes, seed=seed, workers=workers,
-                           progress=lambda done, total: bar.update(task, completed=done))
-    err.print(f"wrote {summary['images']} images in {summary['classes']} classes to {path} "
-              f"({summary['bytes'] / 1e6:.1f} MB, {summary['mean_kb']:.0f} KB each on average)", highlight=False)
+    with view.progress("writing JPEGs", n, "images") as progress:
+        summary = generate(path, n, classes=classes, seed=seed, workers=workers, progress=progress)
+    view.message(f"wrote {summary['images']} images in {summary['classes']} classes to {path} "
+                 f"({summary['bytes'] / 1e6:.1f} MB, {summary['mean_kb']:.0f} KB each on average)")
 
 
 @data_app.command("volume")
@@ -141,19 +136,15 @@ def data_volume(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing volume."),
 ) -> None:
     """Write an EM-like volume (cells, membranes, texture, noise) with labels in the CREMI layout, slab by slab."""
-    from rich.progress import BarColumn, Progress, TimeRemainingColumn
-
     from dlbench.data.generate_volume import check, generate
     from dlbench.units import parse_shape
 
-    size = parse_shape(shape)
-    check(path, size, format, parse_shape(chunks) if chunks else None, overwrite)
-    with Progress("{task.description}", BarColumn(), "{task.completed}/{task.total} planes", TimeRemainingColumn(),
-                  console=err) as bar:
-        task = bar.add_task(f"writing {path}", total=size[0])
-        generate(path, size, format, chunks=parse_shape(chunks) if chunks else None, seed=seed, labels=labels,
-                 workers=workers, overwrite=overwrite, progress=lambda done, total: bar.update(task, completed=done))
-    err.print(f"wrote {'x'.join(map(str, size))} volume to {path}", highlight=False)
+    size, chunk = parse_shape(shape), parse_shape(chunks) if chunks else None
+    check(path, size, format, chunk, overwrite)
+    with view.progress(f"writing {path}", size[0], "planes") as progress:
+        generate(path, size, format, chunks=chunk, seed=seed, labels=labels, workers=workers, overwrite=overwrite,
+                 progress=progress)
+    view.message(f"wrote {'x'.join(map(str, size))} volume to {path}")
 
 
 @data_app.command("seg")
@@ -168,17 +159,14 @@ def data_seg(
     """Write an EM-membrane-like 2D segmentation set: cells, membranes, organelles, texture, blur, noise.
 
     Masks are 255 inside cells and 0 on membranes (the ISBI 2012 convention)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
     from dlbench.data import generate_seg
     from dlbench.workloads.runtime import resolve_device
 
     generate_seg.check(path, n, size, format, overwrite)
-    with Progress("{task.description}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=err) as bar:
-        task = bar.add_task(f"writing {path}", total=n)
+    with view.progress(f"writing {path}", n, "pairs") as progress:
         generate_seg.write(path, n, size, format, seed, overwrite=overwrite, device=resolve_device("auto"),
-                           progress=lambda done, total: bar.update(task, completed=done))
-    err.print(f"wrote {n} images and masks of {size}x{size} to {path}/images and {path}/masks", highlight=False)
+                           progress=progress)
+    view.message(f"wrote {n} images and masks of {size}x{size} to {path}/images and {path}/masks")
 
 
 @app.command()
@@ -244,9 +232,9 @@ def _write(text: str, output: Optional[Path]) -> None:
             output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
         except OSError as error:
             raise UserError(f"cannot write {output}: {error.strerror or error}") from None
-        err.print(f"wrote {output}", highlight=False, markup=False)
+        view.message(f"wrote {output}")
     else:
-        out.print(text, highlight=False, markup=False, soft_wrap=True)
+        view.text(text)
 
 
 @app.command()
@@ -266,8 +254,6 @@ def compare(
     intervals over the per-step samples. Exit status: 0, 1 when --fail-above finds a regression,
     2 for a usage error."""
     from dlbench.report import compare as cmp
-    from dlbench.report.formats import to_dict
-    from dlbench.report.tables import markdown
 
     if format not in ("md", "json"):
         raise UserError(f"unknown compare format {format!r}; choose md or json")
@@ -276,22 +262,13 @@ def compare(
     with _store(db) as store:
         comparison = cmp.compare(store.results(suite=suite_name), sides, level=confidence)
     failed = cmp.regressions(comparison, fail_above) if fail_above is not None else []
-    if format == "json":
-        data = {**cmp.to_json(comparison), "tables": [to_dict(t) for t in cmp.tables(comparison)],
-                "regressions": failed}
-        text = json.dumps(data, indent=1, ensure_ascii=False)
-    else:
-        from dlbench.report.markdown import cell
-
-        lines = "\n".join(f"- {cell(line)}" for line in cmp.conclusions(comparison))
-        text = f"## Conclusions\n\n{lines}\n\n{markdown(cmp.tables(comparison))}"
-    _write(text, output)
+    _write(cmp.render(comparison, format, failed), output)
     if failed:
         for line in failed:
-            err.print(f"regression: {line}", highlight=False, markup=False, soft_wrap=True)
+            view.message(f"regression: {line}")
         raise typer.Exit(1)
     if fail_above is not None:
-        err.print(f"no regression above {fail_above:g}% beyond noise", highlight=False, markup=False)
+        view.message(f"no regression above {fail_above:g}% beyond noise")
 
 
 @app.command()
@@ -318,7 +295,7 @@ def export_(
     if output:
         with open(output, "w", encoding="utf-8", newline="") as f:
             n = writers[format](records, f)
-        err.print(f"wrote {n} results to {output}")
+        view.message(f"wrote {n} results to {output}")
     else:
         writers[format](records, sys.stdout)
 
@@ -336,7 +313,7 @@ def import_(files: list[Path] = typer.Argument(..., help="JSON-lines files writt
     records = [r for path in paths for r in exchange.read_jsonl(path)]  # all files checked before writing
     with _store(db) as store:
         added = store.add_many(records)
-    err.print(f"imported {added} new results ({len(records) - added} already stored)")
+    view.message(f"imported {added} new results ({len(records) - added} already stored)")
 
 
 @app.command()
@@ -346,7 +323,7 @@ def models() -> None:
 
     for name in registry.names():
         entry = registry.MODELS[name]
-        out.print(f"{name:12s} {entry.title:14s} input {'x'.join(map(str, entry.input_shape))}", highlight=False)
+        view.out.print(f"{name:12s} {entry.title:14s} input {'x'.join(map(str, entry.input_shape))}", highlight=False)
 
 
 @app.command()
@@ -367,12 +344,12 @@ def system(
     from dlbench.workloads.runtime import resolve_device
 
     if fingerprint_only:
-        out.print_json(json.dumps(fingerprint()))
+        view.out.print_json(json.dumps(fingerprint()))
         return
     target = resolve_device(device)
     keeper = _store(db) if store else None  # a bad --db fails before minutes of measuring
     try:
-        with err.status("measuring") as status:
+        with view.err.status("measuring") as status:
             record = survey(fingerprint(), target, disk=disk,
                             progress=lambda stage, done, total: status.update(f"measuring {stage} ({done + 1}/{total})"))
         if keeper is not None:
@@ -380,7 +357,7 @@ def system(
     finally:
         if keeper is not None:
             keeper.close()
-    out.print(markdown([ceilings_table(record)]), highlight=False, markup=False, soft_wrap=True)
+    view.text(markdown([ceilings_table(record)]))
 
 
 @app.command()
@@ -398,7 +375,7 @@ def doctor(
     if workload:
         found = [r for r in found if r.workload in (workload, "system")]
     diagnoses = diagnose(found)
-    out.print(render(diagnoses) if diagnoses else NOTHING_TO_DIAGNOSE, highlight=False, markup=False, soft_wrap=True)
+    view.text(render(diagnoses) if diagnoses else NOTHING_TO_DIAGNOSE)
 
 
 def main() -> None:
@@ -408,5 +385,5 @@ def main() -> None:
         plugins.load()
         app()
     except UserError as error:
-        err.print(f"error: {error}", highlight=False, markup=False, soft_wrap=True)
+        view.message(f"error: {error}")
         sys.exit(2)

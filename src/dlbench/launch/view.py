@@ -7,7 +7,9 @@ when each benchmark starts, so a log still says what ran when.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from typing import Callable, Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
@@ -104,6 +106,16 @@ class Terminal:
         from dlbench.launch.execute import describe
 
         self.err.print(Text(describe(result), style=STYLE.get(result.status, "red")))
+
+    @contextlib.contextmanager
+    def progress(self, description: str, total: int, unit: str) -> Iterator[Callable[[int, int], None]]:
+        """A bar for long work; yields the `progress(done, total)` callback the work calls."""
+        from rich.progress import BarColumn, Progress, TimeRemainingColumn
+
+        columns = ("{task.description}", BarColumn(), "{task.completed}/{task.total} " + unit, TimeRemainingColumn())
+        with Progress(*columns, console=self.err) as bar:
+            task = bar.add_task(description, total=total)
+            yield lambda done, _total: bar.update(task, completed=done)
 
     def text(self, text: str) -> None:
         """A report or table as text, on stdout."""

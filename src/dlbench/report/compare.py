@@ -334,3 +334,16 @@ def to_json(comparison: Comparison) -> dict:
                    for r in comparison.ratios.values()],
         "conclusions": conclusions(comparison),
     }
+
+
+def render(comparison: Comparison, format: str, regressions: list[str]) -> str:
+    """The comparison as Markdown (conclusions, then tables) or JSON."""
+    from dlbench.report.formats import to_dict
+    from dlbench.report.markdown import cell
+    from dlbench.report.tables import markdown
+
+    if format == "json":
+        data = {**to_json(comparison), "tables": [to_dict(t) for t in tables(comparison)], "regressions": regressions}
+        return json.dumps(data, indent=1, ensure_ascii=False)
+    lines = "\n".join(f"- {cell(line)}" for line in conclusions(comparison))
+    return f"## Conclusions\n\n{lines}\n\n{markdown(tables(comparison))}"

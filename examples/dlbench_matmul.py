@@ -1,0 +1,34 @@
+"""A dlbench plug-in: a model and a workload. `DLBENCH_PLUGINS=dlbench_matmul dlbench run matmul`."""
+from dataclasses import dataclass
+
+import torch
+
+from dlbench.measure.loop import run_steps
+from dlbench.models.registry import ModelEntry, register as register_model
+from dlbench.options import Options, option
+from dlbench.workloads import Workload, register
+
+register_model(ModelEntry("tiny-cnn", "Tiny CNN", lambda: torch.nn.Sequential(
+    torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.LazyLinear(10)), (3, 32, 32)))
+
+
+@dataclass(frozen=True)
+class MatmulOptions(Options):
+    size: int = option(1024, "Rows and columns of the square matrices.", low=1, high=65536)
+
+
+def run(spec, device, progress):
+    a = torch.randn(spec.opts.size, spec.opts.size, device=device)
+
+    def step(timer):
+        torch.mm(a, a)
+        timer.mark("matmul")
+
+    measured = run_steps(step, device, warmup=spec.warmup, warmup_seconds=0.0, steps=spec.steps, min_seconds=0.0,
+                         progress=progress)
+    tflops = 2 * spec.opts.size**3 * len(measured.samples["step"]) / sum(measured.samples["step"]) / 1e12
+    return {"throughput": tflops, "throughput_unit": "TFLOP/s"}, measured.samples
+
+
+register(Workload("matmul", "Square matrix products in TFLOP/s.", run, lambda m: f"{m['throughput']:.3g} TFLOP/s",
+                  MatmulOptions, general=("device", "warmup", "steps", "seed")))
