@@ -48,7 +48,7 @@ def test_include_cycle_is_an_error(tmp_path):
 @pytest.mark.parametrize("text, needle", [
     ("include: [nosuch]\n", "no suite named 'nosuch'"),
     ("include: 3\n", "'include' must be a suite name or path"),
-    ("timeout: -1\n" + HEAD + "specs: [{model: resnet18}]\n", "'timeout' must be a positive number"),
+    ("timeout: -1\n" + HEAD + "specs: [{model: resnet18}]\n", "'timeout' must be > 0 s, got -1"),
     (HEAD + "matrix: {model: []}\n", "matrix axis 'model' is empty"),
 ])
 def test_bad_suite_files(tmp_path, text, needle):

@@ -223,18 +223,7 @@ def report(
     with _store(db) as store:
         chosen = filter_systems(store.results(suite=suite_name), systems or [])
     text = render(chosen, format, title=f"dlbench report: {suite_name}" if suite_name else "dlbench report")
-    _write(text, output)
-
-
-def _write(text: str, output: Optional[Path]) -> None:
-    if output:
-        try:
-            output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-        except OSError as error:
-            raise UserError(f"cannot write {output}: {error.strerror or error}") from None
-        view.message(f"wrote {output}")
-    else:
-        view.text(text)
+    view.write(text, output)
 
 
 @app.command()
@@ -262,7 +251,7 @@ def compare(
     with _store(db) as store:
         comparison = cmp.compare(store.results(suite=suite_name), sides, level=confidence)
     failed = cmp.regressions(comparison, fail_above) if fail_above is not None else []
-    _write(cmp.render(comparison, format, failed), output)
+    view.write(cmp.render(comparison, format, failed), output)
     if failed:
         for line in failed:
             view.message(f"regression: {line}")
@@ -287,17 +276,14 @@ def export_(
     """Export all stored results."""
     from dlbench.results import exchange
 
-    writers = {"jsonl": exchange.write_jsonl, "csv": exchange.write_csv}
-    if format not in writers:
-        raise UserError(f"unknown export format {format!r}; choose jsonl or csv")
+    exchange.check_format(format)
     with _store(db) as store:
         records = store.results()
-    if output:
-        with open(output, "w", encoding="utf-8", newline="") as f:
-            n = writers[format](records, f)
-        view.message(f"wrote {n} results to {output}")
-    else:
-        writers[format](records, sys.stdout)
+    if output is None:
+        exchange.WRITERS[format](records, sys.stdout)
+        return
+    with open(output, "w", encoding="utf-8", newline="") as f:
+        view.message(f"wrote {exchange.WRITERS[format](records, f)} results to {output}")
 
 
 @app.command("import")
@@ -307,10 +293,7 @@ def import_(files: list[Path] = typer.Argument(..., help="JSON-lines files writt
     """Merge results exported on other machines; results already stored are skipped."""
     from dlbench.results import exchange
 
-    paths = [p for path in files for p in (sorted(path.rglob("*.jsonl")) if path.is_dir() else [path])]
-    if not paths:
-        raise UserError(f"no record files (*.jsonl) in {', '.join(map(str, files))}")
-    records = [r for path in paths for r in exchange.read_jsonl(path)]  # all files checked before writing
+    records = exchange.read_all(files)
     with _store(db) as store:
         added = store.add_many(records)
     view.message(f"imported {added} new results ({len(records) - added} already stored)")
@@ -337,27 +320,14 @@ def system(
 ) -> None:
     """Measure this machine's ceilings (matmul TFLOP/s per precision, memory, host<->device,
     all-reduce, JPEG decode, disk) next to datasheet figures, and store them."""
-    from dlbench.report.system import ceilings_table
-    from dlbench.report.tables import markdown
-    from dlbench.system.info import fingerprint
-    from dlbench.system.survey import survey
-    from dlbench.workloads.runtime import resolve_device
-
     if fingerprint_only:
+        from dlbench.system.info import fingerprint
+
         view.out.print_json(json.dumps(fingerprint()))
         return
-    target = resolve_device(device)
-    keeper = _store(db) if store else None  # a bad --db fails before minutes of measuring
-    try:
-        with view.err.status("measuring") as status:
-            record = survey(fingerprint(), target, disk=disk,
-                            progress=lambda stage, done, total: status.update(f"measuring {stage} ({done + 1}/{total})"))
-        if keeper is not None:
-            keeper.add(record)
-    finally:
-        if keeper is not None:
-            keeper.close()
-    view.text(markdown([ceilings_table(record)]))
+    from dlbench.launch.runs import system_command
+
+    system_command(device, disk, db, store, view)
 
 
 @app.command()

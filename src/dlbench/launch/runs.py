@@ -69,3 +69,25 @@ def _unstored(spec: BenchmarkSpec) -> Result:
     if spec.gpus > 1:
         return torchrun.run(spec, fingerprint())
     return execute(spec, fingerprint())
+
+
+def system_command(device: str, disk: Path | None, db: Path | None, keep: bool, view: Terminal) -> None:
+    """Measure this machine's ceilings, show them beside the datasheet and (with `keep`) store them."""
+    from dlbench.report.system import ceilings_table
+    from dlbench.report.tables import markdown
+    from dlbench.system.info import fingerprint
+    from dlbench.system.survey import survey
+    from dlbench.workloads.runtime import resolve_device
+
+    target = resolve_device(device)
+    store = Store(db) if keep else None  # a bad --db fails before minutes of measuring
+    try:
+        with view.err.status("measuring") as status:
+            record = survey(fingerprint(), target, disk=disk,
+                            progress=lambda stage, done, total: status.update(f"measuring {stage} ({done + 1}/{total})"))
+        if store is not None:
+            store.add(record)
+    finally:
+        if store is not None:
+            store.close()
+    view.text(markdown([ceilings_table(record)]))

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 from typing import Callable, Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.text import Text
 
+from dlbench.errors import UserError
 from dlbench.results.record import Result
 from dlbench.spec import BenchmarkSpec
 from dlbench.suites import title
@@ -120,6 +122,17 @@ class Terminal:
     def text(self, text: str) -> None:
         """A report or table as text, on stdout."""
         self.out.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    def write(self, text: str, output: Path | None) -> None:
+        """A report to a file (one line says so), or to stdout."""
+        if output is None:
+            self.text(text)
+            return
+        try:
+            output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        except OSError as error:
+            raise UserError(f"cannot write {output}: {error.strerror or error}") from None
+        self.message(f"wrote {output}")
 
     def plan(self, plan, default_timeout: float) -> None:
         """A suite's expanded specs with their time limits and estimates."""

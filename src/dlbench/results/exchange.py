@@ -64,3 +64,20 @@ def read_jsonl(path: Path) -> list[Result]:
     if not results:
         raise UserError(f"{path} holds no dlbench results")
     return results
+
+
+WRITERS = {"jsonl": write_jsonl, "csv": write_csv}
+
+
+def check_format(format: str) -> None:
+    if format not in WRITERS:
+        raise UserError(f"unknown export format {format!r}; choose {' or '.join(WRITERS)}")
+
+
+def read_all(paths: list[Path]) -> list[Result]:
+    """Every record in these export files and folders of record files (*.jsonl), all checked
+    before the caller writes anything."""
+    files = [p for path in paths for p in (sorted(path.rglob("*.jsonl")) if path.is_dir() else [path])]
+    if not files:
+        raise UserError(f"no record files (*.jsonl) in {', '.join(map(str, paths))}")
+    return [r for path in files for r in read_jsonl(path)]

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from dlbench.errors import UserError
+from dlbench.options import fields_of
 from dlbench.spec import BenchmarkSpec
 from dlbench.units import suggest
 
@@ -163,11 +164,12 @@ def _includes(value: Any, source: str) -> list[str]:
 
 
 def _timeout(value: Any, source: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise UserError(f"suite {source}: 'timeout' must be a positive number of seconds, got {value!r}")
-    return float(value)
+    """A suite's `timeout`, checked like a spec's."""
+    field = next(f for f in fields_of(BenchmarkSpec) if f.name == "timeout")
+    try:
+        return field.check(value)
+    except UserError as error:
+        raise UserError(f"suite {source}: 'timeout' {str(error).partition(' ')[2]}") from None
 
 
 def _mapping(value: Any, source: str, what: str) -> dict[str, Any]:
