@@ -1,5 +1,7 @@
 """converge: real learning on the generated set, the CLI end to end, bad input, the report table."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -49,8 +51,8 @@ def test_training_really_raises_dice_to_the_target(one_thread):
 
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_mixed_precision_paths_run_and_stop_at_the_budget(one_thread, precision):
-    spec = BenchmarkSpec(**{**_spec(target_dice=1.0, eval_every=2, max_steps=3, synthetic_size=32, folds=2,
-                                   fold_limit=None, features=2).__dict__, "precision": precision})
+    spec = dataclasses.replace(_spec(target_dice=1.0, eval_every=2, max_steps=3, synthetic_size=32, folds=2,
+                                     fold_limit=None, features=2), precision=precision)
     result = execute(spec, fingerprint())
     assert result.status == "ok", result.error
     m = result.metrics
@@ -70,10 +72,11 @@ def test_unpadded_unet_trains_on_crops_with_context(one_thread):
 
 
 @pytest.mark.parametrize("options, needle", [
-    ({"target_dice": 0}, "target-dice must lie in (0, 1]"),
-    ({"target_dice": 1.01}, "target-dice must lie in (0, 1]"),
-    ({"folds": 1}, "folds must be an integer >= 2"),
-    ({"eval_every": 0}, "eval-every must be an integer >= 1"),
+    ({"target_dice": 0}, "--target-dice must be > 0, got 0"),
+    ({"target_dice": 1.01}, "--target-dice must be ≤ 1, got 1.01"),
+    ({"folds": 1}, "--folds must be ≥ 2, got 1"),
+    ({"eval_every": 0}, "--eval-every must be ≥ 1, got 0"),
+    ({"max_seconds": float("inf")}, "--max-seconds must be a finite number"),
     ({"data": "/no/such/folder"}, "does not exist"),
 ])
 def test_bad_options_stop_when_the_spec_is_built(options, needle):
@@ -145,7 +148,7 @@ def test_cli_bad_data_is_one_line_and_nothing_stored(bad_sets, break_it, needle,
 
 
 def test_cli_target_outside_0_1_is_one_line(db):
-    assert_user_error(cli("run", "converge", "--target-dice", "1.5", "--db", db), "target-dice must lie in (0, 1]")
+    assert_user_error(cli("run", "converge", "--target-dice", "1.5", "--db", db), "--target-dice must be ≤ 1, got 1.5")
 
 
 def _converge(precision, gpus=1, dice=0.89, minutes=10.0, reached=True, status="ok", **overrides):

@@ -92,7 +92,7 @@ def _corrupt_folder(tmp_path):
 @pytest.mark.parametrize("args, needle", [
     (["--data", "folder:{tmp}/missing"], "does not exist"),
     (["--data", "folder:{corrupt}", "--batch", "2"], "6 of 6 images could not be decoded"),
-    (["--cpu-share", "1.5"], "cpu_share must be a fraction between 0 and 1, got 1.5"),
+    (["--cpu-share", "1.5"], "--cpu-share must be ≤ 1, got 1.5"),
 ])  # the other bad data options are checked in-process (test_images.py): starting torch costs seconds
 def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path, db, stored):
     (tmp_path / "empty").mkdir()

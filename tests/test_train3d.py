@@ -230,5 +230,5 @@ def test_a_bad_suite_patch_fails_when_the_spec_is_made():
 
     with pytest.raises(UserError, match="patch must be ZxYxX"):
         BenchmarkSpec(workload="train", model=TINY, options={"patch": "4x4"})
-    with pytest.raises(UserError, match="extrapolate_iters must be a positive integer"):
+    with pytest.raises(UserError, match="--extrapolate-iters must be ≥ 1, got 0"):
         BenchmarkSpec(workload="train", model=TINY, options={"extrapolate_iters": 0})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -37,10 +38,24 @@ def _store(db: Optional[Path]):
     return Store(db)
 
 
+def _version(show: bool) -> None:
+    if show:
+        from dlbench import __version__
+
+        view.text(f"dlbench {__version__}")
+        raise typer.Exit()
+
+
 @app.callback(invoke_without_command=True)
-def _default(ctx: typer.Context, db: Optional[Path] = DbOption) -> None:
+def _default(ctx: typer.Context,
+             db: Optional[Path] = typer.Option(None, "--db", help="Result store (SQLite) for this command and every "
+                                               "command after it in this call. Default: $DLBENCH_DB or ./dlbench.db."),
+             version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                          help="Show the version and exit.")) -> None:
+    if db is not None:  # `dlbench --db X results`: every command and every process it starts uses X
+        os.environ["DLBENCH_DB"] = str(db)
     if ctx.invoked_subcommand is None:
-        _suite_exit(name="quick", db=db)
+        _suite_exit(name="quick")
 
 
 class _RunCommands(TyperGroup):

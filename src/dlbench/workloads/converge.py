@@ -36,7 +36,7 @@ from dlbench.workloads import Workload, distributed, optimize
 @dataclass(frozen=True)
 class ConvergeOptions(Options):
     data: str | None = option(None, "Folder with images/ and masks/ (`dlbench data seg`). Default: a generated "
-                                    "EM-like set in memory.")
+                                    "EM-like set in memory.", parse=segmentation.pairs)
     target_dice: float = option(0.89, "Stop a fold when the validation DICE reaches this.", low=0, low_open=True,
                                 high=1)
     folds: int = option(5, "k of k-fold cross-validation.", low=2)
