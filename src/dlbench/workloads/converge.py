@@ -188,36 +188,22 @@ def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return ce + 1 - ((2 * inter + 1) / (total + 1)).mean()
 
 
-@dataclass
-class Dist:
-    """This process's place among the processes that train together (one of them without torchrun)."""
-
-    rank: int = 0
-    world: int = 1
-
-    def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.world > 1:
-            import torch.distributed as dist
-
-            dist.all_reduce(tensor)
-        return tensor
-
-
 @torch.no_grad()
-def evaluate(model: nn.Module, data: DeviceData, val: list[int], geo: Geometry, batch: int, dist: Dist) -> list[float]:
+def evaluate(model: nn.Module, data: DeviceData, val: list[int], geo: Geometry, batch: int,
+             group: distributed.Group) -> list[float]:
     """DICE per class over this process's share of the validation images, summed over processes."""
     model.eval()
     (h, w), m = geo.eval_size, data.margin
     top, left = (data.size[0] - h) // 2, (data.size[1] - w) // 2
     counts = torch.zeros(segmentation.CLASSES, 3, dtype=torch.float64, device=data.masks.device)
-    mine = val[dist.rank::dist.world]
+    mine = val[group.rank::group.world]
     for start in range(0, len(mine), batch):
         index = mine[start:start + batch]
         x = data.images[index, :, top:top + h + 2 * m, left:left + w + 2 * m]
         pred = model(x).argmax(1)
         counts += segmentation.confusion(pred, data.masks[index, top:top + h, left:left + w])
     model.train()
-    return segmentation.dice_from_counts(dist.all_sum(counts))
+    return segmentation.dice_from_counts(group.all_sum(counts))
 
 
 @dataclass
@@ -243,9 +229,10 @@ class FoldRun:
 
 
 def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]], geo: Geometry, fold: int,
-               device: torch.device, dist: Dist, progress: Progress) -> FoldRun:
+               group: distributed.Group, progress: Progress) -> FoldRun:
     opts = {**OPTIONS, **spec.options}
     train, val = split
+    device = group.device
     torch.manual_seed(spec.seed + fold)  # same initial weights on every process
     model = build().to(device).train()
     if spec.channels_last:
@@ -255,11 +242,11 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
     if spec.channels_last:
         check_x = check_x.contiguous(memory_format=torch.channels_last)
     model, optimized = optimize.prepare(spec, model, check_x, loss=lambda out: loss_fn(out, check_y))
-    model = distributed.wrap(model, distributed.Group(dist.rank, dist.world, device))
+    model = distributed.wrap(model, group)
     params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=opts["lr"], **optimize.optimizer_kwargs(spec, params))
     scaler = torch.amp.GradScaler(device.type, enabled=spec.precision == "fp16")
-    g = torch.Generator().manual_seed(spec.seed * 1000 + fold * 10 + dist.rank)
+    g = torch.Generator().manual_seed(spec.seed * 1000 + fold * 10 + group.rank)
     train_index = torch.tensor(train)
     run = FoldRun(fold, len(train), len(val), optimize=optimized)
     loss_sum = torch.zeros((), device=device)
@@ -284,7 +271,7 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
         now = time.perf_counter()
         run.train_s += now - interval
         steps_in_interval = run.steps - (run.curve[-1]["step"] if run.curve else 0)
-        per_class = evaluate(model, data, val, geo, spec.batch, dist)
+        per_class = evaluate(model, data, val, geo, spec.batch, group)
         after = time.perf_counter()
         run.eval_s += after - now
         run.wall_s = after - start
@@ -296,16 +283,10 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
         if score >= opts["target_dice"] and not run.reached:
             run.reached, run.steps_to_target, run.time_to_target_s = True, run.steps, run.wall_s
         out_of_time = opts["max_seconds"] is not None and run.wall_s >= opts["max_seconds"]
-        if run.reached or run.steps >= opts["max_steps"] or _agree(out_of_time, dist, device):
+        # Every process stops at the same step if any is out of time (DDP needs them all in step).
+        if run.reached or run.steps >= opts["max_steps"] or group.agree(int(out_of_time)):
             return run
         interval = time.perf_counter()
-
-
-def _agree(flag: bool, dist: Dist, device: torch.device) -> bool:
-    """True on every process if it is true on any (so all stop at the same step)."""
-    if dist.world == 1:
-        return flag
-    return bool(dist.all_sum(torch.tensor(float(flag), device=device)).item() > 0)
 
 
 # ---------------------------------------------------------------- the workload
@@ -331,7 +312,7 @@ def model_builder(spec) -> tuple[registry.ModelEntry, Any]:
 def run(spec, device: torch.device, progress: Progress):
     opts = {**OPTIONS, **spec.options}
     with distributed.process_group(device) as group:
-        dist, device = Dist(group.rank, group.world), group.device
+        device = group.device
         entry, build = model_builder(spec)
         probe = build()
         raw = load_data(opts, spec.seed, device)
@@ -339,18 +320,18 @@ def run(spec, device: torch.device, progress: Progress):
         del probe
         data = to_device(raw, geo.margin, device)
         splits = segmentation.kfold(len(raw), opts["folds"], spec.seed)[: opts["fold_limit"] or opts["folds"]]
-        runs = [train_fold(spec, build, data, split, geo, i, device, dist, progress) for i, split in enumerate(splits)]
-    return _metrics(spec, opts, runs, raw, geo, dist), _samples(runs)
+        runs = [train_fold(spec, build, data, split, geo, i, group, progress) for i, split in enumerate(splits)]
+    return _metrics(spec, opts, runs, raw, geo, group.world), _samples(runs)
 
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _metrics(spec, opts: dict, runs: list[FoldRun], raw, geo: Geometry, dist: Dist) -> dict:
+def _metrics(spec, opts: dict, runs: list[FoldRun], raw, geo: Geometry, world: int) -> dict:
     reached = [r for r in runs if r.reached]
     train_s = sum(r.train_s for r in runs)
-    images = spec.batch * dist.world * sum(r.steps for r in runs)
+    images = spec.batch * world * sum(r.steps for r in runs)
     return {
         "data": raw.source,
         "images": len(raw),
@@ -361,8 +342,8 @@ def _metrics(spec, opts: dict, runs: list[FoldRun], raw, geo: Geometry, dist: Di
         "target_dice": opts["target_dice"],
         "folds": opts["folds"],
         "folds_run": len(runs),
-        "gpus": dist.world,
-        "global_batch": spec.batch * dist.world,
+        "gpus": world,
+        "global_batch": spec.batch * world,
         "per_fold": [r.summary() for r in runs],
         "dice_per_fold": [r.final_dice for r in runs],
         "mean_dice": _mean([r.final_dice for r in runs]),

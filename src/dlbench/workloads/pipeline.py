@@ -142,4 +142,4 @@ def measure_inference(step, spec, group, progress, steps: int | None, feeder: "F
             measured = distributed.measure(step, spec, group, progress, steps)
     finally:
         feeder.close()
-    return measured, distributed.gather(rank_payload(measured.samples, items_per_step, feeder.host_waits), group)
+    return measured, group.gather(rank_payload(measured.samples, items_per_step, feeder.host_waits))

@@ -182,7 +182,7 @@ def run(spec, device: torch.device, progress: Progress):
             measured = distributed.measure(step, spec, group, progress, measured_steps(spec, loader))
         finally:
             feeder.close()
-        ranks = distributed.gather(rank_payload(measured.samples, spec.batch, feeder.host_waits), group)
+        ranks = group.gather(rank_payload(measured.samples, spec.batch, feeder.host_waits))
     metrics, samples = metrics_from_ranks(ranks, PHASES)
     volume = data.parse_source(spec.options.get("data", "synthetic"))[0] == "volume"
     unit = "patch" if volume else "img"

@@ -39,7 +39,7 @@ from dlbench.measure.loop import Progress, synchronize
 from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.models import registry
 from dlbench.spec import parse_shape
-from dlbench.workloads import optimize
+from dlbench.workloads import distributed, optimize
 from dlbench.workloads.runtime import is_oom
 
 OPTIONS = {
@@ -67,53 +67,6 @@ def parse_voxels(text: str | float | int) -> float:
     if not match or float(match.group(1)) <= 0:
         raise UserError(f"bad --extrapolate {text!r}: give a voxel count like 8.1T, 500G or 1.9e9")
     return float(match.group(1)) * _SUFFIX.get(match.group(2), 1.0)
-
-
-# ---------------------------------------------------------------- distributed
-
-
-@dataclass
-class Ranks:
-    rank: int = 0
-    world: int = 1
-    started: bool = False  # this workload initialised the process group (and must end it)
-
-    def barrier(self) -> None:
-        if self.world > 1:
-            torch.distributed.barrier()
-
-    def gather(self, obj: dict) -> list[dict]:
-        if self.world == 1:
-            return [obj]
-        out: list = [None] * self.world
-        torch.distributed.all_gather_object(out, obj)
-        return out
-
-    def broadcast(self, obj):
-        if self.world == 1:
-            return obj
-        box = [obj]
-        torch.distributed.broadcast_object_list(box, src=0)
-        return box[0]
-
-    def close(self) -> None:
-        if self.started:
-            torch.distributed.destroy_process_group()
-
-
-def setup_ranks(device: torch.device) -> tuple[Ranks, torch.device]:
-    """Under torchrun: join the process group and take this rank's GPU."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
-        return Ranks(), device
-    dist = torch.distributed
-    if device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
-    started = not dist.is_initialized()
-    if started:
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return Ranks(dist.get_rank(), dist.get_world_size(), started), device
 
 
 # ---------------------------------------------------------------- model
@@ -375,7 +328,7 @@ def _check(block: Block, future: Future, store: PredictionStore) -> None:
 
 
 @contextlib.contextmanager
-def _input(opts: dict, seed: int, ranks: Ranks, progress: Progress) -> Iterator[str]:
+def _input(opts: dict, seed: int, group: distributed.Group, progress: Progress) -> Iterator[str]:
     """The input's PATH[:KEY]; without one, a synthetic volume generated in a temporary folder."""
     if opts["input"]:
         yield str(opts["input"])
@@ -383,16 +336,16 @@ def _input(opts: dict, seed: int, ranks: Ranks, progress: Progress) -> Iterator[
     from dlbench.data.generate_volume import generate
 
     shape = parse_shape(opts["volume_shape"])
-    folder = tempfile.mkdtemp(prefix="dlbench-volume-") if ranks.rank == 0 else None
+    folder = tempfile.mkdtemp(prefix="dlbench-volume-") if group.rank == 0 else None
     try:
-        if ranks.rank == 0:
+        if group.rank == 0:
             generate(Path(folder) / "volume.zarr", shape, "zarr", seed=seed, labels=False,
                      workers=min(16, os.cpu_count() or 1), progress=lambda d, t: progress("generate", d, t))
-        folder = ranks.broadcast(folder)
+        folder = group.broadcast(folder)
         yield str(Path(folder) / "volume.zarr")
     finally:
-        ranks.barrier()
-        if ranks.rank == 0 and folder:
+        group.barrier()
+        if group.rank == 0 and folder:
             shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -484,30 +437,29 @@ def _settings(spec, volume: Volume, blocking: Blocking, channels: int, dtype: st
 def run(spec, device: torch.device, progress: Progress):
     opts = {**OPTIONS, **spec.options}
     check_options(opts)
-    ranks, device = setup_ranks(device)
-    try:
-        with _input(opts, spec.seed, ranks, progress) as input_key, _output(opts, ranks) as output:
-            return _predict(spec, opts, input_key, output, ranks, device, progress)
-    finally:
-        ranks.close()
+    # The process group is left last: the input and output folders are removed after a barrier.
+    with distributed.process_group(device) as group, _input(opts, spec.seed, group, progress) as input_key, \
+            _output(opts, group) as output:
+        return _predict(spec, opts, input_key, output, group, progress)
 
 
 @contextlib.contextmanager
-def _output(opts: dict, ranks: Ranks) -> Iterator[str]:
+def _output(opts: dict, group: distributed.Group) -> Iterator[str]:
     if opts["output"]:
         yield str(opts["output"])
         return
-    folder = tempfile.mkdtemp(prefix="dlbench-prediction-") if ranks.rank == 0 else None
-    folder = ranks.broadcast(folder)
+    folder = tempfile.mkdtemp(prefix="dlbench-prediction-") if group.rank == 0 else None
+    folder = group.broadcast(folder)
     try:
         yield str(Path(folder) / "prediction.zarr")
     finally:
-        ranks.barrier()
-        if ranks.rank == 0:
+        group.barrier()
+        if group.rank == 0:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _predict(spec, opts: dict, input_key: str, output: str, ranks: Ranks, device, progress: Progress):
+def _predict(spec, opts: dict, input_key: str, output: str, group: distributed.Group, progress: Progress):
+    device = group.device
     resume, overwrite = bool(opts["resume"]), bool(opts["overwrite"])
     store = PredictionStore(output)
     store.check_new(resume, overwrite)
@@ -520,23 +472,23 @@ def _predict(spec, opts: dict, input_key: str, output: str, ranks: Ranks, device
     progress("warm-up", 0, 1)
     channels, warmup_s, warmup_tile_s = _warmup_checked(spec.model, model, blocking, volume, device,
                                                          spec.channels_last, spec.warmup)
-    if ranks.rank == 0:
+    if group.rank == 0:
         store.create(_settings(spec, volume, blocking, channels, opts["dtype"]), (channels, *volume.shape),
                      (channels, *block), opts["dtype"], resume, overwrite)
-    ranks.barrier()
+    group.barrier()
     store.open()
     finished = store.done()
-    mine = [blocking[i] for i in range(ranks.rank, len(blocking), ranks.world) if i not in finished]
+    mine = [blocking[i] for i in range(group.rank, len(blocking), group.world) if i not in finished]
     pipeline = Pipeline(blocking, volume, store, model, device, dtype=opts["dtype"], channels_last=spec.channels_last,
                         readers=opts["readers"], writers=opts["writers"], queue=opts["queue"])
     with Monitor(device) as monitor:  # clocks, power and throttling while the blocks run
         wall = pipeline.run(mine, progress)
     voxels = sum(int(np.prod(b.shape)) for b in mine)
     volume.close()
-    per_rank = ranks.gather({"voxels": voxels, "wall": wall, "blocks": len(mine),
+    per_rank = group.gather({"voxels": voxels, "wall": wall, "blocks": len(mine),
                              "phases": {k: float(sum(v)) for k, v in pipeline.log.samples().items()}})
-    ranks.barrier()
-    metrics = _metrics(opts, volume, blocking, per_rank, ranks.world, len(finished), warmup_s, warmup_tile_s, store)
+    group.barrier()
+    metrics = _metrics(opts, volume, blocking, per_rank, group.world, len(finished), warmup_s, warmup_tile_s, store)
     metrics.update(optimized)
     metrics.update(_monitor_metrics(monitor.data, voxels))
     return metrics, pipeline.log.samples()
