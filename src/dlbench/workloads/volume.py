@@ -24,7 +24,6 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -37,6 +36,7 @@ from dlbench.data.volumes import Volume, open_volume
 from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, synchronize
 from dlbench.measure.monitor import Monitor, MonitorData
+from dlbench.measure.timer import Spans, record_event
 from dlbench.models import registry
 from dlbench.spec import parse_shape
 from dlbench.workloads import distributed, optimize
@@ -124,56 +124,27 @@ def scale(x: torch.Tensor, source: np.dtype) -> torch.Tensor:
 # ---------------------------------------------------------------- pipeline
 
 
-@dataclass
 class PhaseLog:
-    """Per-block times in seconds; device phases from CUDA events, host phases from the clock."""
+    """Per-block seconds. Host phases (read, write, the GPU loop's wait for a tile, the step) are
+    clock readings added as they end, from the reader and writer threads too; device phases
+    (copy in, compute, copy out) are event spans on their streams, read after the last synchronize."""
 
-    read: list[float] = field(default_factory=list)
-    wait: list[float] = field(default_factory=list)  # the GPU loop waiting for a tile
-    write: list[float] = field(default_factory=list)
-    step: list[float] = field(default_factory=list)
-    events: list[tuple] = field(default_factory=list)
-    copy_in: list[float] = field(default_factory=list)
-    compute: list[float] = field(default_factory=list)
-    copy_out: list[float] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(self) -> None:
+        names = ("step", "read", "copy_in", "compute", "copy_out", "write", "wait")
+        self._times: dict[str, list[float]] = {name: [] for name in names}
+        self.spans = Spans()  # added to by the GPU loop's thread only
+        self._lock = threading.Lock()
 
     def add(self, name: str, value: float) -> None:
-        with self.lock:
-            getattr(self, name).append(value)
+        with self._lock:
+            self._times[name].append(value)
 
     def resolve_events(self) -> None:
-        for e in self.events:
-            self.copy_in.append(e[0].elapsed_time(e[1]) / 1e3)
-            self.compute.append(e[2].elapsed_time(e[3]) / 1e3)
-            self.copy_out.append(e[4].elapsed_time(e[5]) / 1e3)
-        self.events.clear()
+        for phase, values in self.spans.resolve().items():
+            self._times[phase].extend(values)
 
     def samples(self) -> dict[str, list[float]]:
-        return {"step": self.step, "read": self.read, "copy_in": self.copy_in, "compute": self.compute,
-                "copy_out": self.copy_out, "write": self.write, "wait": self.wait}
-
-
-class _Clock:
-    """CUDA events on a GPU; on the CPU a host reading (work there is synchronous)."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-
-    def mark(self, stream=None):
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record(stream)
-            return event
-        return _HostMark()
-
-
-class _HostMark:
-    def __init__(self) -> None:
-        self.t = time.perf_counter()
-
-    def elapsed_time(self, end: "_HostMark") -> float:
-        return (end.t - self.t) * 1e3
+        return dict(self._times)
 
 
 class PinnedBuffers:
@@ -206,15 +177,14 @@ class Pipeline:
         self.readers, self.writers, self.queue = max(1, readers), max(1, writers), max(1, queue)
         self.cuda = device.type == "cuda"
         self.log = PhaseLog()
-        self.clock = _Clock(device)
         # Every read or write in flight holds one buffer: `queue` of each, one more being filled.
         # Without a GPU the buffers are plain memory and the same code runs (what the tests exercise).
         tile_dtype = host_tile(np.zeros(1, volume.dtype)).dtype
         self.tiles = PinnedBuffers(self.queue + 2, int(np.prod(blocking.tile)), tile_dtype, pin=self.cuda)
         self.outputs: PinnedBuffers | None = None  # sized at the first block (channels known then)
-        if self.cuda:
-            self.copy_in_stream = torch.cuda.Stream(device)
-            self.copy_out_stream = torch.cuda.Stream(device)
+        # Copies run on their own streams, beside the forward on the current one.
+        self.copy_in_stream = torch.cuda.Stream(device) if self.cuda else None
+        self.copy_out_stream = torch.cuda.Stream(device) if self.cuda else None
 
     def _read(self, block: Block) -> torch.Tensor:
         start = time.perf_counter()
@@ -231,38 +201,45 @@ class Pipeline:
         self.outputs.give(host)
         self.log.add("write", time.perf_counter() - start)
 
+    def _on(self, stream: torch.cuda.Stream | None):
+        """Work queued inside the block runs on `stream`; the CPU has no streams."""
+        return torch.cuda.stream(stream) if self.cuda else contextlib.nullcontext()
+
     def _compute(self, tile: torch.Tensor):
-        """Copy in, forward, crop, encode and copy out one tile; returns the host buffer and its ready event."""
+        """Copy in and forward one tile; returns the output, the event at the forward's start, its stream."""
         stream = torch.cuda.current_stream(self.device) if self.cuda else None
-        with torch.cuda.stream(self.copy_in_stream) if self.cuda else contextlib.nullcontext():
-            t0 = self.clock.mark(self.copy_in_stream if self.cuda else None)
+        with self._on(self.copy_in_stream):
+            t0 = record_event(self.device, self.copy_in_stream)
             x = scale(tile.to(self.device, non_blocking=True), self.volume.dtype)
-            t1 = self.clock.mark(self.copy_in_stream if self.cuda else None)
+            t1 = record_event(self.device, self.copy_in_stream)
+        self.log.spans.add("copy_in", t0, t1)
         if self.cuda:
             stream.wait_stream(self.copy_in_stream)
-            x.record_stream(stream)
-        t2 = self.clock.mark(stream)
+            x.record_stream(stream)  # x's memory is reused only after the forward has read it
+        start = record_event(self.device, stream)
         y = forward(self.model, to_input(x, self.channels_last), self.blocking.tile)
         # Reused once the copy has read it (on a GPU), or the forward (on the CPU, x may be the buffer).
         self.tiles.give(tile, t1 if self.cuda else None)
-        return x, y, t0, t1, t2, stream
+        return y, start, stream
 
-    def _finish(self, block: Block, y: torch.Tensor, stream):
+    def _finish(self, block: Block, y: torch.Tensor, start, stream):
+        """Crop, encode and copy out one block; returns the host buffer and the event after which it
+        holds the block (None on the CPU, where the copy is done on return)."""
         out = encode(y[(slice(None), *self.blocking.crop(block))], self.dtype)
-        t3 = self.clock.mark(stream)
+        self.log.spans.add("compute", start, record_event(self.device, stream))
         if self.outputs is None:
             numel = out.shape[0] * int(np.prod(self.blocking.block))
             self.outputs = PinnedBuffers(self.queue + 2, numel, out.dtype, pin=self.cuda)
         host = self.outputs.take(tuple(out.shape))
-        if not self.cuda:
-            return host.copy_(out), None, t3, self.clock.mark(), self.clock.mark()
-        self.copy_out_stream.wait_stream(stream)
-        out.record_stream(self.copy_out_stream)
-        with torch.cuda.stream(self.copy_out_stream):
-            t4 = self.clock.mark(self.copy_out_stream)
-            host.copy_(out, non_blocking=True)
-            t5 = self.clock.mark(self.copy_out_stream)
-        return host, t5, t3, t4, t5
+        if self.cuda:
+            self.copy_out_stream.wait_stream(stream)
+            out.record_stream(self.copy_out_stream)
+        with self._on(self.copy_out_stream):
+            t4 = record_event(self.device, self.copy_out_stream)
+            host.copy_(out, non_blocking=self.cuda)
+            t5 = record_event(self.device, self.copy_out_stream)
+        self.log.spans.add("copy_out", t4, t5)
+        return host, t5 if self.cuda else None
 
     def run(self, blocks: list[Block], progress: Progress) -> float:
         """Predict `blocks`; returns the wall time. A write failure stops the run as a UserError."""
@@ -283,15 +260,14 @@ class Pipeline:
                     self.log.add("wait", time.perf_counter() - waited)
                     for nxt in _take(todo, 1):
                         reads.append((nxt, read_pool.submit(self._read, nxt)))
-                    x, y, t0, t1, t2, stream = self._compute(tile)
-                    host, ready, t3, t4, t5 = self._finish(block, y, stream)
-                    self.log.events.append((t0, t1, t2, t3, t4, t5))
+                    y, started, stream = self._compute(tile)
+                    host, ready = self._finish(block, y, started, stream)
                     writes.append((block, write_pool.submit(self._write, block, host, ready)))
                     while len(writes) > self.queue:
                         _check(*writes.popleft(), self.store)
                     done += 1
                     now = time.perf_counter()
-                    self.log.step.append(now - last)
+                    self.log.add("step", now - last)
                     last = now
                     progress("predict", done, len(blocks))
                 while writes:
