@@ -30,7 +30,7 @@ from dlbench.data import segmentation
 from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, synchronize
 from dlbench.models import registry
-from dlbench.workloads import distributed, optimize
+from dlbench.workloads import distributed, losses, optimize
 
 OPTIONS: dict[str, Any] = {
     "data": None,  # folder with images/ and masks/; None: a generated EM-like set in memory
@@ -47,6 +47,7 @@ OPTIONS: dict[str, Any] = {
     "augment": True,
 }
 
+LOSS = losses.loss_for("segment-dice")
 THROUGHPUT_METHOD = ("training images (batch x steps x GPUs) / training seconds; evaluations excluded; "
                      "host clock after a synchronize at each evaluation")
 
@@ -177,17 +178,6 @@ def _augment(x: torch.Tensor, y: torch.Tensor, g: torch.Generator) -> tuple[torc
 # ---------------------------------------------------------------- training
 
 
-def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy + (1 - soft DICE averaged over classes), in fp32 whatever the precision."""
-    logits = logits.float()
-    ce = F.cross_entropy(logits, target)
-    prob = logits.softmax(1)
-    onehot = F.one_hot(target, logits.shape[1]).permute(0, 3, 1, 2).to(prob.dtype)
-    inter = (prob * onehot).sum((0, 2, 3))
-    total = prob.sum((0, 2, 3)) + onehot.sum((0, 2, 3))
-    return ce + 1 - ((2 * inter + 1) / (total + 1)).mean()
-
-
 @torch.no_grad()
 def evaluate(model: nn.Module, data: DeviceData, val: list[int], geo: Geometry, batch: int,
              group: distributed.Group) -> list[float]:
@@ -241,7 +231,7 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
     check_x, check_y = batch_of(data, torch.tensor(train), geo.crop, spec.batch, False, torch.Generator().manual_seed(spec.seed))
     if spec.channels_last:
         check_x = check_x.contiguous(memory_format=torch.channels_last)
-    model, optimized = optimize.prepare(spec, model, check_x, loss=lambda out: loss_fn(out, check_y))
+    model, optimized = optimize.prepare(spec, model, check_x, loss=lambda out: LOSS(out, check_y))
     model = distributed.wrap(model, group)
     params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=opts["lr"], **optimize.optimizer_kwargs(spec, params))
@@ -256,7 +246,7 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
         x, y = batch_of(data, train_index, geo.crop, spec.batch, opts["augment"], g)
         if spec.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
-        loss = loss_fn(model(x), y)
+        loss = LOSS(model(x), y)
         with torch.autocast(device.type, enabled=False):  # backward runs in the forward's dtypes
             scaler.scale(loss).backward()
         scaler.step(optimizer)
