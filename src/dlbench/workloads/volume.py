@@ -9,7 +9,8 @@ written as one chunk of a zarr/N5 output. The pipeline overlaps everything:
 
 Blocks are sharded round-robin over torchrun ranks. A completion record in the output makes
 `resume` skip finished blocks. The measurement is the whole volume, after a short warm-up on
-the first tile, which is reported on its own.
+the first tile, which is reported on its own. One step is one tile: its FLOPs are counted once,
+and TFLOP/s, the GPU monitor's figures and energy come from the same code as every workload's.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from dlbench.data.blocking import Block, Blocking, auto_candidates
 from dlbench.data.prediction_store import DTYPES, PredictionStore
 from dlbench.data.volumes import Volume, open_volume
 from dlbench.errors import UserError
-from dlbench.measure.loop import Progress, synchronize
+from dlbench.measure.flops import count_flops
+from dlbench.measure.loop import Progress, common_metrics, synchronize
 from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.measure.timer import Spans, record_event
 from dlbench.models import registry
@@ -403,6 +405,12 @@ def _warmup_checked(name: str, model, blocking: Blocking, volume: Volume, device
                         f"or with dynamic shapes") from None
 
 
+def tile_flops(model, tile: tuple[int, ...], device, channels_last: bool) -> int:
+    """The model's FLOPs for one tile, counted once: every block runs the same tile shape."""
+    x = to_input(torch.rand(tile, device=device), channels_last)
+    return count_flops(lambda: forward(model, x, tile))
+
+
 def _settings(spec, volume: Volume, blocking: Blocking, channels: int, dtype: str) -> dict:
     """What the output depends on; --resume must match all of it."""
     return {"input": volume.name, "input_shape": list(volume.shape), "model": spec.model, "seed": spec.seed,
@@ -448,6 +456,8 @@ def _predict(spec, opts: dict, input_key: str, output: str, group: distributed.G
     progress("warm-up", 0, 1)
     channels, warmup_s, warmup_tile_s = _warmup_checked(spec.model, model, blocking, volume, device,
                                                          spec.channels_last, spec.warmup)
+    progress("count FLOPs", 0, 1)
+    flops = tile_flops(model, blocking.tile, device, spec.channels_last)
     if group.rank == 0:
         store.create(_settings(spec, volume, blocking, channels, opts["dtype"]), (channels, *volume.shape),
                      (channels, *block), opts["dtype"], resume, overwrite)
@@ -466,16 +476,15 @@ def _predict(spec, opts: dict, input_key: str, output: str, group: distributed.G
     group.barrier()
     metrics = _metrics(opts, volume, blocking, per_rank, group.world, len(finished), warmup_s, warmup_tile_s, store)
     metrics.update(optimized)
-    metrics.update(_monitor_metrics(monitor.data, voxels))
+    metrics.update(_common_metrics(pipeline.log.samples()["step"], flops, monitor.data, voxels))
     return metrics, pipeline.log.samples()
 
 
-def _monitor_metrics(data: MonitorData, voxels: int) -> dict:
-    """This rank's GPU during the run (clocks, power, throttling) and its energy per Mvox."""
-    summary = data.summary()
-    if summary.get("energy_j") is not None and voxels:
-        summary["energy_j_per_mvox"] = summary["energy_j"] / (voxels / 1e6)
-    return {**summary, "traces": {"monitor": data.trace()}}
+def _common_metrics(steps: list[float], flops: int, monitor: MonitorData, voxels: int) -> dict:
+    """What every workload reports, one tile a step: FLOPs and TFLOP/s, this rank's GPU during
+    the run (clocks, power, throttling), its energy per block and per Mvox."""
+    mvox_per_block = voxels / 1e6 / len(steps) if steps else 0.0
+    return common_metrics(steps, flops, monitor, mvox_per_block, "mvox")
 
 
 def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], world: int, skipped: int,
