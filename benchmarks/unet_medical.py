@@ -27,7 +27,7 @@ from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
 from dlbench.workloads import execute
-from dlbench.workloads.converge import loss_fn
+from dlbench.workloads.losses import loss_for
 
 AMP = {"fp16", "bf16"}
 
@@ -50,7 +50,7 @@ def plain_loop(precision: str, batch: int, steps: int, device: torch.device, fea
 
     def step() -> None:
         with torch.autocast(device.type, dtype=dtype, enabled=precision in AMP):
-            loss = loss_fn(model(x), y)
+            loss = loss_for("segment-dice")(model(x), y)
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()

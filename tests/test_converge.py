@@ -12,6 +12,7 @@ from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
 from dlbench.launch.execute import execute
+from dlbench.workloads.losses import loss_for
 
 from conftest import assert_user_error, cli, make_result
 
@@ -82,6 +83,14 @@ def test_unpadded_unet_trains_on_crops_with_context(one_thread):
 def test_bad_options_stop_when_the_spec_is_built(options, needle):
     with pytest.raises(UserError, match=needle.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         _spec(**options)
+
+
+def test_loss_is_cross_entropy_plus_soft_dice():
+    target = torch.randint(0, 2, (2, 8, 8))
+    perfect = torch.nn.functional.one_hot(target, 2).permute(0, 3, 1, 2).float() * 100
+    assert loss_for("segment-dice")(perfect, target).item() == pytest.approx(0.0, abs=1e-6)
+    logits = torch.randn(2, 2, 8, 8)
+    assert loss_for("segment-dice")(logits, target) > torch.nn.functional.cross_entropy(logits, target)
 
 
 def test_wrong_input_size_and_task_are_user_errors():

@@ -5,7 +5,7 @@ import torch
 
 from dlbench.measure.loop import run_steps
 
-from dlbench.measure.timer import PhaseTimer
+from dlbench.measure.timer import PhaseTimer, Spans, record_event
 from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
@@ -96,6 +96,18 @@ def test_host_timer_phases():
     s = timer.samples()
     assert len(s["a"]) == len(s["b"]) == len(s["step"]) == 3
     assert all(a + b <= step + 1e-9 for a, b, step in zip(s["a"], s["b"], s["step"]))
+
+
+def test_spans_on_the_cpu_time_the_host_clock_between_events():
+    spans, cpu = Spans(), torch.device("cpu")
+    for pause in (0.01, 0.02):
+        start = record_event(cpu, None)
+        time.sleep(pause)
+        spans.add("sleep", start, record_event(cpu))
+    spans.add("none", start, start)
+    resolved = spans.resolve()
+    assert resolved["none"] == [0.0] and spans.resolve() == {}
+    assert len(resolved["sleep"]) == 2 and all(s >= 0.9 * p for s, p in zip(resolved["sleep"], (0.01, 0.02)))
 
 
 def test_resnet200_is_the_fb_resnet_depth():

@@ -18,8 +18,9 @@ from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
 from dlbench.launch.execute import execute
+from dlbench.workloads.losses import LOSSES
 from dlbench.workloads.pipeline import data_metrics
-from dlbench.workloads.train import LOSSES, make_targets
+from dlbench.workloads.train import make_targets
 
 
 def _tiny() -> torch.nn.Module:

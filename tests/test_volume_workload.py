@@ -117,6 +117,16 @@ def test_metrics_and_uint8_output(data, tmp_path):
     assert np.abs(u8.astype(np.float32) - expected * 255).max() <= 0.51
 
 
+def test_flops_per_tile_and_achieved_tflops_like_the_other_workloads(data, tmp_path):
+    result = predict(data, tmp_path / "f.zarr")
+    assert result.status == "ok", result.error
+    m, tile = result.metrics, Blocking(SHAPE, (4, 16, 16), (2, 2, 2)).tile
+    # Two 3x3x3 convolutions, 1 -> 3 and 3 -> 2 channels, a multiply and an add per weight and voxel.
+    assert m["flops_per_step"] == 2 * 27 * (1 * 3 + 3 * 2) * int(np.prod(tile))
+    assert m["achieved_tflops"] > 0
+    assert m["achieved_tflops"] == pytest.approx(m["flops_per_step"] * m["blocks"] / sum(result.samples["step"]) / 1e12)
+
+
 def test_the_gpu_is_monitored_while_blocks_run(data, tmp_path, monkeypatch):
     """Recorded NVML readings stand in for a GPU: power capping and energy reach the result."""
     import itertools
@@ -134,6 +144,7 @@ def test_the_gpu_is_monitored_while_blocks_run(data, tmp_path, monkeypatch):
     m = result.metrics
     assert m["throttled"] and m["throttle_reasons"] == ["sw_power_cap"] and m["energy_j"] > 0
     assert m["energy_j_per_mvox"] == pytest.approx(m["energy_j"] / (m["voxels"] / 1e6))
+    assert m["energy_j_per_step"] == pytest.approx(m["energy_j"] / m["blocks"])
     assert result.traces["monitor"]["available"]
 
 

@@ -19,7 +19,7 @@ from dlbench.options import Options, check_fields, option
 from dlbench.units import suggest
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-OPTIMIZE_LEVELS = ("eager", "compile", "graphs", "max")  # the same as workloads.optimize.LEVELS
+OPTIMIZE_LEVELS = ("eager", "compile", "graphs", "max")  # workloads/optimize.py
 
 
 def _device(text: str) -> None:

@@ -5,15 +5,15 @@ steps and `min_seconds`. The host clock only decides when to stop; the numbers c
 from the PhaseTimer after one synchronize.
 
 Before warm-up one extra step runs under the FLOP counter (once per spec); during the
-measured window the GPU monitor samples NVML. `Measured.common_metrics` turns both into
-the metrics every workload reports.
+measured window the GPU monitor samples NVML. `common_metrics` (or `Measured.common_metrics`)
+turns both into the metrics every workload reports.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 import torch
 
@@ -40,21 +40,26 @@ class Measured:
     monitor: MonitorData | None = None
 
     def common_metrics(self, items_per_step: float, unit: str = "img") -> dict[str, Any]:
-        """Metrics every workload reports: FLOPs and TFLOP/s, GPU monitor figures, energy per
-        step and per item (`unit`: img, Mvox, ...). The monitor trace rides along under
-        'traces'; `workloads.execute` moves it into Result.traces."""
-        steps = self.samples.get("step", [])
-        metrics: dict[str, Any] = {"flops_per_step": self.flops_per_step,
-                                   "achieved_tflops": achieved_tflops(self.flops_per_step or 0, steps)}
-        data = self.monitor or MonitorData(available=False, reason="monitor off")
-        summary = data.summary()
-        metrics.update(summary)
-        if summary.get("energy_j") is not None and steps:
-            metrics["energy_j_per_step"] = summary["energy_j"] / len(steps)
-            if items_per_step:
-                metrics[f"energy_j_per_{unit}"] = summary["energy_j"] / (len(steps) * items_per_step)
-        metrics["traces"] = {"monitor": data.trace()}
-        return metrics
+        return common_metrics(self.samples.get("step", []), self.flops_per_step, self.monitor, items_per_step, unit)
+
+
+def common_metrics(step_seconds: Sequence[float], flops_per_step: int | None, monitor: MonitorData | None,
+                   items_per_step: float, unit: str = "img") -> dict[str, Any]:
+    """Metrics every workload reports: FLOPs and TFLOP/s, GPU monitor figures, energy per
+    step and per item (`unit`: img, mvox, ...). The monitor trace rides along under
+    'traces'; `workloads.execute` moves it into Result.traces. A workload that measures its
+    own way (volume's pipeline) calls this with its per-step seconds."""
+    metrics: dict[str, Any] = {"flops_per_step": flops_per_step,
+                               "achieved_tflops": achieved_tflops(flops_per_step or 0, list(step_seconds))}
+    data = monitor or MonitorData(available=False, reason="monitor off")
+    summary = data.summary()
+    metrics.update(summary)
+    if summary.get("energy_j") is not None and step_seconds:
+        metrics["energy_j_per_step"] = summary["energy_j"] / len(step_seconds)
+        if items_per_step:
+            metrics[f"energy_j_per_{unit}"] = summary["energy_j"] / (len(step_seconds) * items_per_step)
+    metrics["traces"] = {"monitor": data.trace()}
+    return metrics
 
 
 def synchronize(device: torch.device) -> None:

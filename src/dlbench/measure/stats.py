@@ -28,3 +28,9 @@ def summarize(samples: Sequence[float]) -> dict[str, float]:
     for p, value in zip(PERCENTILES, np.percentile(values, PERCENTILES)):
         summary[f"p{p}"] = float(value)
     return summary
+
+
+def latency_ms(samples: Sequence[float]) -> dict[str, float]:
+    """Seed 003's latency columns from per-step seconds, in milliseconds: avg, p50, p90, p95, p99."""
+    summary = summarize(samples)
+    return {"avg": summary["mean"] * 1e3, **{f"p{p}": summary[f"p{p}"] * 1e3 for p in PERCENTILES}}

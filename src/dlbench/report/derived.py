@@ -10,6 +10,8 @@ from typing import Sequence
 
 import numpy as np
 
+from dlbench.measure import stats
+
 SECONDS_PER_DAY = 86_400.0
 
 
@@ -50,13 +52,8 @@ def img_per_s(batch: int | None, step_seconds: Sequence[float] | None) -> float 
 
 
 def latency_ms(step_seconds: Sequence[float] | None) -> dict[str, float] | None:
-    """Seed 003's latency columns from per-step seconds: avg, p90, p95, p99 in milliseconds."""
-    if not step_seconds:
-        return None
-    values = np.asarray(step_seconds, dtype=np.float64) * 1e3
-    p90, p95, p99 = np.percentile(values, (90, 95, 99))
-    return {"avg": float(values.mean()), "p50": float(np.median(values)),
-            "p90": float(p90), "p95": float(p95), "p99": float(p99)}
+    """Seed 003's latency columns from per-step seconds: avg, p50, p90, p95, p99 in milliseconds."""
+    return stats.latency_ms(step_seconds) if step_seconds else None
 
 
 def weak_scaling(throughput_n: float | None, throughput_1: float | None) -> float | None:

@@ -31,7 +31,7 @@ from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, synchronize
 from dlbench.models import registry
 from dlbench.options import Options, option
-from dlbench.workloads import Workload, distributed, optimize
+from dlbench.workloads import Workload, distributed, losses, optimize
 
 @dataclass(frozen=True)
 class ConvergeOptions(Options):
@@ -52,6 +52,7 @@ class ConvergeOptions(Options):
     synthetic_size: int = option(512, "Their width and height in pixels (without --data).", low=16)
 
 
+LOSS = losses.loss_for("segment-dice")
 THROUGHPUT_METHOD = ("training images (batch x steps x GPUs) / training seconds; evaluations excluded; "
                      "host clock after a synchronize at each evaluation")
 
@@ -161,47 +162,22 @@ def _augment(x: torch.Tensor, y: torch.Tensor, g: torch.Generator) -> tuple[torc
 # ---------------------------------------------------------------- training
 
 
-def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy + (1 - soft DICE averaged over classes), in fp32 whatever the precision."""
-    logits = logits.float()
-    ce = F.cross_entropy(logits, target)
-    prob = logits.softmax(1)
-    onehot = F.one_hot(target, logits.shape[1]).permute(0, 3, 1, 2).to(prob.dtype)
-    inter = (prob * onehot).sum((0, 2, 3))
-    total = prob.sum((0, 2, 3)) + onehot.sum((0, 2, 3))
-    return ce + 1 - ((2 * inter + 1) / (total + 1)).mean()
-
-
-@dataclass
-class Dist:
-    """This process's place among the processes that train together (one of them without torchrun)."""
-
-    rank: int = 0
-    world: int = 1
-
-    def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.world > 1:
-            import torch.distributed as dist
-
-            dist.all_reduce(tensor)
-        return tensor
-
-
 @torch.no_grad()
-def evaluate(model: nn.Module, data: DeviceData, val: list[int], geo: Geometry, batch: int, dist: Dist) -> list[float]:
+def evaluate(model: nn.Module, data: DeviceData, val: list[int], geo: Geometry, batch: int,
+             group: distributed.Group) -> list[float]:
     """DICE per class over this process's share of the validation images, summed over processes."""
     model.eval()
     (h, w), m = geo.eval_size, data.margin
     top, left = (data.size[0] - h) // 2, (data.size[1] - w) // 2
     counts = torch.zeros(segmentation.CLASSES, 3, dtype=torch.float64, device=data.masks.device)
-    mine = val[dist.rank::dist.world]
+    mine = val[group.rank::group.world]
     for start in range(0, len(mine), batch):
         index = mine[start:start + batch]
         x = data.images[index, :, top:top + h + 2 * m, left:left + w + 2 * m]
         pred = model(x).argmax(1)
         counts += segmentation.confusion(pred, data.masks[index, top:top + h, left:left + w])
     model.train()
-    return segmentation.dice_from_counts(dist.all_sum(counts))
+    return segmentation.dice_from_counts(group.all_sum(counts))
 
 
 @dataclass
@@ -227,9 +203,10 @@ class FoldRun:
 
 
 def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]], geo: Geometry, fold: int,
-               device: torch.device, dist: Dist, progress: Progress) -> FoldRun:
+               group: distributed.Group, progress: Progress) -> FoldRun:
     opts = spec.opts
     train, val = split
+    device = group.device
     torch.manual_seed(spec.seed + fold)  # same initial weights on every process
     model = build().to(device).train()
     if spec.channels_last:
@@ -238,12 +215,12 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
     check_x, check_y = batch_of(data, torch.tensor(train), geo.crop, spec.batch, False, torch.Generator().manual_seed(spec.seed))
     if spec.channels_last:
         check_x = check_x.contiguous(memory_format=torch.channels_last)
-    model, optimized = optimize.prepare(spec, model, check_x, loss=lambda out: loss_fn(out, check_y))
-    model = distributed.wrap(model, distributed.Group(dist.rank, dist.world, device))
+    model, optimized = optimize.prepare(spec, model, check_x, loss=lambda out: LOSS(out, check_y))
+    model = distributed.wrap(model, group)
     params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=opts.lr, **optimize.optimizer_kwargs(spec, params))
     scaler = torch.amp.GradScaler(device.type, enabled=spec.precision == "fp16")
-    g = torch.Generator().manual_seed(spec.seed * 1000 + fold * 10 + dist.rank)
+    g = torch.Generator().manual_seed(spec.seed * 1000 + fold * 10 + group.rank)
     train_index = torch.tensor(train)
     run = FoldRun(fold, len(train), len(val), optimize=optimized)
     loss_sum = torch.zeros((), device=device)
@@ -253,7 +230,7 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
         x, y = batch_of(data, train_index, geo.crop, spec.batch, opts.augment, g)
         if spec.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
-        loss = loss_fn(model(x), y)
+        loss = LOSS(model(x), y)
         with torch.autocast(device.type, enabled=False):  # backward runs in the forward's dtypes
             scaler.scale(loss).backward()
         scaler.step(optimizer)
@@ -268,7 +245,7 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
         now = time.perf_counter()
         run.train_s += now - interval
         steps_in_interval = run.steps - (run.curve[-1]["step"] if run.curve else 0)
-        per_class = evaluate(model, data, val, geo, spec.batch, dist)
+        per_class = evaluate(model, data, val, geo, spec.batch, group)
         after = time.perf_counter()
         run.eval_s += after - now
         run.wall_s = after - start
@@ -280,16 +257,10 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
         if score >= opts.target_dice and not run.reached:
             run.reached, run.steps_to_target, run.time_to_target_s = True, run.steps, run.wall_s
         out_of_time = opts.max_seconds is not None and run.wall_s >= opts.max_seconds
-        if run.reached or run.steps >= opts.max_steps or _agree(out_of_time, dist, device):
+        # Every process stops at the same step if any is out of time (DDP needs them all in step).
+        if run.reached or run.steps >= opts.max_steps or group.agree(int(out_of_time)):
             return run
         interval = time.perf_counter()
-
-
-def _agree(flag: bool, dist: Dist, device: torch.device) -> bool:
-    """True on every process if it is true on any (so all stop at the same step)."""
-    if dist.world == 1:
-        return flag
-    return bool(dist.all_sum(torch.tensor(float(flag), device=device)).item() > 0)
 
 
 # ---------------------------------------------------------------- the workload
@@ -315,7 +286,7 @@ def model_builder(spec) -> tuple[registry.ModelEntry, Any]:
 def run(spec, device: torch.device, progress: Progress):
     opts = spec.opts
     with distributed.process_group(device) as group:
-        dist, device = Dist(group.rank, group.world), group.device
+        device = group.device
         entry, build = model_builder(spec)
         probe = build()
         raw = load_data(opts, spec.seed, device)
@@ -323,18 +294,18 @@ def run(spec, device: torch.device, progress: Progress):
         del probe
         data = to_device(raw, geo.margin, device)
         splits = segmentation.kfold(len(raw), opts.folds, spec.seed)[: opts.fold_limit or opts.folds]
-        runs = [train_fold(spec, build, data, split, geo, i, device, dist, progress) for i, split in enumerate(splits)]
-    return _metrics(spec, opts, runs, raw, geo, dist), _samples(runs)
+        runs = [train_fold(spec, build, data, split, geo, i, group, progress) for i, split in enumerate(splits)]
+    return _metrics(spec, opts, runs, raw, geo, group.world), _samples(runs)
 
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _metrics(spec, opts: ConvergeOptions, runs: list[FoldRun], raw, geo: Geometry, dist: Dist) -> dict:
+def _metrics(spec, opts: ConvergeOptions, runs: list[FoldRun], raw, geo: Geometry, world: int) -> dict:
     reached = [r for r in runs if r.reached]
     train_s = sum(r.train_s for r in runs)
-    images = spec.batch * dist.world * sum(r.steps for r in runs)
+    images = spec.batch * world * sum(r.steps for r in runs)
     return {
         "data": raw.source,
         "images": len(raw),
@@ -345,8 +316,8 @@ def _metrics(spec, opts: ConvergeOptions, runs: list[FoldRun], raw, geo: Geometr
         "target_dice": opts.target_dice,
         "folds": opts.folds,
         "folds_run": len(runs),
-        "gpus": dist.world,
-        "global_batch": spec.batch * dist.world,
+        "gpus": world,
+        "global_batch": spec.batch * world,
         "per_fold": [r.summary() for r in runs],
         "dice_per_fold": [r.final_dice for r in runs],
         "mean_dice": _mean([r.final_dice for r in runs]),

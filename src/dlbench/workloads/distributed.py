@@ -1,10 +1,11 @@
 """Several processes (one per GPU) running one benchmark together, under torchrun.
 
 `process_group` joins the group torchrun set up (NCCL on GPUs, gloo on the CPU) and leaves
-it at the end; `wrap` puts a model under DistributedDataParallel; `measure` runs warm-up and
-measurement with step counts every rank agrees on (a rank that stopped on its own clock
-would leave the others waiting in an all-reduce); `gather` brings per-rank figures to rank 0.
-With one process all of it reduces to plain `run_steps`.
+it at the end; its `Group` holds the collectives the workloads use (barrier, broadcast,
+gather, agree, all_sum), each a no-op with one process. `wrap` puts a model under
+DistributedDataParallel; `measure` runs warm-up and measurement with step counts every rank
+agrees on (a rank that stopped on its own clock would leave the others waiting in an
+all-reduce). With one process all of it reduces to plain `run_steps`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,40 @@ class Group:
     @property
     def distributed(self) -> bool:
         return self.world > 1
+
+    def barrier(self) -> None:
+        if self.distributed:
+            dist.barrier()
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's `obj` on every rank."""
+        if not self.distributed:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def gather(self, payload: Any) -> list[Any]:
+        """Every rank's payload, in rank order (just [payload] with one process)."""
+        if not self.distributed:
+            return [payload]
+        out: list[Any] = [None] * self.world
+        dist.all_gather_object(out, payload)
+        return out
+
+    def agree(self, value: int) -> int:
+        """The largest of every rank's `value` (for a flag: true on every rank if true on any)."""
+        if not self.distributed:
+            return value
+        tensor = torch.tensor([value], dtype=torch.int64, device=self.device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return int(tensor.item())
+
+    def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`tensor` summed over ranks, in place."""
+        if self.distributed:
+            dist.all_reduce(tensor)
+        return tensor
 
 
 def from_environment() -> tuple[int, int, int]:
@@ -68,15 +103,6 @@ def wrap(model: torch.nn.Module, group: Group) -> torch.nn.Module:
     return DistributedDataParallel(model, device_ids=ids)
 
 
-def agree(value: int, group: Group) -> int:
-    """The largest of every rank's `value`."""
-    if not group.distributed:
-        return value
-    tensor = torch.tensor([value], dtype=torch.int64, device=group.device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return int(tensor.item())
-
-
 def measure(step: Callable, spec, group: Group, progress: Progress, steps: int | None = None) -> Measured:
     """Warm-up and measurement as the spec asks; `steps` fixes the measured count (whole epochs)."""
     min_seconds = 0.0 if steps else spec.min_seconds
@@ -92,22 +118,14 @@ def measure(step: Callable, spec, group: Group, progress: Progress, steps: int |
         progress("warm-up", i + 1, first)
     synchronize(group.device)
     per_step = max((time.perf_counter() - start) / first, 1e-6)
-    extra = agree(math.ceil(max(0.0, spec.warmup_seconds - per_step * first) / per_step), group)
+    extra = group.agree(math.ceil(max(0.0, spec.warmup_seconds - per_step * first) / per_step))
     for _ in range(extra):
         step(null)
     synchronize(group.device)
     warmup_s = time.perf_counter() - start
-    count = agree(max(steps, math.ceil(min_seconds / per_step)), group)
+    count = group.agree(max(steps, math.ceil(min_seconds / per_step)))
     measured = run_steps(step, group.device, warmup=0, warmup_seconds=0.0, steps=count, min_seconds=0.0,
                          progress=progress)
     measured.warmup_steps, measured.warmup_s = first + extra, warmup_s
     return measured
 
-
-def gather(payload: Any, group: Group) -> list[Any]:
-    """Every rank's payload, in rank order (just [payload] with one process)."""
-    if not group.distributed:
-        return [payload]
-    out: list[Any] = [None] * group.world
-    dist.all_gather_object(out, payload)
-    return out

@@ -1,7 +1,11 @@
-"""Losses for the volumetric models: Sørensen–Dice for affinities, binary cross-entropy for masks.
+"""The one loss table: what a model's output means (its registry entry's `task`) decides the loss.
 
-Both take the model's probabilities (the 3D U-Nets end in a sigmoid) and compute in fp32
-outside autocast, so half-precision training stays numerically safe.
+classify and segment take logits: cross-entropy, per image or per pixel. The volumetric tasks
+(mask, affinities) take the probabilities of the 3D U-Nets, which end in a sigmoid: binary
+cross-entropy and Sørensen–Dice. converge trains segment models towards a DICE target, so its
+loss adds a soft DICE term to the cross-entropy (its own entry, `segment-dice`). Every loss
+computes in fp32 whatever the precision (autocast runs cross-entropy in fp32, the others cast),
+so half-precision training stays numerically safe.
 """
 
 from __future__ import annotations
@@ -29,11 +33,29 @@ def binary_cross_entropy(prediction: torch.Tensor, target: torch.Tensor) -> torc
         return F.binary_cross_entropy(prediction.float().clamp(1e-7, 1 - 1e-7), target.float())
 
 
-LOSSES: dict[str, Loss] = {"affinities": sorensen_dice, "mask": binary_cross_entropy}
+def cross_entropy_dice(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy + (1 - soft DICE averaged over classes) of 2D logits (N, C, H, W), in fp32."""
+    logits = logits.float()
+    ce = F.cross_entropy(logits, target)
+    prob = logits.softmax(1)
+    onehot = F.one_hot(target, logits.shape[1]).permute(0, 3, 1, 2).to(prob.dtype)
+    inter = (prob * onehot).sum((0, 2, 3))
+    total = prob.sum((0, 2, 3)) + onehot.sum((0, 2, 3))
+    return ce + 1 - ((2 * inter + 1) / (total + 1)).mean()
+
+
+# A new task is one entry here and one in train.make_targets.
+LOSSES: dict[str, Loss] = {
+    "classify": F.cross_entropy,
+    "segment": F.cross_entropy,  # per-pixel classes: (N, C, ...) logits, (N, ...) targets
+    "segment-dice": cross_entropy_dice,
+    "mask": binary_cross_entropy,
+    "affinities": sorensen_dice,
+}
 
 
 def loss_for(task: str) -> Loss:
     """The loss for a model task (a registry entry's `task`) or a target name."""
     if task not in LOSSES:
-        raise ValueError(f"no volumetric loss for task {task!r}; known: {', '.join(LOSSES)}")
+        raise ValueError(f"no loss for task {task!r}; known: {', '.join(LOSSES)}")
     return LOSSES[task]

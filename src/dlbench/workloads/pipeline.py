@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import torch
 
 from dlbench.data.images import DeviceDecoder, to_device
-from dlbench.measure.stats import summarize
+from dlbench.measure.stats import latency_ms, summarize
 from dlbench.measure.timer import NullTimer
 from dlbench.workloads import optimize
 from dlbench.workloads.runtime import memory_format, random_input
@@ -103,8 +103,7 @@ def _rank_line(rank: int, payload: dict[str, Any], phases: tuple[str, ...]) -> d
 
 def latency(samples: list[float]) -> dict[str, float]:
     """Per-batch latency in ms: avg, p50, p90, p95, p99 (seed 003's columns)."""
-    s = summarize(samples)
-    return {"latency_avg_ms": s["mean"] * 1e3, **{f"latency_p{p}_ms": s[f"p{p}"] * 1e3 for p in (50, 90, 95, 99)}}
+    return {f"latency_{name}_ms": value for name, value in latency_ms(samples).items()}
 
 
 def data_metrics(loader, warnings: list[str]) -> dict[str, Any]:
@@ -142,4 +141,4 @@ def measure_inference(step, spec, group, progress, steps: int | None, feeder: "F
             measured = distributed.measure(step, spec, group, progress, steps)
     finally:
         feeder.close()
-    return measured, distributed.gather(rank_payload(measured.samples, items_per_step, feeder.host_waits), group)
+    return measured, group.gather(rank_payload(measured.samples, items_per_step, feeder.host_waits))

@@ -17,10 +17,8 @@ time per iteration (mean, std, min, max), iterations per minute and days to
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
 from dlbench import data
 from dlbench.errors import UserError
@@ -60,14 +58,6 @@ class TrainOptions(data.DataOptions):
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")
 
 
-# What a model's output means decides the loss; a new task is one entry here and one in make_targets.
-LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    "classify": F.cross_entropy,
-    "segment": F.cross_entropy,  # per-pixel classes: (N, C, ...) logits, (N, ...) targets
-    # The models with these tasks (3D U-Nets) end in a sigmoid: the losses take probabilities.
-    "mask": losses.binary_cross_entropy,
-    "affinities": losses.sorensen_dice,
-}
 VOLUME_TASKS = ("affinities", "mask")
 
 
@@ -137,7 +127,7 @@ def measured_steps(spec, loader) -> int | None:
 
 def run(spec, device: torch.device, progress: Progress):
     entry = registry.resolve(spec.model)
-    if entry.task not in LOSSES:
+    if entry.task not in losses.LOSSES:
         raise UserError(f"model {spec.model!r} has task {entry.task!r}, which train has no loss for")
     shape = input_shape(spec, entry)
     warnings = preflight(spec, device)
@@ -146,7 +136,7 @@ def run(spec, device: torch.device, progress: Progress):
         device = group.device
         torch.manual_seed(spec.seed)
         model = entry.build().to(device).train().to(memory_format=memory)
-        loss_fn = LOSSES[entry.task]
+        loss_fn = losses.loss_for(entry.task)
         model, optimized = optimize.prepare(
             spec, model, random_input(spec.batch, shape, device, spec.channels_last, spec.seed),
             loss=lambda out: loss_fn(primary_output(out), make_targets(entry.task, primary_output(out), spec.seed)))
@@ -181,7 +171,7 @@ def run(spec, device: torch.device, progress: Progress):
             measured = distributed.measure(step, spec, group, progress, measured_steps(spec, loader))
         finally:
             feeder.close()
-        ranks = distributed.gather(rank_payload(measured.samples, spec.batch, feeder.host_waits), group)
+        ranks = group.gather(rank_payload(measured.samples, spec.batch, feeder.host_waits))
     metrics, samples = metrics_from_ranks(ranks, PHASES)
     volume = data.parse_source(spec.opts.data)[0] == "volume"
     unit = "patch" if volume else "img"

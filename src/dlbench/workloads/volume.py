@@ -9,7 +9,8 @@ written as one chunk of a zarr/N5 output. The pipeline overlaps everything:
 
 Blocks are sharded round-robin over torchrun ranks. A completion record in the output makes
 `resume` skip finished blocks. The measurement is the whole volume, after a short warm-up on
-the first tile, which is reported on its own.
+the first tile, which is reported on its own. One step is one tile: its FLOPs are counted once,
+and TFLOP/s, the GPU monitor's figures and energy come from the same code as every workload's.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -35,12 +36,14 @@ from dlbench.data.blocking import Block, Blocking, auto_candidates
 from dlbench.data.prediction_store import DTYPES, PredictionStore
 from dlbench.data.volumes import Volume, open_volume
 from dlbench.errors import UserError
-from dlbench.measure.loop import Progress, synchronize
+from dlbench.measure.flops import count_flops
+from dlbench.measure.loop import Progress, common_metrics, synchronize
 from dlbench.measure.monitor import Monitor, MonitorData
+from dlbench.measure.timer import Spans, record_event
 from dlbench.models import registry
 from dlbench.options import Options, option
 from dlbench.units import parse_shape
-from dlbench.workloads import Workload, optimize
+from dlbench.workloads import Workload, distributed, optimize
 from dlbench.workloads.runtime import is_oom
 
 _SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
@@ -79,53 +82,6 @@ class VolumeOptions(Options):
     readers: int = option(8, "Reader threads.", low=1)
     writers: int = option(4, "Writer threads.", low=1)
     queue: int = option(8, "Tiles in flight on each side of the GPU.", low=1)
-
-
-# ---------------------------------------------------------------- distributed
-
-
-@dataclass
-class Ranks:
-    rank: int = 0
-    world: int = 1
-    started: bool = False  # this workload initialised the process group (and must end it)
-
-    def barrier(self) -> None:
-        if self.world > 1:
-            torch.distributed.barrier()
-
-    def gather(self, obj: dict) -> list[dict]:
-        if self.world == 1:
-            return [obj]
-        out: list = [None] * self.world
-        torch.distributed.all_gather_object(out, obj)
-        return out
-
-    def broadcast(self, obj):
-        if self.world == 1:
-            return obj
-        box = [obj]
-        torch.distributed.broadcast_object_list(box, src=0)
-        return box[0]
-
-    def close(self) -> None:
-        if self.started:
-            torch.distributed.destroy_process_group()
-
-
-def setup_ranks(device: torch.device) -> tuple[Ranks, torch.device]:
-    """Under torchrun: join the process group and take this rank's GPU."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
-        return Ranks(), device
-    dist = torch.distributed
-    if device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
-    started = not dist.is_initialized()
-    if started:
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return Ranks(dist.get_rank(), dist.get_world_size(), started), device
 
 
 # ---------------------------------------------------------------- model
@@ -181,56 +137,27 @@ def scale(x: torch.Tensor, source: np.dtype) -> torch.Tensor:
 # ---------------------------------------------------------------- pipeline
 
 
-@dataclass
 class PhaseLog:
-    """Per-block times in seconds; device phases from CUDA events, host phases from the clock."""
+    """Per-block seconds. Host phases (read, write, the GPU loop's wait for a tile, the step) are
+    clock readings added as they end, from the reader and writer threads too; device phases
+    (copy in, compute, copy out) are event spans on their streams, read after the last synchronize."""
 
-    read: list[float] = field(default_factory=list)
-    wait: list[float] = field(default_factory=list)  # the GPU loop waiting for a tile
-    write: list[float] = field(default_factory=list)
-    step: list[float] = field(default_factory=list)
-    events: list[tuple] = field(default_factory=list)
-    copy_in: list[float] = field(default_factory=list)
-    compute: list[float] = field(default_factory=list)
-    copy_out: list[float] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(self) -> None:
+        names = ("step", "read", "copy_in", "compute", "copy_out", "write", "wait")
+        self._times: dict[str, list[float]] = {name: [] for name in names}
+        self.spans = Spans()  # added to by the GPU loop's thread only
+        self._lock = threading.Lock()
 
     def add(self, name: str, value: float) -> None:
-        with self.lock:
-            getattr(self, name).append(value)
+        with self._lock:
+            self._times[name].append(value)
 
     def resolve_events(self) -> None:
-        for e in self.events:
-            self.copy_in.append(e[0].elapsed_time(e[1]) / 1e3)
-            self.compute.append(e[2].elapsed_time(e[3]) / 1e3)
-            self.copy_out.append(e[4].elapsed_time(e[5]) / 1e3)
-        self.events.clear()
+        for phase, values in self.spans.resolve().items():
+            self._times[phase].extend(values)
 
     def samples(self) -> dict[str, list[float]]:
-        return {"step": self.step, "read": self.read, "copy_in": self.copy_in, "compute": self.compute,
-                "copy_out": self.copy_out, "write": self.write, "wait": self.wait}
-
-
-class _Clock:
-    """CUDA events on a GPU; on the CPU a host reading (work there is synchronous)."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-
-    def mark(self, stream=None):
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record(stream)
-            return event
-        return _HostMark()
-
-
-class _HostMark:
-    def __init__(self) -> None:
-        self.t = time.perf_counter()
-
-    def elapsed_time(self, end: "_HostMark") -> float:
-        return (end.t - self.t) * 1e3
+        return dict(self._times)
 
 
 class PinnedBuffers:
@@ -263,15 +190,14 @@ class Pipeline:
         self.readers, self.writers, self.queue = max(1, readers), max(1, writers), max(1, queue)
         self.cuda = device.type == "cuda"
         self.log = PhaseLog()
-        self.clock = _Clock(device)
         # Every read or write in flight holds one buffer: `queue` of each, one more being filled.
         # Without a GPU the buffers are plain memory and the same code runs (what the tests exercise).
         tile_dtype = host_tile(np.zeros(1, volume.dtype)).dtype
         self.tiles = PinnedBuffers(self.queue + 2, int(np.prod(blocking.tile)), tile_dtype, pin=self.cuda)
         self.outputs: PinnedBuffers | None = None  # sized at the first block (channels known then)
-        if self.cuda:
-            self.copy_in_stream = torch.cuda.Stream(device)
-            self.copy_out_stream = torch.cuda.Stream(device)
+        # Copies run on their own streams, beside the forward on the current one.
+        self.copy_in_stream = torch.cuda.Stream(device) if self.cuda else None
+        self.copy_out_stream = torch.cuda.Stream(device) if self.cuda else None
 
     def _read(self, block: Block) -> torch.Tensor:
         start = time.perf_counter()
@@ -288,38 +214,45 @@ class Pipeline:
         self.outputs.give(host)
         self.log.add("write", time.perf_counter() - start)
 
+    def _on(self, stream: torch.cuda.Stream | None):
+        """Work queued inside the block runs on `stream`; the CPU has no streams."""
+        return torch.cuda.stream(stream) if self.cuda else contextlib.nullcontext()
+
     def _compute(self, tile: torch.Tensor):
-        """Copy in, forward, crop, encode and copy out one tile; returns the host buffer and its ready event."""
+        """Copy in and forward one tile; returns the output, the event at the forward's start, its stream."""
         stream = torch.cuda.current_stream(self.device) if self.cuda else None
-        with torch.cuda.stream(self.copy_in_stream) if self.cuda else contextlib.nullcontext():
-            t0 = self.clock.mark(self.copy_in_stream if self.cuda else None)
+        with self._on(self.copy_in_stream):
+            t0 = record_event(self.device, self.copy_in_stream)
             x = scale(tile.to(self.device, non_blocking=True), self.volume.dtype)
-            t1 = self.clock.mark(self.copy_in_stream if self.cuda else None)
+            t1 = record_event(self.device, self.copy_in_stream)
+        self.log.spans.add("copy_in", t0, t1)
         if self.cuda:
             stream.wait_stream(self.copy_in_stream)
-            x.record_stream(stream)
-        t2 = self.clock.mark(stream)
+            x.record_stream(stream)  # x's memory is reused only after the forward has read it
+        start = record_event(self.device, stream)
         y = forward(self.model, to_input(x, self.channels_last), self.blocking.tile)
         # Reused once the copy has read it (on a GPU), or the forward (on the CPU, x may be the buffer).
         self.tiles.give(tile, t1 if self.cuda else None)
-        return x, y, t0, t1, t2, stream
+        return y, start, stream
 
-    def _finish(self, block: Block, y: torch.Tensor, stream):
+    def _finish(self, block: Block, y: torch.Tensor, start, stream):
+        """Crop, encode and copy out one block; returns the host buffer and the event after which it
+        holds the block (None on the CPU, where the copy is done on return)."""
         out = encode(y[(slice(None), *self.blocking.crop(block))], self.dtype)
-        t3 = self.clock.mark(stream)
+        self.log.spans.add("compute", start, record_event(self.device, stream))
         if self.outputs is None:
             numel = out.shape[0] * int(np.prod(self.blocking.block))
             self.outputs = PinnedBuffers(self.queue + 2, numel, out.dtype, pin=self.cuda)
         host = self.outputs.take(tuple(out.shape))
-        if not self.cuda:
-            return host.copy_(out), None, t3, self.clock.mark(), self.clock.mark()
-        self.copy_out_stream.wait_stream(stream)
-        out.record_stream(self.copy_out_stream)
-        with torch.cuda.stream(self.copy_out_stream):
-            t4 = self.clock.mark(self.copy_out_stream)
-            host.copy_(out, non_blocking=True)
-            t5 = self.clock.mark(self.copy_out_stream)
-        return host, t5, t3, t4, t5
+        if self.cuda:
+            self.copy_out_stream.wait_stream(stream)
+            out.record_stream(self.copy_out_stream)
+        with self._on(self.copy_out_stream):
+            t4 = record_event(self.device, self.copy_out_stream)
+            host.copy_(out, non_blocking=self.cuda)
+            t5 = record_event(self.device, self.copy_out_stream)
+        self.log.spans.add("copy_out", t4, t5)
+        return host, t5 if self.cuda else None
 
     def run(self, blocks: list[Block], progress: Progress) -> float:
         """Predict `blocks`; returns the wall time. A write failure stops the run as a UserError."""
@@ -340,15 +273,14 @@ class Pipeline:
                     self.log.add("wait", time.perf_counter() - waited)
                     for nxt in _take(todo, 1):
                         reads.append((nxt, read_pool.submit(self._read, nxt)))
-                    x, y, t0, t1, t2, stream = self._compute(tile)
-                    host, ready, t3, t4, t5 = self._finish(block, y, stream)
-                    self.log.events.append((t0, t1, t2, t3, t4, t5))
+                    y, started, stream = self._compute(tile)
+                    host, ready = self._finish(block, y, started, stream)
                     writes.append((block, write_pool.submit(self._write, block, host, ready)))
                     while len(writes) > self.queue:
                         _check(*writes.popleft(), self.store)
                     done += 1
                     now = time.perf_counter()
-                    self.log.step.append(now - last)
+                    self.log.add("step", now - last)
                     last = now
                     progress("predict", done, len(blocks))
                 while writes:
@@ -385,7 +317,7 @@ def _check(block: Block, future: Future, store: PredictionStore) -> None:
 
 
 @contextlib.contextmanager
-def _input(opts: VolumeOptions, seed: int, ranks: Ranks, progress: Progress) -> Iterator[str]:
+def _input(opts: VolumeOptions, seed: int, group: distributed.Group, progress: Progress) -> Iterator[str]:
     """The input's PATH[:KEY]; without one, a synthetic volume generated in a temporary folder."""
     if opts.input:
         yield opts.input
@@ -393,16 +325,16 @@ def _input(opts: VolumeOptions, seed: int, ranks: Ranks, progress: Progress) -> 
     from dlbench.data.generate_volume import generate
 
     shape = parse_shape(opts.volume_shape)
-    folder = tempfile.mkdtemp(prefix="dlbench-volume-") if ranks.rank == 0 else None
+    folder = tempfile.mkdtemp(prefix="dlbench-volume-") if group.rank == 0 else None
     try:
-        if ranks.rank == 0:
+        if group.rank == 0:
             generate(Path(folder) / "volume.zarr", shape, "zarr", seed=seed, labels=False,
                      workers=min(16, os.cpu_count() or 1), progress=lambda d, t: progress("generate", d, t))
-        folder = ranks.broadcast(folder)
+        folder = group.broadcast(folder)
         yield str(Path(folder) / "volume.zarr")
     finally:
-        ranks.barrier()
-        if ranks.rank == 0 and folder:
+        group.barrier()
+        if group.rank == 0 and folder:
             shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -471,6 +403,12 @@ def _warmup_checked(name: str, model, blocking: Blocking, volume: Volume, device
                         f"or with dynamic shapes") from None
 
 
+def tile_flops(model, tile: tuple[int, ...], device, channels_last: bool) -> int:
+    """The model's FLOPs for one tile, counted once: every block runs the same tile shape."""
+    x = to_input(torch.rand(tile, device=device), channels_last)
+    return count_flops(lambda: forward(model, x, tile))
+
+
 def _settings(spec, volume: Volume, blocking: Blocking, channels: int, dtype: str) -> dict:
     """What the output depends on; --resume must match all of it."""
     return {"input": volume.name, "input_shape": list(volume.shape), "model": spec.model, "seed": spec.seed,
@@ -480,30 +418,29 @@ def _settings(spec, volume: Volume, blocking: Blocking, channels: int, dtype: st
 
 def run(spec, device: torch.device, progress: Progress):
     opts = spec.opts
-    ranks, device = setup_ranks(device)
-    try:
-        with _input(opts, spec.seed, ranks, progress) as input_key, _output(opts, ranks) as output:
-            return _predict(spec, opts, input_key, output, ranks, device, progress)
-    finally:
-        ranks.close()
+    # The process group is left last: the input and output folders are removed after a barrier.
+    with distributed.process_group(device) as group, _input(opts, spec.seed, group, progress) as input_key, \
+            _output(opts, group) as output:
+        return _predict(spec, opts, input_key, output, group, progress)
 
 
 @contextlib.contextmanager
-def _output(opts: VolumeOptions, ranks: Ranks) -> Iterator[str]:
+def _output(opts: VolumeOptions, group: distributed.Group) -> Iterator[str]:
     if opts.output:
         yield opts.output
         return
-    folder = tempfile.mkdtemp(prefix="dlbench-prediction-") if ranks.rank == 0 else None
-    folder = ranks.broadcast(folder)
+    folder = tempfile.mkdtemp(prefix="dlbench-prediction-") if group.rank == 0 else None
+    folder = group.broadcast(folder)
     try:
         yield str(Path(folder) / "prediction.zarr")
     finally:
-        ranks.barrier()
-        if ranks.rank == 0:
+        group.barrier()
+        if group.rank == 0:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _predict(spec, opts: VolumeOptions, input_key: str, output: str, ranks: Ranks, device, progress: Progress):
+def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: distributed.Group, progress: Progress):
+    device = group.device
     resume, overwrite = opts.resume, opts.overwrite
     store = PredictionStore(output)
     store.check_new(resume, overwrite)
@@ -516,34 +453,35 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, ranks: Rank
     progress("warm-up", 0, 1)
     channels, warmup_s, warmup_tile_s = _warmup_checked(spec.model, model, blocking, volume, device,
                                                          spec.channels_last, spec.warmup)
-    if ranks.rank == 0:
+    progress("count FLOPs", 0, 1)
+    flops = tile_flops(model, blocking.tile, device, spec.channels_last)
+    if group.rank == 0:
         store.create(_settings(spec, volume, blocking, channels, opts.dtype), (channels, *volume.shape),
                      (channels, *block), opts.dtype, resume, overwrite)
-    ranks.barrier()
+    group.barrier()
     store.open()
     finished = store.done()
-    mine = [blocking[i] for i in range(ranks.rank, len(blocking), ranks.world) if i not in finished]
+    mine = [blocking[i] for i in range(group.rank, len(blocking), group.world) if i not in finished]
     pipeline = Pipeline(blocking, volume, store, model, device, dtype=opts.dtype, channels_last=spec.channels_last,
                         readers=opts.readers, writers=opts.writers, queue=opts.queue)
     with Monitor(device) as monitor:  # clocks, power and throttling while the blocks run
         wall = pipeline.run(mine, progress)
     voxels = sum(int(np.prod(b.shape)) for b in mine)
     volume.close()
-    per_rank = ranks.gather({"voxels": voxels, "wall": wall, "blocks": len(mine),
+    per_rank = group.gather({"voxels": voxels, "wall": wall, "blocks": len(mine),
                              "phases": {k: float(sum(v)) for k, v in pipeline.log.samples().items()}})
-    ranks.barrier()
-    metrics = _metrics(opts, volume, blocking, per_rank, ranks.world, len(finished), warmup_s, warmup_tile_s, store)
+    group.barrier()
+    metrics = _metrics(opts, volume, blocking, per_rank, group.world, len(finished), warmup_s, warmup_tile_s, store)
     metrics.update(optimized)
-    metrics.update(_monitor_metrics(monitor.data, voxels))
+    metrics.update(_common_metrics(pipeline.log.samples()["step"], flops, monitor.data, voxels))
     return metrics, pipeline.log.samples()
 
 
-def _monitor_metrics(data: MonitorData, voxels: int) -> dict:
-    """This rank's GPU during the run (clocks, power, throttling) and its energy per Mvox."""
-    summary = data.summary()
-    if summary.get("energy_j") is not None and voxels:
-        summary["energy_j_per_mvox"] = summary["energy_j"] / (voxels / 1e6)
-    return {**summary, "traces": {"monitor": data.trace()}}
+def _common_metrics(steps: list[float], flops: int, monitor: MonitorData, voxels: int) -> dict:
+    """What every workload reports, one tile a step: FLOPs and TFLOP/s, this rank's GPU during
+    the run (clocks, power, throttling), its energy per block and per Mvox."""
+    mvox_per_block = voxels / 1e6 / len(steps) if steps else 0.0
+    return common_metrics(steps, flops, monitor, mvox_per_block, "mvox")
 
 
 def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], world: int, skipped: int,
