@@ -55,7 +55,7 @@ def _default(ctx: typer.Context,
     if db is not None:  # `dlbench --db X results`: every command and every process it starts uses X
         os.environ["DLBENCH_DB"] = str(db)
     if ctx.invoked_subcommand is None:
-        _suite_exit(name="quick")
+        _suite_exit()
 
 
 class _RunCommands(TyperGroup):
@@ -142,7 +142,7 @@ def data_images(
 @data_app.command("volume")
 def data_volume(
     path: Path = typer.Argument(..., help="File (.h5/.hdf5) or directory (.zarr, .n5) to write."),
-    shape: str = typer.Option("200x3072x3072", "--shape", help="Volume size ZxYxX (the seed's padded CREMI volume)."),
+    shape: str = typer.Option("200x3072x3072", "--shape", help="Volume size ZxYxX (the padded CREMI volume of the 3D U-Net benchmarks)."),
     format: Optional[str] = typer.Option(None, "--format", help="hdf5, zarr or n5 (default: from the path's suffix)."),
     chunks: Optional[str] = typer.Option(None, "--chunks", help="Chunk size ZxYxX (default 8x256x256)."),
     labels: bool = typer.Option(True, "--labels/--no-labels", help="Also write volumes/labels/neuron_ids."),
@@ -165,7 +165,7 @@ def data_volume(
 @data_app.command("seg")
 def data_seg(
     path: Path = typer.Argument(..., help="Folder to write: PATH/images and PATH/masks."),
-    n: int = typer.Option(30, "--n", help="Number of image/mask pairs (the seed's ISBI set has 30)."),
+    n: int = typer.Option(30, "--n", help="Number of image/mask pairs (the ISBI 2012 set has 30)."),
     size: int = typer.Option(512, "--size", help="Width and height in pixels."),
     format: str = typer.Option("tif", "--format", help="tif or png."),
     seed: int = SeedOpt,
@@ -186,7 +186,9 @@ def data_seg(
 
 @app.command()
 def suite(
-    name: str = typer.Argument("quick", help="Built-in suite name (quick, cnn-benchmarks, ...) or a suite YAML file."),
+    name: Optional[str] = typer.Argument(None, help="Built-in suite name (quick, cnn-benchmarks, ...) or a suite YAML "
+                                         "file. Default: quick on a GPU machine, smoke (a short CPU check) without "
+                                         "one; with --list and no name: the built-in suites."),
     device: str = typer.Option("auto", help="Run every spec on this device: auto, cpu, cuda or cuda:N."),
     db: Optional[Path] = DbOption,
     tag: Optional[str] = TagOption,
@@ -222,12 +224,12 @@ def report(
     suite_name: Optional[str] = typer.Option(None, "--suite", help="Only results of this suite."),
     systems: Optional[list[str]] = typer.Option(None, "--system", help="Only results of this system "
                                                 "(GPU name as shown in the tables, or host name); repeatable."),
-    format: str = typer.Option("md", "--format", help="md (Markdown, the seeds' layout), csv, json, or html "
+    format: str = typer.Option("md", "--format", help="md (Markdown, in the published reports' layouts), csv, json, or html "
                                "(one self-contained file with plots; needs --output)."),
     db: Optional[Path] = DbOption,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
 ) -> None:
-    """Every report table (the seeds' layouts: GPUs, per-model fwd/bwd, training, images, volumes, machine)
+    """Every report table (in the published reports' layouts: GPUs, per-model fwd/bwd, training, images, volumes, machine)
     from the results in the store; missing cells show `-`, out-of-memory runs `OOM`."""
     from dlbench.report import FORMATS, filter_systems, render
 

@@ -46,7 +46,7 @@ def preflight(spec: BenchmarkSpec, view: Terminal) -> None:
 
 def _run(spec: BenchmarkSpec, store: Store, tag: str | None, view: Terminal, extra: dict | None = None) -> Result:
     result = run_specs([spec], store, tag=tag, console=view.err, extra_metrics=extra)[0]
-    view.result(result)
+    view.result(result, stdout=True)
     return result
 
 

@@ -105,7 +105,7 @@ DEFAULT_TIMEOUT_S = 3600.0  # per benchmark, when neither the spec nor its suite
 @dataclass(frozen=True)
 class SuiteRequest(Options):
     """What `dlbench suite` (or plain `dlbench`) asks for; numbers are checked like every option."""
-    name: str = "quick"
+    name: str | None = None  # None: the default suite for this machine
     device: str = "auto"
     db: Path | None = None
     tag: str | None = None
@@ -125,10 +125,14 @@ def suite_command(request: SuiteRequest, view: Terminal) -> int:
     from dlbench.launch import slurm
     from dlbench.system.info import fingerprint
 
+    if request.name is None and request.list_only:
+        view.suites([(name, suites.load(name).description) for name in suites.builtin_names()])
+        return 0
+    name = request.name or default_suite(view)
     options = slurm.parse_options(request.slurm) if request.slurm is not None else None
     if options is not None:
         slurm.check(options)  # before anything slow or anything written
-    loaded = suites.load(request.name, {"device": request.device} if request.device != "auto" else None)
+    loaded = suites.load(name, {"device": request.device} if request.device != "auto" else None)
     host = fingerprint()["host"]
     default_timeout = request.timeout or DEFAULT_TIMEOUT_S
     if request.list_only:
@@ -144,6 +148,18 @@ def suite_command(request: SuiteRequest, view: Terminal) -> int:
         if options is not None:
             return _submit(plan, store, options, request, default_timeout, view)
         return _run_here(plan, store, request, default_timeout, view)
+
+
+def default_suite(view: Terminal) -> str:
+    """`quick` on a GPU machine; without a GPU the short `smoke` check, said as such."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "quick"
+    view.message("no CUDA GPU found: running the `smoke` suite, a short CPU check that dlbench works here "
+                 "(its figures are CPU figures, not GPU ones; `dlbench suite quick --device cpu` runs the full quick "
+                 "suite on the CPU)")
+    return "smoke"
 
 
 def _plan_without_writing(loaded: Suite, request: SuiteRequest, host: str) -> Plan:
@@ -178,7 +194,7 @@ def _run_here(plan: Plan, store: Store, request: SuiteRequest, default_timeout: 
     from dlbench.launch.execute import describe
     from dlbench.system.info import fingerprint
 
-    hint = f"`dlbench suite {request.name} --resume` runs what is missing"
+    hint = f"`dlbench suite {plan.suite.name} --resume` runs what is missing"
     try:
         outcome = run_suite(plan, store, fingerprint(), tag=request.tag, default_timeout=default_timeout,
                             console=view.err, describe=describe)
@@ -203,6 +219,8 @@ def _finish(store: Store, plan: Plan, view: Terminal) -> int:
     latest = {spec_key(r.spec): r.status for r in mine}  # oldest first: the newest result of each spec wins
     counts = Counter(latest.values())
     view.message("results of run " + plan.run + ": " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    if plan.suite.name == "smoke":
+        view.message("these are CPU figures from a short check, not what a GPU would do")
     return 1 if counts.get("error") or counts.get("timeout") else 0
 
 

@@ -25,6 +25,19 @@ from dlbench.suites.estimate import Estimate, format_seconds
 STYLE = {"ok": "green", "oom": "yellow", "interrupted": "yellow"}
 
 
+class Heartbeat:
+    """Where no live bar can be drawn (a log, a pipe), a progress line every few seconds."""
+
+    def __init__(self, console: Console, every_s: float = 5.0) -> None:
+        self.console, self.every_s, self.last = console, every_s, time.monotonic()
+
+    def __call__(self, line: str) -> None:
+        if self.console.is_terminal or time.monotonic() - self.last < self.every_s:
+            return
+        self.last = time.monotonic()
+        self.console.print(line, highlight=False, markup=False)
+
+
 class _Bars(Progress):
     """rich's Progress with one more line under the bars: the last result."""
 
@@ -43,6 +56,7 @@ class SuiteView:
                           console=console, transient=False)
         self.index, self.started, self.timeout = 0, time.monotonic(), None
         self.spent = 0.0  # wall seconds of the finished benchmarks
+        self.heartbeat = Heartbeat(console, every_s=10.0)
         self.overall = self.bars.add_task(f"suite {name}", total=len(estimates), info="")
         self.current = self.bars.add_task("", total=1, info="")
 
@@ -72,6 +86,7 @@ class SuiteView:
             stage = f"{progress.get('stage')} {done}/{total}"
         self.bars.update(self.current, info=f"{stage}, {format_seconds(elapsed)}{limit}")
         self.bars.update(self.overall, completed=self.index, info=self._eta(elapsed))
+        self.heartbeat(f"  {stage}, {format_seconds(elapsed)}{limit}; {self._eta(elapsed)}")
 
     def finish(self, result: Result, line: str) -> None:
         self.spent += time.monotonic() - self.started
@@ -90,13 +105,21 @@ class SuiteView:
         return f"{len(done)}/{len(self.estimates)} done, ETA {format_seconds(remaining)}{guessed}"
 
 
+def _console(stderr: bool) -> Console:
+    """Lines are never wrapped: piped into a file or a log, a line of output stays one line."""
+    console = Console(stderr=stderr, soft_wrap=True)
+    if not console.is_terminal:
+        console.width = 400  # tables too: rich would otherwise squeeze them into 80 columns
+    return console
+
+
 class Terminal:
     """What the launchers tell the user: messages and results on stderr, tables and reports on
     stdout. The command line makes one; launchers only call it."""
 
     def __init__(self, out: Console | None = None, err: Console | None = None) -> None:
-        self.out = out or Console()
-        self.err = err or Console(stderr=True)
+        self.out = out or _console(stderr=False)
+        self.err = err or _console(stderr=True)
 
     def message(self, text: str) -> None:
         self.err.print(text, highlight=False, markup=False, soft_wrap=True)
@@ -104,10 +127,12 @@ class Terminal:
     def warning(self, text: str) -> None:
         self.err.print(f"warning: {text}", style="yellow", highlight=False, markup=False)
 
-    def result(self, result: Result) -> None:
+    def result(self, result: Result, stdout: bool = False) -> None:
+        """One line about a result: on stdout when it is what the command was asked for
+        (`dlbench run … > result.txt`), else on stderr beside the progress."""
         from dlbench.launch.execute import describe
 
-        self.err.print(Text(describe(result), style=STYLE.get(result.status, "red")))
+        (self.out if stdout else self.err).print(Text(describe(result), style=STYLE.get(result.status, "red")))
 
     @contextlib.contextmanager
     def progress(self, description: str, total: int, unit: str) -> Iterator[Callable[[int, int], None]]:
@@ -133,6 +158,14 @@ class Terminal:
         except OSError as error:
             raise UserError(f"cannot write {output}: {error.strerror or error}") from None
         self.message(f"wrote {output}")
+
+    def suites(self, named: list[tuple[str, str]]) -> None:
+        """The built-in suites with their descriptions."""
+        width = max(len(name) for name, _ in named)
+        for name, description in named:
+            self.out.print(Text(f"{name:{width}}  {' '.join(description.split())}"))
+        self.out.print("run one with `dlbench suite NAME`; `dlbench suite NAME --list` shows its benchmarks",
+                       highlight=False)
 
     def plan(self, plan, default_timeout: float) -> None:
         """A suite's expanded specs with their time limits and estimates."""
