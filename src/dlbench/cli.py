@@ -87,15 +87,20 @@ def _run_app(workload: workloads.Workload) -> typer.Typer:
     params = [_parameter(f, workload) for f in general + workload.options.fields()]
     if workload.batch_plans:
         params.append(_param("max_batch", int, 1024, "--max-batch", "Largest batch a sweep or auto search tries."))
+    # --output names the prediction of `run volume`; --results-file (timm's name) works everywhere.
+    flags = ("--results-file",) + (() if "output" in workload.options.names() else ("--output",))
     params += [_param("db", Optional[Path], None, "--db", DbOption.help),
-               _param("tag", Optional[str], None, "--tag", TagOption.help)]
+               _param("tag", Optional[str], None, "--tag", TagOption.help),
+               _param("results_file", Optional[Path], None, flags, "Also write the result as JSON: one object per "
+                      "run (throughput, step time percentiles, batch, shape, precision, parameters, FLOPs, peak "
+                      "memory, system).")]
 
     def command(**values) -> None:
         from dlbench.launch.runs import run_command
 
-        db, tag = values.pop("db"), values.pop("tag")
+        db, tag, file = values.pop("db"), values.pop("tag"), values.pop("results_file")
         given = {k: v for k, v in values.items() if v is not None}
-        raise typer.Exit(run_command(workload.name, given, db=db, tag=tag, view=view))
+        raise typer.Exit(run_command(workload.name, given, db=db, tag=tag, view=view, results_file=file))
 
     command.__signature__ = inspect.Signature(params)
     command.__doc__ = workload.help
@@ -113,9 +118,10 @@ def _parameter(field, workload: workloads.Workload) -> inspect.Parameter:
     return _param(field.name, Optional[kind] if optional else kind, default, flags, text)
 
 
-def _param(name: str, annotation, default, flags: str, text: str) -> inspect.Parameter:
+def _param(name: str, annotation, default, flags: str | tuple[str, ...], text: str) -> inspect.Parameter:
+    flags = (flags,) if isinstance(flags, str) else flags
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                             default=typer.Option(default, flags, help=text))
+                             default=typer.Option(default, *flags, help=text))
 
 
 data_app = typer.Typer(help="Write synthetic datasets to benchmark real input pipelines anywhere.", no_args_is_help=True)
@@ -278,10 +284,16 @@ def compare(
 
 
 @app.command()
-def results(db: Optional[Path] = DbOption, limit: int = typer.Option(50, help="Show the newest N results.")) -> None:
+def results(db: Optional[Path] = DbOption, limit: int = typer.Option(50, help="Show the newest N results."),
+            format: str = typer.Option("table", "--format", help="table, or json: one object per result and line "
+                                       "(throughput, step time percentiles, batch, shape, precision, parameters, "
+                                       "FLOPs, peak memory, system).")) -> None:
     """List stored results, newest last."""
+    if format not in ("table", "json"):
+        raise UserError(f"unknown results format {format!r}; choose table or json")
     with _store(db) as store:
-        view.results(store.results()[-limit:])
+        rows = store.results()[-limit:]
+    view.results(rows) if format == "table" else view.summaries(rows)
 
 
 @app.command("export")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import traceback
 
+import torch
+
 from dlbench import workloads
 from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, _no_progress
@@ -20,7 +22,9 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
     optimize.check_level(spec.optimize, device)
     workload = workloads.get(spec.workload)
     result = Result(spec=spec.to_dict(), system=system, suite=suite, tag=tag)
-    result.metrics["device"] = str(device)
+    result.metrics.update(device=str(device), parameters=parameter_count(spec.model))
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     try:
         with precision(spec.precision, device), optimize.switches(spec.optimize):
             metrics, samples = workload.run(optimize.effective_spec(spec), device, progress)
@@ -39,9 +43,31 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
             result.error = "".join(traceback.format_exception_only(type(error), error)).strip()[:2000]
             result.traces["traceback"] = traceback.format_exc()[-8000:]
     finally:
+        result.metrics.update(peak_memory(device))
         release_memory(device)
     result.finished = now()
     return result
+
+
+def parameter_count(model: str) -> int | None:
+    """The model's parameters, counted on the meta device (no memory, no time); None for a model
+    whose parameters exist only once it has seen an input (lazy modules) or a model file."""
+    from dlbench.models import registry
+
+    try:
+        with torch.device("meta"):
+            return sum(p.numel() for p in registry.resolve(model).build().parameters())
+    except Exception:  # noqa: BLE001 - a count is a courtesy; the run itself reports real errors
+        return None
+
+
+def peak_memory(device: torch.device) -> dict:
+    """Peak device memory the run allocated (MiB), and this process's peak resident host memory."""
+    import resource
+
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    gpu_mb = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
+    return {"peak_memory_mb": gpu_mb, "peak_host_rss_mb": rss_mb}
 
 
 def describe(result: Result) -> str:

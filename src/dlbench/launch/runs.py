@@ -16,8 +16,10 @@ from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
 
 
-def run_command(workload: str, values: dict[str, Any], *, db: Path | None, tag: str | None, view: Terminal) -> int:
-    """Run what a `dlbench run` command asks for; the exit status (1 when a run ended in error)."""
+def run_command(workload: str, values: dict[str, Any], *, db: Path | None, tag: str | None, view: Terminal,
+                results_file: Path | None = None) -> int:
+    """Run what a `dlbench run` command asks for; the exit status (1 when a run ended in error).
+    With `results_file`, every result is also written there as one JSON object per line."""
     values = dict(values)
     plan: list[int] | str = [values.pop("batch")] if "batch" in values else [None]
     limit = values.pop("max_batch", batchsize.SWEEP_MAX)
@@ -25,12 +27,15 @@ def run_command(workload: str, values: dict[str, Any], *, db: Path | None, tag: 
         plan = batchsize.parse(plan[0])
     spec = BenchmarkSpec.from_dict({"workload": workload, **values, "batch": 1 if isinstance(plan, str) else plan[0]})
     preflight(spec, view)
-    with Store(db) as store:
+    with Store(db) as store, view.json_lines(results_file) as write:
         if plan == "auto":
-            return 1 if _search(spec, store, tag, limit, view).status == "error" else 0
+            result = _search(spec, store, tag, limit, view)
+            write(result)
+            return 1 if result.status == "error" else 0
         failed = False
         for size in batchsize.sweep_sizes(limit) if plan == "sweep" else plan:
             result = _run(dataclasses.replace(spec, batch=size), store, tag, view)
+            write(result)
             failed |= result.status == "error"
             if result.status == "oom" and plan == "sweep":
                 break  # larger batches cannot fit either

@@ -144,6 +144,25 @@ class Terminal:
             task = bar.add_task(description, total=total)
             yield lambda done, _total: bar.update(task, completed=done)
 
+    @contextlib.contextmanager
+    def json_lines(self, path: Path | None) -> Iterator[Callable[[Result], None]]:
+        """A writer of result summaries, one JSON object per line, to `path` (nothing without one).
+        The file is opened first, so a path that cannot be written fails before any run."""
+        import json
+
+        from dlbench.results.summary import summary
+
+        if path is None:
+            yield lambda result: None
+            return
+        try:
+            f = open(path, "w", encoding="utf-8")
+        except OSError as error:
+            raise UserError(f"cannot write {path}: {error.strerror or error}") from None
+        with f:
+            yield lambda result: (f.write(json.dumps(summary(result)) + "\n"), f.flush())
+        self.message(f"wrote {path}")
+
     def text(self, text: str) -> None:
         """A report or table as text, on stdout."""
         self.out.print(text, highlight=False, markup=False, soft_wrap=True)
@@ -182,6 +201,15 @@ class Terminal:
         self.out.print(f"{len(plan.todo)} benchmarks{done}: about {total} "
                        f"({measured} from earlier runs on this machine, {len(plan.todo) - measured} guessed)",
                        highlight=False)
+
+    def summaries(self, rows: list[Result]) -> None:
+        """One JSON object per result and line, on stdout."""
+        import json
+
+        from dlbench.results.summary import summary
+
+        for r in rows:
+            self.out.print(json.dumps(summary(r)), highlight=False, markup=False, soft_wrap=True)
 
     def results(self, rows: list[Result]) -> None:
         """Stored results as a table, one line each."""
