@@ -79,7 +79,7 @@ def write_volume(folder: Path, shape: str) -> Path:
     import os
 
     from dlbench.data.generate_volume import generate
-    from dlbench.spec import parse_shape
+    from dlbench.units import parse_shape
 
     path = folder / "cremi-train.h5"
     start = time.perf_counter()

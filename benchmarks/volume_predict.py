@@ -38,7 +38,8 @@ from dlbench.data.generate_volume import generate
 from dlbench.data.prediction_store import PredictionStore
 from dlbench.data.volumes import open_volume
 from dlbench.models import registry
-from dlbench.spec import BenchmarkSpec, parse_shape
+from dlbench.spec import BenchmarkSpec
+from dlbench.units import parse_shape
 from dlbench.workloads import execute
 from dlbench.workloads.runtime import resolve_device
 

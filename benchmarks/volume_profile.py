@@ -25,7 +25,8 @@ from dlbench.data.blocking import Blocking
 from dlbench.data.generate_volume import generate
 from dlbench.measure.monitor import Monitor
 from dlbench.models import registry
-from dlbench.spec import BenchmarkSpec, parse_shape
+from dlbench.spec import BenchmarkSpec
+from dlbench.units import parse_shape
 from dlbench.workloads import execute
 
 

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from dlbench import units
 from dlbench.report import derived as d
 
 # Seed 000: 1001 training iterations; seconds -> iterations per minute as printed there.
@@ -17,20 +18,20 @@ SEED_000_TRAINING = {
 @pytest.mark.parametrize("system", sorted(SEED_000_TRAINING))
 def test_iters_per_min_matches_seed_000(system):
     seconds, printed = SEED_000_TRAINING[system]
-    assert d.fmt(d.iters_per_min(1001, seconds)) == printed
+    assert d.fmt(units.iters_per_min(1001, seconds)) == printed
 
 
 def test_seed_000_1080ti_x2_iters_per_min_is_a_typo():
     # 1001 iterations in 2053.8 s is 29.2 iterations/min; the seed prints 29.4.
-    assert d.fmt(d.iters_per_min(1001, 2053.8)) == "29.2"
+    assert d.fmt(units.iters_per_min(1001, 2053.8)) == "29.2"
 
 
 def test_days_to_100k_matches_seed_001():
-    per_min = d.iters_per_min(1001, 1754.2)
-    assert d.fmt(d.days_to(100_000, per_min)) == "2.0"
+    per_min = units.iters_per_min(1001, 1754.2)
+    assert d.fmt(units.days_to(100_000, per_min)) == "2.0"
     printed = {"29.4": "2.4", "26.8": "2.6", "23.5": "3.0", "29.0": "2.4", "32.2": "2.2", "29.8": "2.3"}
     for rate, days in printed.items():
-        assert d.fmt(d.days_to(100_000, float(rate))) == days
+        assert d.fmt(units.days_to(100_000, float(rate))) == days
 
 
 def test_mvox_per_s_matches_seed_000_with_its_actual_volume():
@@ -77,7 +78,6 @@ def test_img_per_s_and_latency_percentiles():
 
 
 def test_missing_inputs_give_none_which_prints_as_dash():
-    assert d.iters_per_min(1001, None) is None and d.days_to(100_000, 0) is None
+    assert units.iters_per_min(1001, None) is None and units.days_to(100_000, 0) is None
     assert d.hours_for(8.1e12, None) is None and d.latency_ms([]) is None and d.img_per_s(8, None) is None
     assert d.fmt(None) is None
-    assert d.parse_count("8.1T") == 8.1e12 and d.parse_count("1.9G") == 1.9e9 and d.parse_count(5) == 5.0

@@ -390,7 +390,7 @@ def data_volume(
     from rich.progress import BarColumn, Progress, TimeRemainingColumn
 
     from dlbench.data.generate_volume import check, generate
-    from dlbench.spec import parse_shape
+    from dlbench.units import parse_shape
 
     size = parse_shape(shape)
     check(path, size, format, parse_shape(chunks) if chunks else None, overwrite)

@@ -21,7 +21,8 @@ from dlbench.errors import UserError
 from dlbench.results import exchange
 from dlbench.results.record import Result, now
 from dlbench.results.store import Store
-from dlbench.spec import BenchmarkSpec, suggest
+from dlbench.spec import BenchmarkSpec
+from dlbench.units import suggest
 
 # --slurm keys: how each is checked and which submitit parameter it sets.
 KEYS = {

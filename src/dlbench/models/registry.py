@@ -15,7 +15,7 @@ import torchvision.models as tvm
 from torchvision.models.resnet import Bottleneck, ResNet
 
 from dlbench.errors import UserError
-from dlbench.spec import suggest
+from dlbench.units import suggest
 
 
 @dataclass(frozen=True)

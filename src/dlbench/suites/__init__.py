@@ -21,7 +21,8 @@ from typing import Any
 import yaml
 
 from dlbench.errors import UserError
-from dlbench.spec import BenchmarkSpec, suggest
+from dlbench.spec import BenchmarkSpec
+from dlbench.units import suggest
 
 _KEYS = {"name", "description", "include", "timeout", "defaults", "matrix", "specs"}
 _GENERAL = {f.name for f in dataclasses.fields(BenchmarkSpec)}

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import re
 import shutil
 import tempfile
 import threading
@@ -38,7 +37,7 @@ from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, synchronize
 from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.models import registry
-from dlbench.spec import parse_shape
+from dlbench.units import parse_count, parse_shape
 from dlbench.workloads import optimize
 from dlbench.workloads.runtime import is_oom
 
@@ -57,16 +56,6 @@ OPTIONS = {
     "compile": False,  # torch.compile the model
     "volume_shape": "200x3072x3072",  # the generated volume when no input is given (the seed's padded CREMI)
 }
-
-_SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
-
-
-def parse_voxels(text: str | float | int) -> float:
-    """'8.1T' -> 8.1e12 voxels (decimal suffixes K, M, G, T, P)."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgtp]?)\s*(?:vox)?\s*", str(text).lower())
-    if not match or float(match.group(1)) <= 0:
-        raise UserError(f"bad --extrapolate {text!r}: give a voxel count like 8.1T, 500G or 1.9e9")
-    return float(match.group(1)) * _SUFFIX.get(match.group(2), 1.0)
 
 
 # ---------------------------------------------------------------- distributed
@@ -403,7 +392,7 @@ def check_options(opts: dict) -> None:
     for name in ("readers", "writers", "queue"):
         if isinstance(opts[name], bool) or not isinstance(opts[name], int) or opts[name] < 1:
             raise UserError(f"{name} must be an integer ≥ 1, got {opts[name]!r}")
-    parse_voxels(opts["extrapolate"])
+    parse_count(opts["extrapolate"], "--extrapolate")
     if str(opts["block"]) != "auto":
         parse_shape(opts["block"])
     parse_shape(opts["halo"])
@@ -556,7 +545,7 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], wor
     wall = max(r["wall"] for r in per_rank) or float("nan")
     mvox_s = voxels / wall / 1e6 if voxels else 0.0
     per_gpu = mvox_s / world
-    target = parse_voxels(opts["extrapolate"])
+    target = parse_count(opts["extrapolate"], "--extrapolate")
     phases = {k: sum(r["phases"][k] for r in per_rank) for k in per_rank[0]["phases"]}
     compute = phases.get("compute") or float("nan")
     hours = {str(n): target / (per_gpu * 1e6 * n) / 3600 if per_gpu else None for n in sorted({1, world, 8})}
