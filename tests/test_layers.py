@@ -30,3 +30,8 @@ def test_optimisation_levels_agree_across_layers():
     from dlbench.workloads import optimize
 
     assert spec.OPTIMIZE_LEVELS == optimize.LEVELS == report.LEVELS
+
+
+def test_reading_results_needs_no_torch():
+    # Reports run where results are gathered, often a laptop without torch.
+    assert _run("import dlbench.report, sys; print('torch' in sys.modules)") == "False"

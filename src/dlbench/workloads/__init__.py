@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, _no_progress
+from dlbench.models.registry import title
 from dlbench.results.record import Result, now
 from dlbench.workloads.runtime import is_oom, precision, release_memory, resolve_device
 
@@ -41,6 +42,7 @@ def execute(spec: "BenchmarkSpec", system: dict, *, progress: Progress = _no_pro
     optimize.check_level(spec.optimize, device)
     module = importlib.import_module(WORKLOADS[spec.workload])
     result = Result(spec=spec.to_dict(), system=system, suite=suite, tag=tag)
+    result.title = title(spec.model)
     result.metrics["device"] = str(device)
     try:
         with precision(spec.precision, device), optimize.switches(spec.optimize):
