@@ -23,6 +23,7 @@ from kernels import kernels
 
 from dlbench.data.blocking import Blocking
 from dlbench.data.generate_volume import generate
+from dlbench.launch.environment import prepare
 from dlbench.measure.monitor import Monitor
 from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec
@@ -104,4 +105,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from dlbench.errors import UserError
+from dlbench.launch.environment import prepare
 from dlbench.models import registry
 from dlbench.results import exchange
 from dlbench.results.record import Result, now
@@ -157,6 +158,7 @@ def run_job(job: dict[str, Any], records: str) -> str:
     from dlbench.launch import isolated
     from dlbench.system.info import fingerprint
 
+    prepare()
     plugins.load(job.get("plugins") or None)
     spec = BenchmarkSpec.from_dict(job["spec"])
     result = isolated.run(spec, fingerprint(), isolated.Job(job["suite"], job["run"], job["tag"]),
