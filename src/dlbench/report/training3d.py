@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlbench.report.derived import fmt
+from dlbench.report.markdown import fmt
 from dlbench.report.tables import Table
 from dlbench.results.record import Result
 from dlbench.units import days_to, iters_per_min
