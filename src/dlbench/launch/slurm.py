@@ -216,6 +216,5 @@ def _job_result(item: Submitted, folder: Path) -> Result:
         reason = f"{type(error).__name__}: {str(error).strip().splitlines()[-1] if str(error).strip() else ''}"
     status = "timeout" if state.startswith("TIMEOUT") else "interrupted" if state.startswith(("PREEMPTED", "CANCELLED")) else "error"
     return Result(spec=item.spec.to_dict(), system={}, status=status, title=registry.title(item.spec.model),
-                  finished=now(),
-                  error=f"SLURM job {item.job.job_id} ({state}): {reason}"[:2000],
+                  finished=now(), error=f"SLURM job {item.job.job_id} ({state}): {reason}"[:2000],
                   traces={"slurm": {"job_id": item.job.job_id, "state": state, "folder": str(folder)}})

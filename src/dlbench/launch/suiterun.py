@@ -92,4 +92,5 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
 
 def _interrupted(spec: BenchmarkSpec, system: dict, job: isolated.Job, signal_name: str | None) -> Result:
     return Result(spec=spec.to_dict(), system=system, status="interrupted", title=registry.title(spec.model),
-                  suite=job.suite, run=job.run, tag=job.tag, error=f"stopped at once by a second {signal_name or 'signal'}", finished=now())
+                  suite=job.suite, run=job.run, tag=job.tag, finished=now(),
+                  error=f"stopped at once by a second {signal_name or 'signal'}")
