@@ -32,6 +32,8 @@ import torch
 
 from plain import mean_seconds, train_step
 
+from dlbench.launch.environment import prepare
+
 MODELS = {"unet3d-aniso": "40x432x432", "unet3d": "48x384x384"}
 PRECISIONS = ("fp32", "tf32", "bf16")
 TARGET_ITERS = 100_000
@@ -79,7 +81,7 @@ def write_volume(folder: Path, shape: str) -> Path:
     import os
 
     from dlbench.data.generate_volume import generate
-    from dlbench.spec import parse_shape
+    from dlbench.units import parse_shape
 
     path = folder / "cremi-train.h5"
     start = time.perf_counter()
@@ -153,4 +155,5 @@ def _workers() -> int:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

@@ -13,7 +13,7 @@ from dlbench.data.generate_volume import generate
 from dlbench.data.targets import affinities
 from dlbench.models import registry
 from dlbench.report import render_markdown
-from dlbench.report.derived import fmt
+from dlbench.report.markdown import fmt
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint

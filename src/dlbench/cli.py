@@ -379,7 +379,9 @@ def doctor(
 
 def main() -> None:
     from dlbench import plugins
+    from dlbench.launch.environment import prepare
 
+    prepare()
     try:
         plugins.load()
         app()

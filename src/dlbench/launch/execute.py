@@ -10,6 +10,7 @@ import torch
 from dlbench import workloads
 from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, _no_progress
+from dlbench.models import registry
 from dlbench.results.record import Result, now
 from dlbench.spec import BenchmarkSpec
 from dlbench.workloads import optimize
@@ -21,7 +22,7 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
     device = resolve_device(spec.device)
     optimize.check_level(spec.optimize, device)
     workload = workloads.get(spec.workload)
-    result = Result(spec=spec.to_dict(), system=system, suite=suite, tag=tag)
+    result = Result(spec=spec.to_dict(), system=system, suite=suite, tag=tag, title=registry.title(spec.model))
     result.metrics.update(device=str(device), parameters=parameter_count(spec.model))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -52,8 +53,6 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
 def parameter_count(model: str) -> int | None:
     """The model's parameters, counted on the meta device (no memory, no time); None for a model
     whose parameters exist only once it has seen an input (lazy modules) or a model file."""
-    from dlbench.models import registry
-
     try:
         with torch.device("meta"):
             return sum(p.numel() for p in registry.resolve(model).build().parameters())

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from dlbench.errors import UserError
 from dlbench.launch import torchrun
 from dlbench.launch.view import Heartbeat
+from dlbench.models import registry
 from dlbench.results.record import Result, now
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
@@ -69,7 +70,7 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                 raise
             except KeyboardInterrupt:
                 store.add(Result(spec=spec.to_dict(), system=system, status="interrupted",
-                                 suite=suite, tag=tag, finished=now()))
+                                 title=registry.title(spec.model), suite=suite, tag=tag, finished=now()))
                 raise
             annotate(result, system_records)
             result.metrics.update(extra_metrics or {})

@@ -22,6 +22,7 @@ from rich.console import Console
 from dlbench.launch import isolated
 from dlbench.launch.interrupts import Interrupts
 from dlbench.launch.view import SuiteView, Terminal
+from dlbench.models import registry
 from dlbench.options import Options, option
 from dlbench.results.record import Result, now
 from dlbench.results.store import Store, default_path
@@ -95,8 +96,9 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
 
 
 def _interrupted(spec: BenchmarkSpec, system: dict, job: isolated.Job, signal_name: str | None) -> Result:
-    return Result(spec=spec.to_dict(), system=system, status="interrupted", suite=job.suite, run=job.run,
-                  tag=job.tag, error=f"stopped at once by a second {signal_name or 'signal'}", finished=now())
+    return Result(spec=spec.to_dict(), system=system, status="interrupted", title=registry.title(spec.model),
+                  suite=job.suite, run=job.run, tag=job.tag, finished=now(),
+                  error=f"stopped at once by a second {signal_name or 'signal'}")
 
 
 DEFAULT_TIMEOUT_S = 3600.0  # per benchmark, when neither the spec nor its suite sets one

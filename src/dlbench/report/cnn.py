@@ -7,6 +7,7 @@ from collections import OrderedDict
 from dlbench.report.markdown import ms
 from dlbench.report.tables import Table, model_title
 from dlbench.results.record import Result
+from dlbench.results.titles import TITLES
 
 HEADER = ("GPU", "cuDNN", "Forward (ms)", "Backward (ms)", "Total (ms)")
 
@@ -20,20 +21,20 @@ def _row_key(r: Result) -> tuple:
 
 
 def tables(results: list[Result]) -> list[Table]:
-    """Latest result per (model, input, system); OOM rows say so; sorted by total time."""
-    from dlbench.models import registry
-
+    """Latest result per (model, input, system); OOM rows say so; sorted by total time. Models
+    come in the order of the built-in registry (seed 004's), others after them by name."""
     groups: "OrderedDict[tuple, dict[tuple, Result]]" = OrderedDict()
-    order = {name: i for i, name in enumerate(registry.names())}
+    order = {name: i for i, name in enumerate(TITLES)}
     chosen = [r for r in results if r.workload == "fwdbwd" and r.status in ("ok", "oom")]
     chosen.sort(key=lambda r: (order.get(r.model, len(order)), r.model, r.started))
     for r in chosen:
         shape = r.metrics.get("input_shape") or [r.spec["batch"], *(r.spec.get("input_shape") or [])]
         groups.setdefault((r.model, tuple(shape)), {})[_row_key(r)] = r
     out = []
-    for (model, shape), by_system in groups.items():
+    for (_, shape), by_system in groups.items():
         rows = sorted(by_system.items(), key=lambda kv: (kv[1].status != "ok", kv[1].metrics.get("total_ms", 0)))
-        out.append(Table(model_title(model), list(HEADER), "llrrr", [[label, cudnn, *_cells(r)] for (label, cudnn), r in rows],
+        out.append(Table(model_title(rows[0][1]), list(HEADER), "llrrr",
+                         [[label, cudnn, *_cells(r)] for (label, cudnn), r in rows],
                          notes=[f"(input {' x '.join(map(str, shape))})"]))
     return out
 

@@ -78,7 +78,7 @@ def benchmark_name(r: Result) -> str:
     if shape:
         parts.append("x".join(map(str, shape)))
     parts += [f"{k}={v}" for k, v in sorted((spec.get("options") or {}).items())]
-    return f"{model_title(r.model)} {r.workload} ({', '.join(parts)})"
+    return f"{model_title(r)} {r.workload} ({', '.join(parts)})"
 
 
 def select(results: Sequence[Result], selector: str) -> list[Result]:

@@ -52,7 +52,7 @@ def phase_tables(results: list[Result]) -> list[Table]:
     for r in results:
         groups.setdefault((r.model, r.spec.get("precision", "fp32")), []).append(r)
     out = []
-    for (model, precision), rs in groups.items():
+    for (_, precision), rs in groups.items():
         latest = _latest(rs, lambda r: (cluster(r), dataset(r), r.workload, r.system_label, r.spec.get("gpus", 1),
                                         r.spec.get("batch")))
         ordered = sorted(latest.values(), key=lambda r: (cluster(r), r.system_label, r.spec.get("gpus", 1),
@@ -66,7 +66,7 @@ def phase_tables(results: list[Result]) -> list[Table]:
         note = "Seconds per batch (median); data loading includes the copy to the device."
         if len(batches) == 1:
             note += f" Batch {batches.pop()} per device."
-        out.append(Table(f"{model_title(model)} ({precision})", header, align, rows, notes=[note]))
+        out.append(Table(f"{model_title(rs[0])} ({precision})", header, align, rows, notes=[note]))
     return out
 
 
@@ -91,7 +91,7 @@ def throughput_tables(results: list[Result]) -> list[Table]:
         if r.status == "ok" and r.workload in ("train", "infer"):
             groups.setdefault((r.workload, r.model, r.system_label, dataset(r)), []).append(r)
     out = []
-    for (workload, model, system, data), rs in groups.items():
+    for (workload, _, system, data), rs in groups.items():
         latest = _latest(rs, lambda r: (r.spec.get("gpus", 1), r.spec["batch"], r.spec.get("precision", "fp32")))
         precisions = [p for p in PRECISION if any(k[2] == p for k in latest)]
         full = next((p for p in precisions if p in FULL), None)
@@ -112,7 +112,7 @@ def throughput_tables(results: list[Result]) -> list[Table]:
                 scaling = value[p] / (gpus * single.metrics["throughput"]) if gpus > 1 and single and p in value else None
                 row.append(_num(scaling))
             rows.append(row)
-        title = f"{model_title(model)} {BENCHMARK[workload].lower()} throughput on {system} ({data} data)"
+        title = f"{model_title(rs[0])} {BENCHMARK[workload].lower()} throughput on {system} ({data} data)"
         out.append(Table(title, header, "r" * len(header), rows,
                          notes=[f"Throughput: {'patches' if unit.startswith('patch') else 'images'} over total "
                                 "measured time, all processes together."]))
@@ -126,7 +126,7 @@ def latency_tables(results: list[Result]) -> list[Table]:
         if r.status == "ok" and r.workload == "infer" and r.spec.get("gpus", 1) == 1:
             groups.setdefault((r.model, r.system_label, dataset(r), r.spec.get("precision", "fp32")), []).append(r)
     out = []
-    for (model, system, data, precision), rs in groups.items():
+    for (_, system, data, precision), rs in groups.items():
         latest = _latest(rs, lambda r: r.spec["batch"])
         rows = []
         for batch in sorted(latest):
@@ -134,7 +134,7 @@ def latency_tables(results: list[Result]) -> list[Table]:
             shape = m.get("input_shape", [batch])[1:]
             rows.append([batch, "x".join(map(str, shape[1:] + shape[:1])), _num(m["throughput"]),
                          *(f"{m[k]:.3f}" for k in ("latency_avg_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms"))])
-        out.append(Table(f"{model_title(model)} inference latency on {system}, {PRECISION[precision]} ({data} data)",
+        out.append(Table(f"{model_title(rs[0])} inference latency on {system}, {PRECISION[precision]} ({data} data)",
                          list(LATENCY), "rrrrrrr", rows, notes=["Latency is per batch, in milliseconds."]))
     return out
 

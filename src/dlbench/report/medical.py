@@ -39,7 +39,8 @@ def tables(results: list[Result]) -> list[Table]:
 
 
 def _table(key: tuple, rows: dict[tuple, dict[str, Result]]) -> Table:
-    system, model, target, data, folds = key
+    system, _, target, data, folds = key
+    any_result = next(r for by_precision in rows.values() for r in by_precision.values())
     present = [p for p in ORDER if any(p in by_precision for by_precision in rows.values())]
     base = next((p for p in ("tf32", "fp32") if p in present), None)
     mixed = [p for p in present if p in MIXED and base]
@@ -54,7 +55,7 @@ def _table(key: tuple, rows: dict[tuple, dict[str, Result]]) -> Table:
     notes = [f"(DICE target {target}, {folds}-fold cross-validation, data: {data}; accuracy: mean final DICE "
              f"over the folds; time to train: mean minutes per fold to the target, * where a fold missed it "
              f"and its whole budget counts)"]
-    return Table(f"{model_title(model)} on {system}: accuracy and time to train", header, "rr" + "r" * (len(header) - 2),
+    return Table(f"{model_title(any_result)} on {system}: accuracy and time to train", header, "rr" + "r" * (len(header) - 2),
                  body, notes=notes)
 
 

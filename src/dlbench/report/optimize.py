@@ -50,13 +50,13 @@ def _best(by_level: dict[str, Result]) -> Result | None:
 
 
 def _row(key: tuple, by_level: dict[str, Result]) -> list[str]:
-    workload, model, shape, precision, gpus, system = key
+    workload, _, shape, precision, gpus, system = key
     eager = by_level.get("eager")
     best = _best(by_level)
     compile_s = best.metrics.get("compile_s") if best else None
     tflops = best.metrics.get("achieved_tflops") if best else None
     fraction = best.metrics.get("ceiling_fraction") if best else None
-    label = f"{workload} {model_title(model)} {shape} {precision}"
+    label = f"{workload} {model_title(next(iter(by_level.values())))} {shape} {precision}"
     return [label, system + (f" (x{gpus})" if gpus > 1 else ""), *(_cell(by_level.get(lvl), eager) for lvl in LEVELS),
             level_of(best) if best else "-", f"{compile_s:.1f}" if compile_s is not None else "-",
             f"{tflops:.1f}" if tflops else "-", f"{fraction:.0%}" if fraction is not None else "-"]

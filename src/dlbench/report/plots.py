@@ -88,7 +88,7 @@ def latest_ok(results: list[Result]) -> list[Result]:
 def _short(r: Result) -> str:
     spec = r.spec
     
-    return f"{model_title(r.model)} b{spec.get('batch')} {spec.get('precision', 'fp32')}" + \
+    return f"{model_title(r)} b{spec.get('batch')} {spec.get('precision', 'fp32')}" + \
         (f" x{spec['gpus']}GPU" if spec.get("gpus", 1) != 1 else "")
 
 
@@ -122,7 +122,7 @@ def throughput_plots(results: list[Result]) -> list[Plot]:
 def _sweep_label(r: Result, field: str) -> str:
     
     spec = r.spec
-    text = f"{r.system_label}: {model_title(r.model)} {spec.get('precision', 'fp32')}"
+    text = f"{r.system_label}: {model_title(r)} {spec.get('precision', 'fp32')}"
     if field != "batch":
         text += f" b{spec.get('batch')}"
     if field != "gpus" and spec.get("gpus", 1) != 1:

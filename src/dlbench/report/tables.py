@@ -6,14 +6,12 @@ import html
 from dataclasses import dataclass, field
 
 from dlbench.report.markdown import table
+from dlbench.results.record import Result
 
 
-def model_title(name: str) -> str:
-    """The registry's display name (ResNet-50); imported late because the registry loads torch,
-    which reading and comparing results does not need."""
-    from dlbench.models import registry
-
-    return registry.title(name)
+def model_title(r: Result) -> str:
+    """How the record names its model (ResNet-50); the model's name where it has no title."""
+    return r.title or r.model
 
 
 @dataclass

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlbench.report import derived
+from dlbench.report.markdown import fmt
 from dlbench.report.tables import Table
 from dlbench.results.record import Result
+from dlbench.units import days_to, iters_per_min
 
 ITERATIONS = 1001  # the seeds time 1001 training iterations
 TARGET = 100_000  # "roughly the number of iterations after which most networks have converged"
@@ -39,9 +40,9 @@ def row(r: Result) -> list[object]:
     if r.status == "oom":
         return head + ["OOM"] * 3
     step = _mean_step(r)
-    per_min = derived.iters_per_min(1, step)
-    return head + [derived.fmt(None if step is None else ITERATIONS * step), derived.fmt(per_min),
-                   derived.fmt(derived.days_to(TARGET, per_min))]
+    per_min = iters_per_min(1, step)
+    return head + [fmt(None if step is None else ITERATIONS * step), fmt(per_min),
+                   fmt(days_to(TARGET, per_min))]
 
 
 def tables(results: list[Result]) -> list[Table]:

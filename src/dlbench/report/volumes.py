@@ -51,14 +51,15 @@ def tables(results: list[Result]) -> list[Table]:
             voxels *= s
         size = f"{' x '.join(map(str, shape))} = {voxels / 1e9:.2f} gigavoxel" if shape else "volume"
         any_result = rows[0][1] if rows else None
+        title = model_title(any_result) if any_result else model
         block = any_result.metrics.get("block") if any_result else None
         halo = any_result.metrics.get("halo") if any_result else None
         note = f"(prediction of {size}; block {_shape(block)}, halo {_shape(halo)})"
-        out.append(Table(f"{model_title(model)} prediction", ["System", "CUDA", "pytorch", "Prediction [s]"], "lrrr",
+        out.append(Table(f"{title} prediction", ["System", "CUDA", "pytorch", "Prediction [s]"], "lrrr",
                          [[label, r.system.get("cuda") or "-", (r.system.get("torch") or "-").split("+")[0],
                            f"{r.metrics['total_s']:.1f}"] for label, r in rows], notes=[note]))
         target = (any_result.metrics.get("extrapolate_voxels") if any_result else None) or PLATYNEREIS
-        out.append(Table(f"{model_title(model)} prediction: Megavox / s and Platynereis", ["System", "Megavox / s", "Platynereis [h]"],
+        out.append(Table(f"{title} prediction: Megavox / s and Platynereis", ["System", "Megavox / s", "Platynereis [h]"],
                          "lrr", [[label, f"{r.metrics['mvox_per_s']:.1f}", _hours(hours(r))] for label, r in rows],
                          notes=[f"(Platynereis: {target / 1e12:.1f} teravoxel, on the GPUs of each row)"]))
     return out

@@ -8,8 +8,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlbench.results.titles import legacy_title
+
 # 2: status 'timeout' and the suite-run id `run`; records of schema 1 load unchanged.
-SCHEMA_VERSION = 2
+# 3: `title`, the model's display name, so reading records needs no model registry; records of
+#    schema 1 and 2 get theirs from results/titles.py when read.
+SCHEMA_VERSION = 3
 FORMAT = "dlbench-result"
 STATUSES = ("ok", "oom", "error", "timeout", "interrupted")
 
@@ -27,6 +31,7 @@ class Result:
     samples: dict[str, list[float]] = field(default_factory=dict)
     traces: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    title: str | None = None  # how reports name the model (ResNet-50); None in system records
     suite: str | None = None
     run: str | None = None  # suite-run id: every result of one `dlbench suite` run (and its resumes)
     tag: str | None = None
@@ -52,7 +57,7 @@ class Result:
             raise ValueError(f"result record lacks {', '.join(sorted(missing))}")
         if data["status"] not in STATUSES:
             raise ValueError(f"unknown result status {data['status']!r}")
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{k: v for k, v in _migrate(data).items() if k in known})
 
     # Derived labels used by the store's index columns and by reports.
     @property
@@ -66,6 +71,14 @@ class Result:
     @property
     def system_label(self) -> str:
         return system_label(self.system, self.metrics.get("device", self.spec.get("device", "")))
+
+
+def _migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """An older record in the current schema."""
+    if data["schema"] < 3:
+        spec = data["spec"] if isinstance(data["spec"], dict) else {}
+        data = {**data, "schema": SCHEMA_VERSION, "title": legacy_title(spec.get("model", ""))}
+    return data
 
 
 def system_label(system: dict[str, Any], device: str) -> str:

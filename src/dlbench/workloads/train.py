@@ -25,9 +25,8 @@ from dlbench.errors import UserError
 from dlbench.measure.loop import Progress
 from dlbench.measure.stats import summarize
 from dlbench.models import registry
-from dlbench.report.derived import days_to, iters_per_min
 from dlbench.options import option
-from dlbench.units import parse_shape
+from dlbench.units import days_to, iters_per_min, parse_shape
 from dlbench.workloads import Workload, distributed, losses, optimize
 from dlbench.workloads.fwdbwd import primary_output
 from dlbench.workloads.pipeline import Feeder, data_metrics, metrics_from_ranks, rank_payload

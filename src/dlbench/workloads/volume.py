@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import re
 import shutil
 import tempfile
 import threading
@@ -42,19 +41,13 @@ from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.measure.timer import Spans, record_event
 from dlbench.models import registry
 from dlbench.options import Options, option
-from dlbench.units import parse_shape
+from dlbench.units import parse_count, parse_shape
 from dlbench.workloads import Workload, distributed, optimize
 from dlbench.workloads.runtime import is_oom
 
-_SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 
-
-def parse_voxels(text: str | float | int) -> float:
-    """'8.1T' -> 8.1e12 voxels (decimal suffixes K, M, G, T, P)."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgtp]?)\s*(?:vox)?\s*", str(text).lower())
-    if not match or float(match.group(1)) <= 0:
-        raise UserError(f"bad --extrapolate {text!r}: give a voxel count like 8.1T, 500G or 1.9e9")
-    return float(match.group(1)) * _SUFFIX.get(match.group(2), 1.0)
+def parse_voxels(text: str) -> float:
+    return parse_count(text, "--extrapolate")
 
 
 def _block(text: str) -> None:
