@@ -11,6 +11,7 @@ import pytest
 
 from conftest import cli, make_result
 from dlbench.results.store import Store
+from dlbench.suites.estimate import wall_seconds
 
 RUN = ("run", "fwdbwd", "--model", "resnet18", "--batch", "2", "--input-shape", "3x32x32", "--device", "cpu",
        "--warmup", "1", "--warmup-seconds", "0", "--steps", "2", "--min-seconds", "0")
@@ -118,3 +119,8 @@ def test_default_run_without_a_gpu_is_the_short_cpu_check(tmp_path):
         results = store.results(suite="smoke")
     assert sorted(r.workload for r in results) == ["fwdbwd", "infer", "train"]
     assert all(r.status == "ok" for r in results)
+    # The announced time is a first-use guess (no earlier runs): it must hold within 30%.
+    announced = re.search(r"3 to run, about (?:(\d+) min )?(\d+) s", proc.stderr)
+    guessed = int(announced.group(1) or 0) * 60 + int(announced.group(2))
+    spent = sum(wall_seconds(r) for r in results)
+    assert abs(guessed - spent) <= 0.3 * spent, (guessed, spent)
