@@ -18,7 +18,7 @@ from dlbench.launch.environment import prepare
 from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
-from dlbench.workloads import execute
+from dlbench.launch.execute import execute
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from dlbench.data.generate import generate
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
-from dlbench.workloads import execute
+from dlbench.launch.execute import execute
 
 
 def resnet50_train(steps: int, options: dict, *, batch: int = 256, warmup: int = 10, precision: str = "bf16") -> dict:

@@ -66,7 +66,7 @@ def plain_loop(model_name: str, patch: str, precision: str, steps: int, warmup: 
 def dlbench_train(model: str, patch: str, precision: str, volume: Path, steps: int, warmup: int, **options) -> dict:
     from dlbench.spec import BenchmarkSpec
     from dlbench.system.info import fingerprint
-    from dlbench.workloads import execute
+    from dlbench.launch.execute import execute
 
     spec = BenchmarkSpec(workload="train", model=model, batch=1, precision=precision, device="cuda", warmup=warmup,
                          warmup_seconds=0.0, steps=steps, min_seconds=0.0,

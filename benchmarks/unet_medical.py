@@ -27,7 +27,7 @@ from dlbench.launch.environment import prepare
 from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
-from dlbench.workloads import execute
+from dlbench.launch.execute import execute
 from dlbench.workloads.losses import loss_for
 
 AMP = {"fp16", "bf16"}

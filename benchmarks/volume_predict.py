@@ -41,7 +41,7 @@ from dlbench.launch.environment import prepare
 from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec
 from dlbench.units import parse_shape
-from dlbench.workloads import execute
+from dlbench.launch.execute import execute
 from dlbench.workloads.runtime import resolve_device
 
 PLATYNEREIS = 8.1e12

@@ -28,7 +28,7 @@ from dlbench.measure.monitor import Monitor
 from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec
 from dlbench.units import parse_shape
-from dlbench.workloads import execute
+from dlbench.launch.execute import execute
 
 
 def model_alone(name: str, tile: tuple[int, ...], tiles: int):
