@@ -21,8 +21,8 @@ from dlbench.errors import UserError
 from dlbench.launch.view import Terminal
 
 app = typer.Typer(
-    help="Deep learning benchmarks for GPU machines. With no command, runs the `quick` suite "
-         "on the GPU if there is one (else the CPU), stores the results and prints the report.",
+    help="Deep learning benchmarks for GPU machines. With no command, runs the default suite (`quick` on a "
+         "GPU; without one `smoke`, a short CPU check), stores the results and prints the report.",
     no_args_is_help=False, add_completion=False, pretty_exceptions_enable=False,
 )
 view = Terminal()
