@@ -99,8 +99,8 @@ def _row(key: tuple, by_precision: dict[str, Result], target) -> _Row:
     for p, r in by_precision.items():
         name = NAMES.get(p, p)
         if r.status == "oom":
-            for column in ("Accuracy", "DICE per fold", "Time to train"):
-                cells[f"{column} - {name}" + (" [min]" if column == "Time to train" else "")] = "OOM"
+            for column in ("Accuracy", "DICE per fold", "Time to train", f"Time to {target_text}"):
+                cells[f"{column} - {name}" + (" [min]" if column.startswith("Time") else "")] = "OOM"
             continue
         m = r.metrics
         cells[f"Accuracy - {name}"] = fixed(m.get("mean_dice"), 4)
