@@ -155,7 +155,7 @@ def test_records_of_schema_2_get_the_model_title_they_were_shown_with(db, model,
 
 def test_a_result_carries_its_model_title():
     from dlbench.spec import BenchmarkSpec
-    from dlbench.workloads import execute
+    from dlbench.launch.execute import execute
 
     result = execute(BenchmarkSpec(**{**TINY, "steps": 1}), {})
     assert result.status == "ok" and Result.from_dict(result.to_dict()).title == "ResNet-18"

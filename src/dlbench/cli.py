@@ -234,6 +234,8 @@ def report(
                                "(one self-contained file with plots; needs --output)."),
     db: Optional[Path] = DbOption,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+    with_references: bool = typer.Option(False, "--with-references", help="Add the seeds' published rows, labelled "
+                                         "with their source and their arithmetic checked, to the tables."),
 ) -> None:
     """Every report table (in the published reports' layouts: GPUs, per-model fwd/bwd, training, images, volumes, machine)
     from the results in the store; missing cells show `-`, out-of-memory runs `OOM`."""
@@ -245,7 +247,8 @@ def report(
         raise UserError("--format html writes a file: add --output report.html")
     with _store(db) as store:
         chosen = filter_systems(store.results(suite=suite_name), systems or [])
-    text = render(chosen, format, title=f"dlbench report: {suite_name}" if suite_name else "dlbench report")
+    text = render(chosen, format, title=f"dlbench report: {suite_name}" if suite_name else "dlbench report",
+                  with_references=with_references)
     view.write(text, output)
 
 

@@ -9,6 +9,7 @@ import torch
 
 from dlbench import workloads
 from dlbench.errors import UserError
+from dlbench.figures import sig
 from dlbench.measure.loop import Progress, _no_progress
 from dlbench.models import registry
 from dlbench.results.record import Result, now
@@ -83,16 +84,16 @@ def common_suffix(metrics: dict) -> str:
     """FLOP utilisation, energy and throttling, where measured: the same for every workload."""
     parts = []
     if metrics.get("compile_s") is not None:
-        parts.append(f"--optimize {metrics.get('optimize')}: compile {metrics['compile_s']:.1f} s, matches eager")
+        parts.append(f"--optimize {metrics.get('optimize')}: compile {sig(metrics['compile_s'])} s, matches eager")
     if metrics.get("achieved_tflops"):
-        text = f"{metrics['achieved_tflops']:.2f} TFLOP/s"
+        text = f"{sig(metrics['achieved_tflops'])} TFLOP/s"
         if metrics.get("ceiling_fraction") is not None:
             text += f" ({metrics['ceiling_fraction']:.0%} of the measured ceiling)"
         elif metrics.get("datasheet_fraction") is not None:
             text += f" ({metrics['datasheet_fraction']:.0%} of the datasheet peak)"
         parts.append(text)
     if metrics.get("energy_j_per_step") is not None:
-        parts.append(f"{metrics['energy_j_per_step']:.1f} J/step")
+        parts.append(f"{sig(metrics['energy_j_per_step'])} J/step")
     if metrics.get("throttled"):
         parts.append("THROTTLED: " + ", ".join(metrics.get("throttle_reasons") or []))
     return "; " + "; ".join(parts) if parts else ""

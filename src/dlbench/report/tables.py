@@ -7,10 +7,14 @@ from dataclasses import dataclass, field
 
 from dlbench.report.markdown import table
 from dlbench.results.record import Result
+from dlbench.results.titles import legacy_title
 
 
-def model_title(r: Result) -> str:
-    """How the record names its model (ResNet-50); the model's name where it has no title."""
+def model_title(r: Result | str) -> str:
+    """How the record names its model (ResNet-50); the model's name where it has no title. Given a
+    model's name alone (a published row's), the title the built-in models have."""
+    if isinstance(r, str):
+        return legacy_title(r)
     return r.title or r.model
 
 
