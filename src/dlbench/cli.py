@@ -234,7 +234,7 @@ def report(
                                "(one self-contained file with plots; needs --output)."),
     db: Optional[Path] = DbOption,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
-    with_references: bool = typer.Option(False, "--with-references", help="Add the seeds' published rows, labelled "
+    with_references: bool = typer.Option(False, "--with-references", help="Add the published reports' own rows, labelled "
                                          "with their source and their arithmetic checked, to the tables."),
 ) -> None:
     """Every report table (in the published reports' layouts: GPUs, per-model fwd/bwd, training, images, volumes, machine)
