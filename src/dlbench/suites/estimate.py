@@ -4,13 +4,17 @@ this machine when the store has them, else a rough guess from warm-up and steps.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Iterable
 
 from dlbench.results.record import Result
@@ -65,9 +69,10 @@ def estimate(spec: BenchmarkSpec, times: dict[str, list[float]]) -> Estimate:
 
 
 def guess(spec: BenchmarkSpec) -> float:
-    """Process start, the FLOP-count step, warm-up and measurement of a spec never run here."""
+    """Process start, the FLOP-count step (slower than the others: every op goes through Python),
+    warm-up and measurement of a spec never run here."""
     step = _step_guess(spec)
-    return machine().startup_s + step + max(spec.warmup * step, spec.warmup_seconds) + \
+    return machine().startup_s + 2 * step + max(spec.warmup * step, spec.warmup_seconds) + \
         max(spec.steps * step, spec.min_seconds)
 
 
@@ -120,12 +125,22 @@ class Machine:
         return self.rates[kind]
 
 
+# A benchmark of next to no work, run like any other: its wall time is what every isolated run
+# costs besides its steps (interpreter, imports, the machine's fingerprint, monitor, record).
+_EMPTY_RUN = {"workload": "fwdbwd", "model": "resnet18", "batch": 2, "input_shape": [3, 32, 32], "device": "cpu",
+              "warmup": 0, "warmup_seconds": 0.0, "steps": 1, "min_seconds": 0.0}
+
+
 @lru_cache(maxsize=1)
 def machine() -> Machine:
-    """This machine's start-up time and speed, measured once (a few seconds) for the guesses."""
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import torch, torchvision"], capture_output=True, check=False)
-    return Machine(time.perf_counter() - start, {})
+    """This machine's start-up time and speed, measured once (several seconds) for the guesses."""
+    with tempfile.TemporaryDirectory(prefix="dlbench-estimate-") as folder:
+        spec_file = Path(folder) / "spec.json"
+        spec_file.write_text(json.dumps({"spec": _EMPTY_RUN}), encoding="utf-8")
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "dlbench.launch.worker", str(spec_file), str(Path(folder) / "r.json")],
+                       capture_output=True, check=False, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+        return Machine(time.perf_counter() - start, {})
 
 
 def _matmul_rate(kind: str) -> float:
