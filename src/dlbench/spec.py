@@ -20,9 +20,17 @@ from dlbench.units import suggest
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 OPTIMIZE_LEVELS = ("eager", "compile", "graphs", "max")  # workloads/optimize.py
+# Upper bounds: far beyond any real run, low enough that a typo (an extra digit or two,
+# seconds given as milliseconds) is refused rather than run for days.
+MAX_BATCH = 2**24
+MAX_STEPS = 10**7
+MAX_SECONDS = 7 * 86400.0  # warm-up and measurement
+MAX_TIMEOUT_S = 30 * 86400.0
+MAX_GPUS = 1024
+MAX_SEED = 2**32 - 1  # workloads derive seeds from it (seed * 1000 + rank) that must stay within 64 bits
 
 
-def _device(text: str) -> None:
+def check_device(text: str) -> None:
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", text):
         raise UserError(f"bad device {text!r}: use auto, cpu, cuda or cuda:N")
 
@@ -32,22 +40,22 @@ class BenchmarkSpec:
     workload: str
     model: str = option("resnet50", "Model name (`dlbench models`), any torchvision classifier, or timm:<name>.")
     batch: int | None = option(None, "Batch size per process (default: the workload's, else the model's: 16, "
-                                     "1 for 3D U-Nets).", low=1)
+                                     "1 for 3D U-Nets).", low=1, high=MAX_BATCH)
     input_shape: tuple[int, ...] | None = option(None, "Input shape without the batch, e.g. 3x224x224 (default: "
                                                        "the model's).")
     precision: str = option("fp32", "fp32, tf32 (TF32 matmuls/convolutions), fp16 (autocast; a gradient scaler "
                                     "when training) or bf16 (autocast).", choices=PRECISIONS)
     channels_last: bool = option(False, "Use the channels-last memory format (channels-last-3d for volumes).")
-    device: str = option("auto", "auto (the first GPU if there is one), cpu, cuda or cuda:N.", parse=_device)
-    warmup: int = option(5, "Warm-up steps (at least).", low=0)
-    warmup_seconds: float = option(1.0, "Warm-up time (at least).", unit="s", low=0)
-    steps: int = option(20, "Measured steps (at least).", low=1)
-    min_seconds: float = option(1.0, "Measured time (at least).", unit="s", low=0)
-    seed: int = option(0, "Random seed for weights and inputs.", low=-2**63, high=2**63 - 1)
+    device: str = option("auto", "auto (the first GPU if there is one), cpu, cuda or cuda:N.", parse=check_device)
+    warmup: int = option(5, "Warm-up steps (at least).", low=0, high=MAX_STEPS)
+    warmup_seconds: float = option(1.0, "Warm-up time (at least).", unit="s", low=0, high=MAX_SECONDS)
+    steps: int = option(20, "Measured steps (at least).", low=1, high=MAX_STEPS)
+    min_seconds: float = option(1.0, "Measured time (at least).", unit="s", low=0, high=MAX_SECONDS)
+    seed: int = option(0, "Random seed for weights and inputs.", low=0, high=MAX_SEED)
     gpus: int = option(1, "Processes (one per GPU) under torchrun with DistributedDataParallel; "
-                          "with --device cpu they run on the CPU (gloo).", low=1)
+                          "with --device cpu they run on the CPU (gloo).", low=1, high=MAX_GPUS)
     timeout: float | None = option(None, "Seconds before an isolated run is stopped and stored as timeout.",
-                                   unit="s", low=0, low_open=True)
+                                   unit="s", low=0, low_open=True, high=MAX_TIMEOUT_S)
     optimize: str = option("eager", "eager (as built), compile (torch.compile), graphs (CUDA graphs of the step; "
                                     "GPU only) or max (compile with autotuned kernels, CUDA graphs, channels-last, "
                                     "fused optimizer; GPU only). Checked against eager before timing; compile time "
@@ -66,6 +74,8 @@ class BenchmarkSpec:
         if self.batch is None:  # one patch per GPU for volumes (seeds 000/001), else 16
             object.__setattr__(self, "batch", workload.defaults.get("batch") or (1 if len(entry.input_shape) == 4 else 16))
         check_fields(self)
+        if self.input_shape is not None:
+            registry.check_input(entry, self.input_shape)
         if not isinstance(self.options, dict):
             raise UserError(f"options must be a mapping, got {self.options!r}")
         object.__setattr__(self, "_opts", workload.options.from_dict(self.options, f"workload {self.workload!r} "))
