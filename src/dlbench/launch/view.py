@@ -24,6 +24,21 @@ from dlbench.suites.estimate import Estimate, format_seconds
 
 STYLE = {"ok": "green", "oom": "yellow", "interrupted": "yellow"}
 
+# What never reaches the terminal from stored or imported text: C0 and C1 control characters
+# (escape sequences can move the cursor, retitle the window, hide text) and the Unicode
+# direction overrides that make text read differently than it is stored. Newlines and tabs stay.
+_CONTROLS = dict.fromkeys(c for c in [*range(0x20), 0x7F, *range(0x80, 0xA0), *range(0x202A, 0x202F),
+                                      *range(0x2066, 0x206A)] if c not in (0x09, 0x0A))
+
+
+def clean(text: str) -> str:
+    """`text` without control characters (newlines and tabs stay)."""
+    return str(text).translate(_CONTROLS)
+
+
+def one_line(text: str) -> str:
+    return " ".join(clean(text).split())
+
 
 class _Bars(Progress):
     """rich's Progress with one more line under the bars: the last result."""
@@ -55,7 +70,7 @@ class SuiteView:
 
     def start(self, index: int, spec: BenchmarkSpec, timeout: float | None) -> None:
         self.index, self.started, self.timeout = index, time.monotonic(), timeout
-        label = title(spec)
+        label = clean(title(spec))
         self.bars.update(self.current, description=label, completed=0, total=1)
         if not self.console.is_terminal:
             self.console.print(f"[{index + 1}/{len(self.estimates)}] {label} …", highlight=False, markup=False)
@@ -75,6 +90,7 @@ class SuiteView:
 
     def finish(self, result: Result, line: str) -> None:
         self.spent += time.monotonic() - self.started
+        line = clean(line)
         self.bars.last = Text(f"last: {line}", style=STYLE.get(result.status, "red"))
         self.bars.update(self.overall, completed=self.index + 1, info=self._eta(0.0, finished=1))
         self.console.print(Text(line, style=STYLE.get(result.status, "red")))
@@ -92,22 +108,28 @@ class SuiteView:
 
 class Terminal:
     """What the launchers tell the user: messages and results on stderr, tables and reports on
-    stdout. The command line makes one; launchers only call it."""
+    stdout. The command line makes one; launchers only call it. Everything shown passes
+    `clean`: results can come from anyone's export file."""
 
     def __init__(self, out: Console | None = None, err: Console | None = None) -> None:
         self.out = out or Console()
         self.err = err or Console(stderr=True)
 
     def message(self, text: str) -> None:
-        self.err.print(text, highlight=False, markup=False, soft_wrap=True)
+        self.err.print(clean(text), highlight=False, markup=False, soft_wrap=True)
+
+    def error(self, text: str) -> int:
+        """A user error: one line on stderr; returns the exit status for it (2)."""
+        self.err.print(f"error: {one_line(text)}", highlight=False, markup=False, soft_wrap=True)
+        return 2
 
     def warning(self, text: str) -> None:
-        self.err.print(f"warning: {text}", style="yellow", highlight=False, markup=False)
+        self.err.print(f"warning: {clean(text)}", style="yellow", highlight=False, markup=False)
 
     def result(self, result: Result) -> None:
         from dlbench.launch.execute import describe
 
-        self.err.print(Text(describe(result), style=STYLE.get(result.status, "red")))
+        self.err.print(Text(clean(describe(result)), style=STYLE.get(result.status, "red")))
 
     @contextlib.contextmanager
     def progress(self, description: str, total: int, unit: str) -> Iterator[Callable[[int, int], None]]:
@@ -116,12 +138,17 @@ class Terminal:
 
         columns = ("{task.description}", BarColumn(), "{task.completed}/{task.total} " + unit, TimeRemainingColumn())
         with Progress(*columns, console=self.err) as bar:
-            task = bar.add_task(description, total=total)
+            task = bar.add_task(clean(description), total=total)
             yield lambda done, _total: bar.update(task, completed=done)
 
     def text(self, text: str) -> None:
         """A report or table as text, on stdout."""
-        self.out.print(text, highlight=False, markup=False, soft_wrap=True)
+        self.out.print(clean(text), highlight=False, markup=False, soft_wrap=True)
+
+    def json(self, data: dict) -> None:
+        import json
+
+        self.out.print_json(json.dumps(data))  # JSON escapes every control character
 
     def write(self, text: str, output: Path | None) -> None:
         """A report to a file (one line says so), or to stdout."""
@@ -141,7 +168,7 @@ class Terminal:
         table = Table("#", "benchmark", "timeout", "estimate", "from", box=None)
         for index, (spec, guess) in enumerate(zip(plan.todo, plan.estimates), 1):
             limit = format_seconds(spec.timeout) if spec.timeout else f"{format_seconds(default_timeout)} (default)"
-            table.add_row(str(index), Text(title(spec)), limit, format_seconds(guess.seconds), guess.source)
+            table.add_row(str(index), Text(clean(title(spec))), limit, format_seconds(guess.seconds), guess.source)
         self.out.print(table)
         measured = sum(1 for e in plan.estimates if e.measured)
         total = format_seconds(sum(e.seconds for e in plan.estimates))
@@ -161,5 +188,5 @@ class Terminal:
                          else f"{r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}")
             cells = (r.id[:8], r.started[:16].replace("T", " "), r.status, benchmark, r.system_label,
                      f"{total:.2f}" if total else "-", r.tag or "")
-            table.add_row(*(Text(c) for c in cells))  # Text: stored strings are never read as markup
+            table.add_row(*(Text(clean(c)) for c in cells))  # Text: stored strings are never read as markup
         self.out.print(table)
