@@ -4,33 +4,47 @@ checked before anything runs and stored one result per batch run."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dlbench import workloads
+from dlbench.errors import UserError
 from dlbench.launch import batchsize
-from dlbench.launch.inprocess import check_devices, run_specs
 from dlbench.launch.view import Terminal
+from dlbench.options import Options, option
 from dlbench.results.record import Result
-from dlbench.results.store import Store
-from dlbench.spec import BenchmarkSpec
+from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable
+from dlbench.spec import MAX_BATCH, BenchmarkSpec, check_device
 
 
-def run_command(workload: str, values: dict[str, Any], *, db: Path | None, tag: str | None, view: Terminal) -> int:
+@dataclass(frozen=True, kw_only=True)
+class RunExtras(Options):
+    """The parameters of `dlbench run <workload>` beyond the spec: where results go."""
+    max_batch: int = option(batchsize.SWEEP_MAX, "Largest batch a sweep or auto search tries.", low=1,
+                            high=MAX_BATCH)
+    db: str | None = option(None, DB_HELP)
+    tag: str | None = option(None, TAG_HELP)
+
+
+def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int:
     """Run what a `dlbench run` command asks for; the exit status (1 when a run ended in error)."""
-    values = dict(values)
+    extras = RunExtras(**{f: values.pop(f) for f in RunExtras.names() if f in values})
     plan: list[int] | str = [values.pop("batch")] if "batch" in values else [None]
-    limit = values.pop("max_batch", batchsize.SWEEP_MAX)
     if workloads.get(workload).batch_plans and plan != [None]:
         plan = batchsize.parse(plan[0])
     spec = BenchmarkSpec.from_dict({"workload": workload, **values, "batch": 1 if isinstance(plan, str) else plan[0]})
+    sizes = [] if isinstance(plan, str) else [dataclasses.replace(spec, batch=size) for size in plan[1:]]
+    check_writable(extras.db)  # every batch and the store are checked before anything runs
     preflight(spec, view)
-    with Store(db) as store:
+    with Store(extras.db) as store:
         if plan == "auto":
-            return 1 if _search(spec, store, tag, limit, view).status == "error" else 0
+            return 1 if _search(spec, store, extras.tag, extras.max_batch, view).status == "error" else 0
+        specs = [spec, *sizes] if plan != "sweep" else [dataclasses.replace(spec, batch=size)
+                                                        for size in batchsize.sweep_sizes(extras.max_batch)]
         failed = False
-        for size in batchsize.sweep_sizes(limit) if plan == "sweep" else plan:
-            result = _run(dataclasses.replace(spec, batch=size), store, tag, view)
+        for one in specs:
+            result = _run(one, store, extras.tag, view)
             failed |= result.status == "error"
             if result.status == "oom" and plan == "sweep":
                 break  # larger batches cannot fit either
@@ -38,13 +52,20 @@ def run_command(workload: str, values: dict[str, Any], *, db: Path | None, tag: 
 
 
 def preflight(spec: BenchmarkSpec, view: Terminal) -> None:
-    """Devices, files and data checked, warnings shown, before anything runs."""
+    """Devices, the input shape, files and data checked, warnings shown, before anything runs."""
+    from dlbench.launch.inprocess import check_devices
+    from dlbench.models import registry
+
     check_devices(spec)
+    if spec.input_shape is not None and "input_shape" in workloads.get(spec.workload).general:
+        registry.check_fits(spec.model, spec.input_shape, spec.batch)
     for warning in workloads.get(spec.workload).preflight(spec):
         view.warning(warning)
 
 
 def _run(spec: BenchmarkSpec, store: Store, tag: str | None, view: Terminal, extra: dict | None = None) -> Result:
+    from dlbench.launch.inprocess import run_specs
+
     result = run_specs([spec], store, tag=tag, console=view.err, extra_metrics=extra)[0]
     view.result(result)
     return result
@@ -71,16 +92,38 @@ def _unstored(spec: BenchmarkSpec) -> Result:
     return execute(spec, fingerprint())
 
 
-def system_command(device: str, disk: Path | None, db: Path | None, keep: bool, view: Terminal) -> None:
-    """Measure this machine's ceilings, show them beside the datasheet and (with `keep`) store them."""
+def _existing(path: str) -> None:
+    if not Path(path).exists():
+        raise UserError(f"--disk {path}: no such file or folder")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystemRequest(Options):
+    """Measure this machine's ceilings (matmul TFLOP/s per precision, memory, host<->device,
+    all-reduce, JPEG decode, disk) next to datasheet figures, and store them."""
+    device: str = option("auto", "Device whose ceilings to measure: auto, cpu, cuda or cuda:N.", parse=check_device)
+    disk: str | None = option(None, "Also measure the read bandwidth of this file or folder (e.g. your dataset).",
+                              parse=_existing)
+    db: str | None = option(None, DB_HELP)
+    store: bool = option(True, "Store the record (reports and doctor use it).")
+    fingerprint_only: bool = option(False, "Only print the fingerprint as JSON; measure nothing.",
+                                    flag="--fingerprint")
+
+
+def system_command(request: SystemRequest, view: Terminal) -> None:
+    """Measure this machine's ceilings, show them beside the datasheet and (with --store) store them."""
     from dlbench.report.system import ceilings_table
     from dlbench.report.tables import markdown
     from dlbench.system.info import fingerprint
     from dlbench.system.survey import survey
     from dlbench.workloads.runtime import resolve_device
 
-    target = resolve_device(device)
-    store = Store(db) if keep else None  # a bad --db fails before minutes of measuring
+    if request.fingerprint_only:
+        view.json(fingerprint())
+        return
+    target = resolve_device(request.device)
+    disk = Path(request.disk) if request.disk else None
+    store = Store(request.db) if request.store else None  # a bad --db fails before minutes of measuring
     try:
         with view.err.status("measuring") as status:
             record = survey(fingerprint(), target, disk=disk,

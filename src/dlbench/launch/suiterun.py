@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import sys
 import uuid
 from collections import Counter
@@ -22,10 +23,11 @@ from rich.console import Console
 from dlbench.launch import isolated
 from dlbench.launch.interrupts import Interrupts
 from dlbench.launch.view import SuiteView, Terminal
-from dlbench.options import Options, option
+from dlbench.errors import UserError
+from dlbench.options import Options, option, shown
 from dlbench.results.record import Result, now
-from dlbench.results.store import Store, default_path
-from dlbench.spec import BenchmarkSpec
+from dlbench.results.store import DB_HELP, TAG_HELP, Store, default_path
+from dlbench.spec import MAX_TIMEOUT_S, BenchmarkSpec, check_device
 from dlbench.suites import Suite, spec_key
 from dlbench.suites.estimate import Estimate, estimate, format_seconds, history
 
@@ -60,6 +62,8 @@ def make_plan(suite: Suite, store: Store | None, host: str | None, *, resume: bo
               run: str | None = None) -> Plan:
     """What to run: with `resume`, the given run (else the newest of this suite here) minus its ok specs."""
     earlier = store.results() if store is not None else []
+    if resume and run is not None:
+        _check_resumable(run, suite, earlier)
     if resume and run is None:
         run = latest_run([r for r in earlier if r.suite == suite.name], host)
     resumed = resume and run is not None
@@ -69,6 +73,18 @@ def make_plan(suite: Suite, store: Store | None, host: str | None, *, resume: bo
     done = [s for s in suite.specs if resumed and spec_key(s) in ok]
     times = history(earlier, host)
     return Plan(suite, run, todo, done, [estimate(s, times) for s in todo], resumed)
+
+
+def _check_resumable(run: str, suite: Suite, earlier: list[Result]) -> None:
+    """`--resume --run ID` continues a run of this suite that the store holds, never a new one."""
+    suites_of_run = {r.suite for r in earlier if r.run == run}
+    if not suites_of_run:
+        known = sorted({r.run for r in earlier if r.run and r.suite == suite.name})
+        listed = f"; runs of suite {suite.name}: {', '.join(known[-5:])}" if known else f"; suite {suite.name} has none"
+        raise UserError(f"--resume --run {run}: the store holds no suite run {run}{listed}")
+    if suite.name not in suites_of_run:
+        raise UserError(f"--resume --run {run}: that is a run of suite {', '.join(sorted(map(str, suites_of_run)))}, "
+                        f"not of {suite.name}")
 
 
 def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, default_timeout: float,
@@ -102,21 +118,40 @@ def _interrupted(spec: BenchmarkSpec, system: dict, job: isolated.Job, signal_na
 DEFAULT_TIMEOUT_S = 3600.0  # per benchmark, when neither the spec nor its suite sets one
 
 
-@dataclass(frozen=True)
+def check_run_id(text: str) -> None:
+    # A run id names a folder under --slurm-dir: letters, digits, '.', '_' and '-' only, so it
+    # can never reach outside it.
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", text):
+        raise UserError(f"bad --run {shown(text)}: a run id has letters, digits, '.', '_' and '-' "
+                        f"(e.g. {new_run_id()})")
+
+
+@dataclass(frozen=True, kw_only=True)
 class SuiteRequest(Options):
-    """What `dlbench suite` (or plain `dlbench`) asks for; numbers are checked like every option."""
-    name: str = "quick"
-    device: str = "auto"
-    db: Path | None = None
-    tag: str | None = None
-    list_only: bool = False
-    resume: bool = False
-    run_id: str | None = None
+    """Run a suite of benchmarks, each in its own process; store every result and print the report.
+
+    A crash, out-of-memory error or hang of one benchmark is stored (error, oom, timeout) and the suite goes on. Ctrl-C stores the running benchmark as interrupted and stops (press it again to stop at once); `--resume` then runs only what is missing.
+    """  # noqa: E501 - one paragraph, or --help breaks it where the source does
+    name: str = option("quick", "Built-in suite name (quick, cnn-benchmarks, ...) or a suite YAML file.",
+                       argument=True)
+    device: str = option("auto", "Run every spec on this device: auto, cpu, cuda or cuda:N.", parse=check_device)
+    db: str | None = option(None, DB_HELP)
+    tag: str | None = option(None, TAG_HELP)
+    list_only: bool = option(False, "Show the expanded specs with an estimate of the time, and exit.", flag="--list")
+    resume: bool = option(False, "Continue the newest run of this suite on this machine (or --run ID): skip specs "
+                                 "that already have an ok result in it.")
+    run_id: str | None = option(None, "Suite-run id (default: a new one; with --resume: the newest).", flag="--run",
+                                parse=check_run_id)
     timeout: float | None = option(None, "Seconds before a benchmark is stopped and stored as timeout, when neither "
-                                         "it nor its suite sets one (default 3600).", unit="s", low=0, low_open=True)
-    slurm: str | None = None
-    slurm_dir: Path = Path("dlbench-slurm")
-    wait: bool = True
+                                         "it nor its suite sets one (default 3600).", unit="s", low=0, low_open=True,
+                                   high=MAX_TIMEOUT_S)
+    slurm: str | None = option(None, "Submit one SLURM job per spec with submitit: partition=P,gpus=N,time=MIN"
+                                     "[,cpus=N,mem=64G,account=A,qos=Q,constraint=C]; cluster=local runs the jobs "
+                                     "on this machine.")
+    slurm_dir: str = option("dlbench-slurm", "Folder on the shared file system for job logs and record files (one "
+                                             "subfolder per suite run).")
+    wait: bool = option(True, "With --slurm: wait for the jobs and merge their records into the store (else merge "
+                              "later with `dlbench import DIR`).")
 
 
 def suite_command(request: SuiteRequest, view: Terminal) -> int:
@@ -148,7 +183,7 @@ def suite_command(request: SuiteRequest, view: Terminal) -> int:
 
 def _plan_without_writing(loaded: Suite, request: SuiteRequest, host: str) -> Plan:
     path = Path(request.db) if request.db else default_path()
-    store = Store(path) if path.exists() else None  # listing never creates a store
+    store = Store(path, read_only=True) if path.exists() else None  # listing never creates or changes a store
     try:
         return make_plan(loaded, store, host, resume=request.resume, run=request.run_id)
     finally:

@@ -69,11 +69,6 @@ def read_jsonl(path: Path) -> list[Result]:
 WRITERS = {"jsonl": write_jsonl, "csv": write_csv}
 
 
-def check_format(format: str) -> None:
-    if format not in WRITERS:
-        raise UserError(f"unknown export format {format!r}; choose {' or '.join(WRITERS)}")
-
-
 def read_all(paths: list[Path]) -> list[Result]:
     """Every record in these export files and folders of record files (*.jsonl), all checked
     before the caller writes anything."""
