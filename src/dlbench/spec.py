@@ -15,7 +15,7 @@ from typing import Any
 
 from dlbench import workloads
 from dlbench.errors import UserError
-from dlbench.options import Options, check_fields, option
+from dlbench.options import Options, check_fields, option, shown
 from dlbench.units import suggest
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
@@ -69,7 +69,7 @@ class BenchmarkSpec:
         if self.gpus == "all":  # every GPU of this machine (1 without GPUs)
             object.__setattr__(self, "gpus", _all_gpus())
         if not isinstance(self.model, str):
-            raise UserError(f"--model must be a model name, got {self.model!r}")
+            raise UserError(f"--model must be a model name, got {shown(self.model)}")
         entry = registry.resolve(self.model)  # raises UserError with suggestions
         if self.batch is None:  # one patch per GPU for volumes (seeds 000/001), else 16
             object.__setattr__(self, "batch", workload.defaults.get("batch") or (1 if len(entry.input_shape) == 4 else 16))
@@ -77,7 +77,7 @@ class BenchmarkSpec:
         if self.input_shape is not None:
             registry.check_input(entry, self.input_shape)
         if not isinstance(self.options, dict):
-            raise UserError(f"options must be a mapping, got {self.options!r}")
+            raise UserError(f"options must be a mapping, got {shown(self.options)}")
         object.__setattr__(self, "_opts", workload.options.from_dict(self.options, f"workload {self.workload!r} "))
 
     @property
@@ -94,10 +94,11 @@ class BenchmarkSpec:
         workload = workloads.get(data["workload"])
         general = set(GENERAL_FIELDS)
         own = set(workload.options.names())
-        unknown = sorted(set(data) - general - own - {"workload", "options"})
+        unknown = sorted(set(data) - general - own - {"workload", "options"}, key=str)
         if unknown:
             known = sorted(general | own)
-            raise UserError(f"unknown spec key {unknown[0]!r}{suggest(unknown[0], known)}; known keys: {', '.join(known)}")
+            raise UserError(f"unknown spec key {shown(unknown[0])}{suggest(str(unknown[0]), known)}; "
+                            f"known keys: {', '.join(known)}")
         values = {**{k: v for k, v in workload.defaults.items() if k != "batch"}, **data}
         fields = {k: v for k, v in values.items() if k in general or k == "workload"}
         options = {**{k: v for k, v in values.items() if k in own}, **(data.get("options") or {})}
