@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlbench import workloads
+from dlbench import scratch, workloads
 from dlbench.errors import UserError
 from dlbench.launch import batchsize
 from dlbench.launch.view import Terminal
@@ -37,6 +37,7 @@ def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int
     sizes = [] if isinstance(plan, str) else [dataclasses.replace(spec, batch=size) for size in plan[1:]]
     check_writable(extras.db)  # every batch and the store are checked before anything runs
     preflight(spec, view)
+    scratch.clean_stale()  # what killed runs left behind
     with Store(extras.db) as store:
         if plan == "auto":
             return 1 if _search(spec, store, extras.tag, extras.max_batch, view).status == "error" else 0
