@@ -144,8 +144,6 @@ _command(app, "compare", stored.CompareRequest, stored.compare)
 _command(app, "results", stored.ResultsRequest, stored.results)
 _command(app, "export", stored.ExportRequest, stored.export)
 _command(app, "import", stored.ImportRequest, stored.import_)
-_command(app, "system", runs.SystemRequest, runs.system_command)
-_command(app, "doctor", stored.DoctorRequest, stored.doctor)
 
 
 @app.command()
@@ -156,6 +154,10 @@ def models() -> None:
     for name in registry.names():
         entry = registry.MODELS[name]
         view.text(f"{name:12s} {entry.title:14s} input {'x'.join(map(str, entry.input_shape))}")
+
+
+_command(app, "system", runs.SystemRequest, runs.system_command)
+_command(app, "doctor", stored.DoctorRequest, stored.doctor)
 
 
 def main() -> None:

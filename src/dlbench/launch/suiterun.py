@@ -20,13 +20,14 @@ from typing import Callable
 
 from rich.console import Console
 
+from dlbench import scratch
 from dlbench.launch import isolated
 from dlbench.launch.interrupts import Interrupts
 from dlbench.launch.view import SuiteView, Terminal
 from dlbench.errors import UserError
 from dlbench.options import Options, option, shown
 from dlbench.results.record import Result, now
-from dlbench.results.store import DB_HELP, TAG_HELP, Store, default_path
+from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, default_path
 from dlbench.spec import MAX_TIMEOUT_S, BenchmarkSpec, check_device
 from dlbench.suites import Suite, spec_key
 from dlbench.suites.estimate import Estimate, estimate, format_seconds, history
@@ -169,8 +170,10 @@ def suite_command(request: SuiteRequest, view: Terminal) -> int:
     if request.list_only:
         view.plan(_plan_without_writing(loaded, request, host), default_timeout)
         return 0
+    check_writable(request.db)
     if options is None:
         loaded.specs = _runnable(loaded.specs, view)  # compute nodes, not this machine, decide under --slurm
+        scratch.clean_stale()  # what killed runs left behind
     with Store(request.db) as store:
         plan = make_plan(loaded, store, host, resume=request.resume, run=request.run_id)
         total = format_seconds(sum(e.seconds for e in plan.estimates))
@@ -192,9 +195,12 @@ def _plan_without_writing(loaded: Suite, request: SuiteRequest, host: str) -> Pl
 
 
 def _runnable(specs: list[BenchmarkSpec], view: Terminal) -> list[BenchmarkSpec]:
-    """Specs this machine can run; a device it lacks is a user error, too few GPUs skips the spec."""
+    """Specs this machine can run; a device it lacks is a user error, too few GPUs skips the spec.
+    Each kept spec passes the checks of `dlbench run` (input shape, files, data), so a
+    mistake anywhere in the suite stops it before its first benchmark."""
     import torch
 
+    from dlbench.launch.runs import preflight
     from dlbench.suites import title
     from dlbench.workloads.runtime import resolve_device
 
@@ -205,6 +211,10 @@ def _runnable(specs: list[BenchmarkSpec], view: Terminal) -> list[BenchmarkSpec]
         if visible is not None and spec.gpus > visible:
             view.message(f"skipped {title(spec)}: needs {spec.gpus} GPUs, {visible} visible")
             continue
+        try:
+            preflight(spec, view)
+        except UserError as error:
+            raise UserError(f"{title(spec)}: {error}") from None
         kept.append(spec)
     return kept
 
