@@ -8,6 +8,7 @@ read-only, so an archived store can be read.
 
 from __future__ import annotations
 
+import io
 import sys
 from dataclasses import MISSING, dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from dlbench.launch.view import Terminal
 from dlbench.options import Options, option
 from dlbench.paths import check_new_file
 from dlbench.report import FORMATS
-from dlbench.results.store import DB_HELP, Store, default_path
+from dlbench.results.store import DB_HELP, Store, check_writable, default_path
 
 OUTPUT_HELP = "Write to this file instead of stdout."
 
@@ -120,7 +121,12 @@ def export(request: ExportRequest, view: Terminal) -> None:
     output = _output(request.output, request.db, "export")
     with Store(request.db, read_only=True) as store:
         records = store.results()
-    if output is None:
+    if output is None and sys.stdout.isatty():  # on a terminal, through its control-character filter
+        text = io.StringIO()
+        exchange.WRITERS[request.format](records, text)
+        view.text(text.getvalue().rstrip("\n"))
+        return
+    if output is None:  # to a pipe or file: the data exactly
         exchange.WRITERS[request.format](records, sys.stdout)
         return
     with open(output, "w", encoding="utf-8", newline="") as f:
@@ -139,6 +145,7 @@ class ImportRequest(Options):
 def import_(request: ImportRequest, view: Terminal) -> None:
     from dlbench.results import exchange
 
+    check_writable(request.db)
     records = exchange.read_all([Path(f) for f in request.files])  # every file checked before the store opens
     with Store(request.db) as store:
         added = store.add_many(records)
