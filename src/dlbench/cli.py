@@ -114,7 +114,8 @@ def _parameter(field: Field, default=MISSING, text: str | None = None, kind: typ
         default = "x".join(map(str, default))
     annotation = Optional[kind] if field.optional or default is None else kind
     if field.meta.argument:
-        info = typer.Argument(... if default is MISSING else default, help=text or field.help(), show_default=False)
+        info = typer.Argument(... if default is MISSING else default, help=text or field.help(),
+                              show_default=default is not MISSING)
     else:
         flags = [f"{field.flag}/--no-{field.flag[2:]}" if kind is bool and default else field.flag]
         info = typer.Option(default, *flags, *filter(None, [field.meta.short]), help=text or field.help())

@@ -26,6 +26,7 @@ from dlbench.launch.interrupts import Interrupts
 from dlbench.launch.view import SuiteView, Terminal
 from dlbench.errors import UserError
 from dlbench.options import Options, option, shown
+from dlbench.paths import check_new_folder
 from dlbench.results.record import Result, now
 from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, default_path
 from dlbench.spec import MAX_TIMEOUT_S, BenchmarkSpec, check_device
@@ -164,6 +165,7 @@ def suite_command(request: SuiteRequest, view: Terminal) -> int:
     options = slurm.parse_options(request.slurm) if request.slurm is not None else None
     if options is not None:
         slurm.check(options)  # before anything slow or anything written
+        check_new_folder(request.slurm_dir, "job files to")
     loaded = suites.load(request.name, {"device": request.device} if request.device != "auto" else None)
     host = fingerprint()["host"]
     default_timeout = request.timeout or DEFAULT_TIMEOUT_S
