@@ -115,7 +115,7 @@ def _parameter(field: Field, default=MISSING, text: str | None = None, kind: typ
     annotation = Optional[kind] if field.optional or default is None else kind
     if field.meta.argument:
         info = typer.Argument(... if default is MISSING else default, help=text or field.help(),
-                              show_default=default is not MISSING)
+                              metavar=field.flag, show_default=default is not MISSING)
     else:
         flags = [f"{field.flag}/--no-{field.flag[2:]}" if kind is bool and default else field.flag]
         info = typer.Option(default, *flags, *filter(None, [field.meta.short]), help=text or field.help())
@@ -175,6 +175,6 @@ def main() -> None:
     except clicks.UsageError as error:  # a flag that does not exist, a number that is not one
         hint = f" (see {error.ctx.command_path} --help)" if error.ctx else ""
         code = view.error(error.format_message() + hint)
-    except clicks.Abort:
+    except typer.Abort:
         code = 130
     sys.exit(code or 0)
