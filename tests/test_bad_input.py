@@ -361,3 +361,24 @@ def test_terminal_text_loses_control_characters():
 
     assert clean("a\x1b[2Jb\tc\nd\r\x00\x7f\x9b\u202ee\u2066f") == "a[2Jb\tc\ndef"
     assert one_line("first\nsecond\r\n third") == "first second third"
+
+
+def test_images_never_mix_into_a_folder_that_holds_other_files(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine")
+    assert_user_error(cli("data", "images", home, "--n", "2"), "holds other files: write the images into a new")
+    assert sorted(p.name for p in home.iterdir()) == ["notes.txt"]
+    made = tmp_path / "set"
+    assert cli("data", "images", made, "--n", "2", "--workers", "1").returncode == 0
+    assert_user_error(cli("data", "images", made, "--n", "3"), "already holds a generated set: pass --overwrite")
+    again = cli("data", "images", made, "--n", "1", "--classes", "1", "--workers", "1", "--overwrite")
+    assert again.returncode == 0, again.stderr
+    assert [p.name for p in made.rglob("*.jpg")] == ["img0000000.jpg"]
+
+
+def test_a_disk_that_refuses_the_write(db, stored):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    assert_user_error(cli("export", "-o", "/dev/full", "--db", db), "cannot write /dev/full: No space left")
+    assert stored()

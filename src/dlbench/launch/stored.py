@@ -129,8 +129,11 @@ def export(request: ExportRequest, view: Terminal) -> None:
     if output is None:  # to a pipe or file: the data exactly
         exchange.WRITERS[request.format](records, sys.stdout)
         return
-    with open(output, "w", encoding="utf-8", newline="") as f:
-        count = exchange.WRITERS[request.format](records, f)
+    try:
+        with open(output, "w", encoding="utf-8", newline="") as f:
+            count = exchange.WRITERS[request.format](records, f)
+    except OSError as error:  # a full disk, a device that refuses
+        raise UserError(f"cannot write {output}: {error.strerror or error}") from None
     view.message(f"wrote {count} results to {output}")
 
 
