@@ -30,6 +30,7 @@ from torchvision.transforms import v2
 
 from dlbench.data import images
 from dlbench.data.generate import generate
+from dlbench.launch.environment import prepare
 
 
 def per_image_ms(files: list[bytes], work) -> float:
@@ -94,4 +95,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

@@ -28,6 +28,7 @@ from torchvision.ops import roi_align
 
 from dlbench.data import images
 from dlbench.data.generate import generate
+from dlbench.launch.environment import prepare
 
 
 class Stages:
@@ -132,4 +133,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

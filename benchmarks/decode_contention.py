@@ -45,6 +45,7 @@ from pathlib import Path
 import torch
 
 from dlbench.data import images, prefetch
+from dlbench.launch.environment import prepare
 from dlbench.workloads import pipeline
 from runs import gpu_decode_folder, resnet50_train as train
 
@@ -208,4 +209,5 @@ def nvjpeg_alone(root: Path, workers: int, batches: int) -> list[float]:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

@@ -17,6 +17,7 @@ import torch
 
 from dlbench.data import images
 from dlbench.data.generate import generate
+from dlbench.launch.environment import prepare
 
 
 def rate(batches, stage, n: int, batch: int) -> float:
@@ -63,4 +64,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

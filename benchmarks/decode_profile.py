@@ -30,6 +30,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from dlbench.data import images
+from dlbench.launch.environment import prepare
 from runs import gpu_decode_folder, resnet50_train as train
 
 TIMES: dict[str, list[tuple[float, float]]] = {}
@@ -182,4 +183,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

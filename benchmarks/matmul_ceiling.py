@@ -13,6 +13,7 @@ import time
 
 import torch
 
+from dlbench.launch.environment import prepare
 from dlbench.system.ceilings import matmul
 
 
@@ -48,4 +49,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

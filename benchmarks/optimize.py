@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from kernels import kernels  # noqa: E402
 from plain import resnet50_train_step, resnet50_training, train_step  # noqa: E402
 from dlbench.launch import isolated  # noqa: E402
+from dlbench.launch.environment import prepare  # noqa: E402
 from dlbench.models import registry  # noqa: E402
 from dlbench.spec import BenchmarkSpec  # noqa: E402
 from dlbench.workloads import optimize  # noqa: E402
@@ -298,4 +299,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

@@ -14,10 +14,11 @@ import statistics
 
 import torch
 
+from dlbench.launch.environment import prepare
 from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
-from dlbench.workloads import execute
+from dlbench.launch.execute import execute
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -95,4 +96,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

@@ -1,6 +1,6 @@
 """The dlbench run the image benchmarks share: ResNet-50 training through `workloads.execute`,
-as `dlbench run train` runs it (bf16 autocast, channels-last). Import this module before any
-CUDA work: importing dlbench sets CUDA_DEVICE_MAX_CONNECTIONS, which counts only then.
+as `dlbench run train` runs it (bf16 autocast, channels-last). A script that uses it calls
+`dlbench.launch.environment.prepare()` before any CUDA work, as the dlbench command does.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from dlbench.data.generate import generate
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
-from dlbench.workloads import execute
+from dlbench.launch.execute import execute
 
 
 def resnet50_train(steps: int, options: dict, *, batch: int = 256, warmup: int = 10, precision: str = "bf16") -> dict:

@@ -22,6 +22,8 @@ import time
 
 import torch
 
+from dlbench.launch.environment import prepare
+
 REFERENCE_H200 = {"matmul_bf16_tflops": 756.0, "matmul_tf32_tflops": 401.0, "matmul_fp32_tflops": 51.0,
                   "copy_gbs": 4250.0}
 
@@ -140,4 +142,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

@@ -32,6 +32,8 @@ import torch
 
 from plain import mean_seconds, train_step
 
+from dlbench.launch.environment import prepare
+
 MODELS = {"unet3d-aniso": "40x432x432", "unet3d": "48x384x384"}
 PRECISIONS = ("fp32", "tf32", "bf16")
 TARGET_ITERS = 100_000
@@ -64,7 +66,7 @@ def plain_loop(model_name: str, patch: str, precision: str, steps: int, warmup: 
 def dlbench_train(model: str, patch: str, precision: str, volume: Path, steps: int, warmup: int, **options) -> dict:
     from dlbench.spec import BenchmarkSpec
     from dlbench.system.info import fingerprint
-    from dlbench.workloads import execute
+    from dlbench.launch.execute import execute
 
     spec = BenchmarkSpec(workload="train", model=model, batch=1, precision=precision, device="cuda", warmup=warmup,
                          warmup_seconds=0.0, steps=steps, min_seconds=0.0,
@@ -79,7 +81,7 @@ def write_volume(folder: Path, shape: str) -> Path:
     import os
 
     from dlbench.data.generate_volume import generate
-    from dlbench.spec import parse_shape
+    from dlbench.units import parse_shape
 
     path = folder / "cremi-train.h5"
     start = time.perf_counter()
@@ -153,4 +155,5 @@ def _workers() -> int:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

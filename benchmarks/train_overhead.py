@@ -25,8 +25,9 @@ from pathlib import Path
 
 import torch
 
-from runs import resnet50_train  # first: importing dlbench sets CUDA_DEVICE_MAX_CONNECTIONS
+from runs import resnet50_train
 from dlbench.data.generate import generate
+from dlbench.launch.environment import prepare
 from plain import mean_seconds, resnet50_train_step
 
 
@@ -99,4 +100,5 @@ def _verdict(ok: bool, target: str) -> str:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

@@ -23,10 +23,11 @@ import time
 import torch
 
 from dlbench.data import generate_seg
+from dlbench.launch.environment import prepare
 from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
-from dlbench.workloads import execute
+from dlbench.launch.execute import execute
 from dlbench.workloads.losses import loss_for
 
 AMP = {"fp16", "bf16"}
@@ -126,4 +127,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

@@ -37,9 +37,11 @@ from dlbench.data.blocking import Blocking
 from dlbench.data.generate_volume import generate
 from dlbench.data.prediction_store import PredictionStore
 from dlbench.data.volumes import open_volume
+from dlbench.launch.environment import prepare
 from dlbench.models import registry
-from dlbench.spec import BenchmarkSpec, parse_shape
-from dlbench.workloads import execute
+from dlbench.spec import BenchmarkSpec
+from dlbench.units import parse_shape
+from dlbench.launch.execute import execute
 from dlbench.workloads.runtime import resolve_device
 
 PLATYNEREIS = 8.1e12
@@ -179,4 +181,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

@@ -23,10 +23,12 @@ from kernels import kernels
 
 from dlbench.data.blocking import Blocking
 from dlbench.data.generate_volume import generate
+from dlbench.launch.environment import prepare
 from dlbench.measure.monitor import Monitor
 from dlbench.models import registry
-from dlbench.spec import BenchmarkSpec, parse_shape
-from dlbench.workloads import execute
+from dlbench.spec import BenchmarkSpec
+from dlbench.units import parse_shape
+from dlbench.launch.execute import execute
 
 
 def model_alone(name: str, tile: tuple[int, ...], tiles: int):
@@ -103,4 +105,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    prepare()  # before any CUDA work, as the dlbench command does
     main()

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from dlbench.models import registry
 from dlbench.results.record import Result
 
 TINY = dict(workload="fwdbwd", model="resnet18", batch=2, input_shape=(3, 32, 32), device="cpu",
@@ -34,6 +35,7 @@ def make_result(**overrides) -> Result:
     metrics = {"device": spec["device"], "forward_ms": 5.0, "backward_ms": 10.0, "total_ms": 15.0,
                "input_shape": [spec["batch"], *spec["input_shape"]], "images_per_s": 1000.0}
     metrics.update(overrides.pop("metrics", {}))
+    overrides.setdefault("title", registry.title(spec["model"]))
     return Result(spec=spec, system=system, metrics=metrics, **overrides)
 
 

@@ -35,7 +35,7 @@ def test_run_stores_and_reports(db):
     assert r.tag == "first" and r.status == "ok" and r.system["cpu"]["cores"]
     report = cli("report", "--db", db)
     assert "## ResNet-18\n(input 2 x 3 x 32 x 32)" in report.stdout
-    assert "|GPU|cuDNN|Forward (ms)|Backward (ms)|Total (ms)|" in report.stdout
+    assert "|GPU|cuDNN|Forward (ms)|Backward (ms)|Total (ms)|Median step (ms)|Tag|" in report.stdout
     assert "|CPU: " in report.stdout and "|None|" in report.stdout
     listing = cli("results", "--db", db)
     assert r.id[:8] in listing.stdout
@@ -120,4 +120,4 @@ def test_suite_report_lines_are_never_wrapped(tmp_path, db):
     proc = cli("suite", suite, "--db", db, env={"COLUMNS": "60"})
     assert proc.returncode == 0, proc.stderr
     header = [line for line in proc.stdout.splitlines() if line.startswith("|Cluster|")]
-    assert header and header[0].endswith("|Backward Time|")  # the seed-002 header on one line
+    assert header and header[0].endswith("|Total [ms]|Median step [ms]|")  # the seed-002 header on one line

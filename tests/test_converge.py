@@ -116,7 +116,8 @@ def test_cli_data_seg_then_converge_then_report(tmp_path, db):
         (r,) = store.results()
     assert r.spec["options"]["data"] == str(data.resolve()) and r.metrics["folds_run"] == 2
     report = cli("report", "--db", db).stdout
-    assert "|GPUs|Batch size / GPU|Accuracy - mixed precision (bf16)|Time to train - mixed precision (bf16) [min]|" in report
+    assert ("|System|GPUs|Batch size / GPU|Accuracy - mixed precision (bf16)|DICE per fold - mixed precision (bf16)|"
+            "Time to train - mixed precision (bf16) [min]|Time to DICE 0.89 - mixed precision (bf16) [min]|") in report
 
 
 def test_two_processes_train_one_fold_together(tmp_path, db):
@@ -163,8 +164,10 @@ def test_cli_target_outside_0_1_is_one_line(db):
 def _converge(precision, gpus=1, dice=0.89, minutes=10.0, reached=True, status="ok", **overrides):
     spec = {"workload": "converge", "model": "unet2d-medical", "batch": 8, "precision": precision, "gpus": gpus,
             "options": {"target_dice": 0.89, "folds": 5}}
+    # per fold: DICE, and 1000 steps at the time per step that makes 40,000 iterations take `minutes`
     metrics = {"mean_dice": dice, "time_to_train_s": minutes * 60, "target_reached": reached, "gpus": gpus,
-               "target_dice": 0.89, "folds": 5, "data": "generated 30 x 512x512 (seed 0)"}
+               "target_dice": 0.89, "folds": 5, "data": "generated 30 x 512x512 (seed 0)", "dice_per_fold": [dice] * 2,
+               "per_fold": [{"steps": 1000, "train_s": minutes * 60 / 40}] * 2}
     if status == "oom":
         metrics = {k: metrics[k] for k in ("gpus", "target_dice", "folds", "data")} | {"batch_tried": 8}
     return make_result(spec=spec, metrics=metrics, status=status, **overrides)
@@ -175,13 +178,15 @@ def test_report_in_the_seeds_layout():
                _converge("tf32", gpus=8, dice=0.8938, minutes=2.6), _converge("fp16", gpus=8, dice=0.8942, minutes=2.5),
                make_result()]  # a fwdbwd result: not in this table
     text = render_markdown(results)
-    block = text.split("## U-Net (original) on NVIDIA H200: accuracy and time to train\n")[1].split("\n## ")[0]
+    block = text.split("## U-Net (original): accuracy and time to train\n")[1].split("\n## ")[0]
     lines = block.strip().splitlines()
     assert "DICE target 0.89, 5-fold cross-validation" in lines[0]
-    assert lines[2] == ("|GPUs|Batch size / GPU|Accuracy - TF32|Accuracy - mixed precision|Time to train - TF32 [min]|"
-                        "Time to train - mixed precision [min]|Time to train speedup (TF32 to mixed precision)|")
-    assert lines[4] == "|1|8|0.8908|0.8910|22.0|10.0|2.20|"
-    assert lines[5] == "|8|8|0.8938|0.8942|2.6|2.5|1.04|"
+    assert lines[2] == ("|System|GPUs|Batch size / GPU|Accuracy - TF32|Accuracy - mixed precision|DICE per fold - TF32|"
+                        "DICE per fold - mixed precision|Time to train - TF32 [min]|Time to train - mixed precision [min]|"
+                        "Time to DICE 0.89 - TF32 [min]|Time to DICE 0.89 - mixed precision [min]|"
+                        "Time to train speedup (TF32 to mixed precision)|")
+    assert lines[4] == "|NVIDIA H200|1|8|0.8908|0.8910|0.8908, 0.8908|0.8910, 0.8910|22.0|10.0|22.0|10.0|2.20|"
+    assert lines[5] == "|NVIDIA H200|8|8|0.8938|0.8942|0.8938, 0.8938|0.8942, 0.8942|2.6|2.5|2.6|2.5|1.04|"
     assert "## ResNet-50" in text
 
 
@@ -191,9 +196,12 @@ def test_report_marks_missed_targets_oom_and_keeps_the_latest():
                _converge("fp16", minutes=19, dice=0.80, reached=False),
                _converge("bf16", status="oom")]
     text = render_markdown(results)
-    lines = text.split("## U-Net (original) on NVIDIA H200: accuracy and time to train\n")[1].split("\n## ")[0].strip().splitlines()
-    assert lines[2].endswith("|Time to train speedup (FP32 to mixed precision)|Time to train speedup (FP32 to mixed precision (bf16))|")
-    assert lines[4] == "|1|8|0.8910|0.8000|OOM|48.0|19.0*|OOM|2.53*|-|"
+    lines = text.split("## U-Net (original): accuracy and time to train\n")[1].split("\n## ")[0].strip().splitlines()
+    # no row has a bf16 speed-up: that column is left out
+    assert lines[2].endswith("|Time to DICE 0.89 - mixed precision (bf16) [min]|"
+                             "Time to train speedup (FP32 to mixed precision)|")
+    assert lines[4] == ("|NVIDIA H200|1|8|0.8910|0.8000|OOM|0.8910, 0.8910|0.8000, 0.8000|OOM|48.0|19.0|OOM|"
+                        "48.0|19.0*|OOM|2.53|")
 
 
 def test_unet_medical_suite_expands_to_the_converge_runs():

@@ -41,8 +41,8 @@ def test_train_on_a_jpeg_folder_and_the_seed_002_report(folder, db):
     assert [r.spec["batch"] for r in results] == [2, 4] and {r.status for r in results} == {"ok"}
     assert results[0].metrics["dataset_images"] == 16
     report = render_markdown(results)
-    assert "|Cluster|Dataset|Benchmark|Device Name|# Devices|Num Workers|Data Loading Time|Data Processing Time|" \
-           "Forward Time|Backward Time|" in report
+    assert "|Cluster|Dataset|Benchmark|Device Name|# Devices|Num Workers|Data Loading Time [ms]|" \
+           "Data Processing Time [ms]|Forward Time [ms]|Backward Time [ms]|Optimizer Time [ms]|Total [ms]|" in report
     assert f"|{folder.name}|Train|CPU: " in report
     assert "Throughput - FP32 [img/s]" in report
 
@@ -145,11 +145,14 @@ def test_report_weak_scaling_and_latency_tables():
                _result("infer", 1, "bf16", 300.0, batch=1, **latency), _result("infer", 1, "bf16", 500.0, batch=2, **latency),
                _result("smooth", 1, "fp32", 50.0, noise_ms=2.0)]
     text = render_markdown(results)
-    assert "|GPUs|Batch size / GPU|Throughput - TF32 [img/s]|Throughput - mixed precision (bf16) [img/s]|" \
-           "Throughput speedup (TF32 - mixed precision (bf16))|Weak scaling - TF32|Weak scaling - mixed precision (bf16)|" in text
-    assert "|1|8|100.00|250.00|2.50|-|-|" in text
-    assert "|8|8|640.00|1500.00|2.34|0.80|0.75|" in text
-    assert "|Batch size|Resolution|Throughput Avg [img/s]|Latency Avg [ms]|Latency 90% [ms]|" in text
-    assert "|2|224x224x3|500.00|4.000|4.500|4.600|5.000|" in text
-    assert "|node1|Synthetic|Smooth Inference|NVIDIA H200|1|-|0.0015|0.0020|0.0200|0.0400|" in text
+    assert "|System|GPUs|Batch size / GPU|Throughput - TF32 [img/s]|Throughput - mixed precision (bf16) [img/s]|" \
+           "Throughput speedup (TF32 - mixed precision (bf16))|Weak scaling - TF32|Weak scaling - mixed precision (bf16)|" \
+           "Scaling efficiency - TF32|Scaling efficiency - mixed precision (bf16)|" in text
+    assert "|NVIDIA H200|1|8|100.00|250.00|2.50|-|-|-|-|" in text
+    # weak scaling as seed 003: 640 / 100 on 8 GPUs; its efficiency 6.40 / 8 apart
+    assert "|NVIDIA H200|8|8|640.00|1500.00|2.34|6.40|6.00|0.80|0.75|" in text
+    assert "|System|Batch size|Resolution|Throughput Avg [img/s]|Latency Avg [ms]|Latency 90% [ms]|" in text
+    assert "|NVIDIA H200|2|224x224x3|500.00|4.000|4.500|4.600|5.000|" in text
+    # phases in ms (data + copy 1.5, noise 2, forward 20, backward 40) and their Total
+    assert "|node1|Synthetic|Smooth Inference|NVIDIA H200|1|-|1.50|2.00|20.00|40.00|-|63.50|-|fp32|" in text
     assert report_images.tables([make_result()]) == []  # fwdbwd results are not image-workload rows

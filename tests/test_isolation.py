@@ -62,6 +62,7 @@ def test_suite_survives_abort_oom_and_hang(tmp_path, db):
     runs = {r.run for rs in found.values() for r in rs}
     assert len(runs) == 1 and None not in runs
     assert all(r.suite == "rough" for rs in found.values() for r in rs)
+    assert all(r.title == r.model for rs in found.values() for r in rs)  # the plug-in's titles are the names
     assert "1 error, 1 ok, 1 oom, 1 timeout" in proc.stderr
     assert "## tiny-model" in proc.stdout  # the report of the good specs
 

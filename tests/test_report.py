@@ -21,21 +21,22 @@ def test_seed_004_layout_sorted_by_total_with_cpu_and_oom_rows():
     ]
     lines = _section(render_markdown(results), "ResNet-50")
     assert lines[0] == "(input 16 x 3 x 224 x 224)"
-    assert lines[2] == "|GPU|cuDNN|Forward (ms)|Backward (ms)|Total (ms)|"
-    assert lines[3] == "|---|---|---:|---:|---:|"
-    assert lines[4] == "|NVIDIA H200|9.1.0|5.00|10.00|15.00|"
-    assert lines[5] == "|Tesla K80|5.1.10|124.38|274.43|398.81|"
-    assert lines[6] == "|CPU: Xeon E5-2630 v3 (16 cores)|None|2477.61|4149.64|6627.25|"
-    assert lines[7] == "|GTX 1080|5.1.10|OOM|OOM|OOM|"
+    assert lines[1].startswith("Forward, Backward: medians over the measured steps; Total = Forward + Backward")
+    assert lines[3] == "|GPU|cuDNN|Forward (ms)|Backward (ms)|Total (ms)|Median step (ms)|"
+    assert lines[4] == "|---|---|---:|---:|---:|---:|"
+    assert lines[5] == "|NVIDIA H200|9.1.0|5.00|10.00|15.00|15.00|"
+    assert lines[6] == "|Tesla K80|5.1.10|124.38|274.43|398.81|398.81|"
+    assert lines[7] == "|CPU: Xeon E5-2630 v3 (16 cores)|None|2477.61|4149.64|6627.25|6627.25|"
+    assert lines[8] == "|GTX 1080|5.1.10|OOM|OOM|OOM|OOM|"
 
 
 def test_latest_result_per_system_and_precision_rows_apart():
-    old = make_result(started="2026-01-01T00:00:00+00:00", metrics={"total_ms": 99.0})
+    old = make_result(started="2026-01-01T00:00:00+00:00", metrics={"forward_ms": 33.0, "backward_ms": 66.0})
     new = make_result(started="2026-02-01T00:00:00+00:00", metrics={"total_ms": 15.0})
-    bf16 = make_result(spec={"precision": "bf16"}, metrics={"total_ms": 7.0})
+    bf16 = make_result(spec={"precision": "bf16"}, metrics={"forward_ms": 2.0, "backward_ms": 5.0, "total_ms": 7.0})
     lines = _section(render_markdown([old, new, bf16]), "ResNet-50")
-    assert lines[4].startswith("|NVIDIA H200 (bf16)|") and lines[5].endswith("|15.00|")
-    assert len(lines) == 6
+    assert lines[5].startswith("|NVIDIA H200 (bf16)|") and lines[6] == "|NVIDIA H200|9.1.0|5.00|10.00|15.00|15.00|"
+    assert len(lines) == 7
 
 
 def test_models_in_seed_order_with_titles():
@@ -63,5 +64,8 @@ def test_volumetric_training_throughput_is_in_patches():
                for g, t in ((1, 7.14), (2, 14.08))]
     (table,) = throughput_tables(results)
     assert "Throughput - mixed precision (bf16) [patch/s]" in table.header
-    assert table.notes == ["Throughput: patches over total measured time, all processes together."]
-    assert table.rows[1][-1] == "0.99"
+    assert table.notes[0].startswith("Throughput: patches over total measured time, all processes together.")
+    row = dict(zip(table.header, table.rows[1]))
+    # seed 003's weak scaling: throughput of N GPUs over 1 GPU; its efficiency (÷ N) apart
+    assert row["Weak scaling - mixed precision (bf16)"] == "1.97"
+    assert row["Scaling efficiency - mixed precision (bf16)"] == "0.99"

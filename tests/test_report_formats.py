@@ -27,12 +27,13 @@ def test_seed_000_001_training_table_layout():
                _unet("Tesla P100", 1, 1.0, status="oom")]
     (table,) = training3d.tables(results)
     lines = table.markdown().splitlines()
-    assert lines[0] == "## unet3d-aniso training"
-    assert lines[3] == "|System|CUDA|pytorch|Training [s]|Iters / Min|100k Iters [d]|"
-    assert lines[4] == "|---|---:|---:|---:|---:|---:|"
-    assert lines[5] == "|GeForce GTX 1080 Ti|9.1|0.4.0|1754.2|34.2|2.0|"
-    assert lines[6] == "|GeForce GTX 1080 Ti (x2)|9.1|0.4.0|2053.8|29.2|2.4|"
-    assert lines[7] == "|Tesla P100|9.1|0.4.0|OOM|OOM|OOM|"
+    assert lines[0] == "## 3D U-Net (aniso): training and prediction"
+    assert lines[3] == ("|System|CUDA|pytorch|Training [s]|Inference [s]|Iters / Min|Megavox / s|100k Iters [d]|"
+                        "Platynereis, 8.1 Tvox [h]|")
+    assert lines[4] == "|---|---|---|---:|---:|---:|---:|---:|---:|"
+    assert lines[5] == "|GeForce GTX 1080 Ti|9.1|0.4.0|1754.2|-|34.2|-|2.0|-|"
+    assert lines[6] == "|GeForce GTX 1080 Ti (x2)|9.1|0.4.0|2053.8|-|29.2|-|2.4|-|"
+    assert lines[7] == "|Tesla P100|9.1|0.4.0|OOM|-|OOM|-|OOM|-|"
 
 
 def _sample_results():
@@ -49,13 +50,13 @@ def test_csv_and_json_hold_the_same_tables_as_markdown():
     found = tables(results)
     rows = list(csv.reader(io.StringIO(render(results, "csv"))))
     resnet = rows.index(["ResNet-50"])
-    assert rows[resnet + 1] == ["GPU", "cuDNN", "Forward (ms)", "Backward (ms)", "Total (ms)"]
-    assert rows[resnet + 2] == ["NVIDIA H200", "9.1.0", "5.00", "10.00", "15.00"]
-    assert rows[resnet + 4] == ["GTX 1080", "9.1.0", "OOM", "OOM", "OOM"]
+    assert rows[resnet + 1] == ["GPU", "cuDNN", "Forward (ms)", "Backward (ms)", "Total (ms)", "Median step (ms)"]
+    assert rows[resnet + 2] == ["NVIDIA H200", "9.1.0", "5.00", "10.00", "15.00", "15.00"]
+    assert rows[resnet + 4] == ["GTX 1080", "9.1.0", "OOM", "OOM", "OOM", "OOM"]
     data = json.loads(render(results, "json"))
     assert [t["title"] for t in data["tables"]] == [t.title for t in found] and data["results"] == 3
     (resnet_json,) = [t for t in data["tables"] if t["title"] == "ResNet-50"]
-    assert resnet_json["rows"][1] == ["Tesla K80", "9.1.0", "124.38", "274.43", "398.81"]
+    assert resnet_json["rows"][1] == ["Tesla K80", "9.1.0", "124.38", "274.43", "398.81", "398.81"]
 
 
 def test_filter_systems_by_label_or_host():
@@ -67,8 +68,9 @@ def test_filter_systems_by_label_or_host():
 
 def test_missing_cells_are_dashes_in_every_format():
     no_backward = make_result(metrics={"backward_ms": None})
-    assert "|NVIDIA H200|9.1.0|5.00|-|15.00|" in render([no_backward], "md")
-    assert "NVIDIA H200,9.1.0,5.00,-,15.00" in render([no_backward], "csv")
+    # no backward time: no Total either (it is their sum), the median step stays
+    assert "|NVIDIA H200|9.1.0|5.00|-|-|15.00|" in render([no_backward], "md")
+    assert "NVIDIA H200,9.1.0,5.00,-,-,15.00" in render([no_backward], "csv")
     assert '"-"' in render([no_backward], "json")
 
 

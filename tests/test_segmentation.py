@@ -9,18 +9,22 @@ from dlbench.data import generate_seg, segmentation
 from dlbench.errors import UserError
 
 
+def _dice(pred: torch.Tensor, truth: torch.Tensor) -> list[float]:
+    return segmentation.dice_from_counts(segmentation.confusion(pred, truth))
+
+
 def test_dice_on_hand_made_masks():
     truth = torch.tensor([[1, 1, 0, 0],
                           [1, 1, 0, 0]])
     pred = torch.tensor([[1, 0, 0, 0],
                          [1, 1, 1, 0]])
     # class 1: |P n T| = 3, |P| = 4, |T| = 4 -> 0.75; class 0: 3, 4, 4 -> 0.75
-    assert segmentation.dice(pred, truth) == pytest.approx(0.75)
-    assert segmentation.dice(truth, truth) == 1.0
-    assert segmentation.dice(1 - truth, truth) == 0.0
+    assert _dice(pred, truth) == pytest.approx([0.75, 0.75])
+    assert _dice(truth, truth) == [1.0, 1.0]
+    assert _dice(1 - truth, truth) == [0.0, 0.0]
     # a class absent from both counts as perfect: all-background prediction of an all-background mask
     zeros = torch.zeros(3, 3, dtype=torch.long)
-    assert segmentation.dice(zeros, zeros) == 1.0
+    assert _dice(zeros, zeros) == [1.0, 1.0]
     counts = segmentation.confusion(pred, truth)
     assert counts.tolist() == [[3.0, 4.0, 4.0], [3.0, 4.0, 4.0]]
 

@@ -2,15 +2,6 @@ import pytest
 
 from dlbench.errors import UserError
 from dlbench.spec import BenchmarkSpec
-from dlbench.units import parse_shape
-
-
-def test_shape_parsing():
-    assert parse_shape("3x224x224") == (3, 224, 224)
-    assert parse_shape([1, 40, 432, 432]) == (1, 40, 432, 432)
-    for bad in ("3x0x2", "axb", ""):
-        with pytest.raises(UserError):
-            parse_shape(bad)
 
 
 def test_valid_spec_round_trips_through_dict():

@@ -8,10 +8,10 @@ import pytest
 
 from dlbench.errors import UserError
 from dlbench.results import exchange
-from dlbench.results.record import Result
+from dlbench.results.record import SCHEMA_VERSION, Result
 from dlbench.results.store import Store
 
-from conftest import cli, make_result
+from conftest import TINY, cli, make_result
 
 
 def test_round_trip(db):
@@ -137,3 +137,25 @@ def test_result_from_dict_rejects_foreign_records():
     for bad in ({}, {"format": "other"}, {"format": "dlbench-result", "schema": 99}):
         with pytest.raises(ValueError):
             Result.from_dict(bad)
+
+
+@pytest.mark.parametrize("model, title", [
+    ("resnet50", "ResNet-50"), ("inception-v1", "Inception-V1"), ("unet3d:f=16,d=3", "3D U-Net (f=16,d=3)"),
+    ("unet3d-aniso:d=3", "3D U-Net (aniso, d=3)"), ("timm:vit_base_patch16_224", "vit_base_patch16_224"),
+    ("/models/net.pt2", "net.pt2"), ("mobilenet_v2", "mobilenet_v2")])
+def test_records_of_schema_2_get_the_model_title_they_were_shown_with(db, model, title):
+    old = make_result(spec={"model": model}).to_dict()
+    del old["title"]
+    old["schema"] = 2
+    with Store(db) as store:
+        store.add(Result.from_dict(old))
+        (back,) = store.results()
+    assert back.title == title and back.schema == SCHEMA_VERSION
+
+
+def test_a_result_carries_its_model_title():
+    from dlbench.spec import BenchmarkSpec
+    from dlbench.launch.execute import execute
+
+    result = execute(BenchmarkSpec(**{**TINY, "steps": 1}), {})
+    assert result.status == "ok" and Result.from_dict(result.to_dict()).title == "ResNet-18"

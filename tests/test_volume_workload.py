@@ -19,7 +19,7 @@ from dlbench.errors import UserError
 from dlbench.models import registry
 from dlbench.spec import BenchmarkSpec
 from dlbench.launch.execute import execute
-from dlbench.workloads.volume import parse_voxels, preflight
+from dlbench.workloads.volume import preflight
 
 SHAPE = (10, 30, 34)  # not divisible by the blocks below
 
@@ -179,13 +179,6 @@ def test_resume_with_other_settings_is_refused(data, tmp_path):
         predict(data, tmp_path / "o.zarr", halo=(1, 1, 1), resume=True)
     result = predict(data, tmp_path / "o.zarr", overwrite=True, dtype="uint8")
     assert result.status == "ok" and stored(tmp_path / "o.zarr").dtype == np.uint8
-
-
-def test_parse_voxels():
-    assert parse_voxels("8.1T") == pytest.approx(8.1e12)
-    assert parse_voxels("1.9G") == pytest.approx(1.9e9) and parse_voxels(1000) == 1000
-    with pytest.raises(UserError, match="bad --extrapolate"):
-        parse_voxels("lots")
 
 
 def _run_args(data, output, *extra, model=None):

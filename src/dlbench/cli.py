@@ -31,8 +31,8 @@ from dlbench.launch.view import Terminal
 from dlbench.options import Field, Options, fields_of
 
 app = typer.Typer(
-    help="Deep learning benchmarks for GPU machines. With no command, runs the `quick` suite "
-         "on the GPU if there is one (else the CPU), stores the results and prints the report.",
+    help="Deep learning benchmarks for GPU machines. With no command, runs the default suite (`quick` on a "
+         "GPU; without one `smoke`, a short CPU check), stores the results and prints the report.",
     no_args_is_help=False, add_completion=False, pretty_exceptions_enable=False,
 )
 view = Terminal()
@@ -85,7 +85,9 @@ def _run_app(workload: workloads.Workload) -> typer.Typer:
     general = [f for f in fields_of(BenchmarkSpec) if f.name in workload.general]
     extras = [f for f in RunExtras.fields() if f.name != "max_batch" or workload.batch_plans]
     params = [_workload_parameter(f, workload) for f in general + workload.options.fields()]
-    params += [_parameter(f) for f in extras]
+    # --output names the prediction of `run volume`; --results-file (timm's name) works everywhere.
+    aliases = {"results_file": () if "output" in workload.options.names() else ("--output",)}
+    params += [_parameter(f, aliases=aliases.get(f.name, ())) for f in extras]
 
     def command(**values) -> None:
         from dlbench.launch.runs import run_command
@@ -106,7 +108,8 @@ def _workload_parameter(field: Field, workload: workloads.Workload) -> inspect.P
     return _parameter(field, workload.defaults.get(field.name, field.default))
 
 
-def _parameter(field: Field, default=MISSING, text: str | None = None, kind: type | None = None) -> inspect.Parameter:
+def _parameter(field: Field, default=MISSING, text: str | None = None, kind: type | None = None,
+               aliases: tuple[str, ...] = ()) -> inspect.Parameter:
     """The command-line parameter of a declared field (typed checks happen when the request is made)."""
     default = field.default if default is MISSING else default
     kind = kind or (str if field.kind is tuple else list[str] if field.kind is list else field.kind)
@@ -118,7 +121,7 @@ def _parameter(field: Field, default=MISSING, text: str | None = None, kind: typ
                               metavar=field.flag, show_default=default is not MISSING)
     else:
         flags = [f"{field.flag}/--no-{field.flag[2:]}" if kind is bool and default else field.flag]
-        info = typer.Option(default, *flags, *filter(None, [field.meta.short]), help=text or field.help())
+        info = typer.Option(default, *flags, *aliases, *filter(None, [field.meta.short]), help=text or field.help())
     return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=info)
 
 
@@ -163,7 +166,9 @@ _command(app, "doctor", stored.DoctorRequest, stored.doctor)
 
 def main() -> None:
     from dlbench import plugins
+    from dlbench.launch.environment import prepare
 
+    prepare()
     try:
         plugins.load()
         code = app(standalone_mode=False)

@@ -29,6 +29,16 @@ from dlbench.errors import UserError
 from dlbench.units import parse_shape, suggest
 
 
+# Upper bounds shared by the options of every layer: far beyond any real run, low enough that a typo (an extra digit or two,
+# seconds given as milliseconds) is refused rather than run for days.
+MAX_BATCH = 2**24
+MAX_STEPS = 10**7
+MAX_SECONDS = 7 * 86400.0  # warm-up and measurement
+MAX_TIMEOUT_S = 30 * 86400.0
+MAX_GPUS = 1024
+MAX_SEED = 2**32 - 1  # workloads derive seeds from it (seed * 1000 + rank) that must stay within 64 bits
+
+
 @dataclass(frozen=True)
 class Meta:
     help: str

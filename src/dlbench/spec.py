@@ -15,19 +15,12 @@ from typing import Any
 
 from dlbench import workloads
 from dlbench.errors import UserError
-from dlbench.options import Options, check_fields, option, shown
+from dlbench.options import (MAX_BATCH, MAX_GPUS, MAX_SECONDS, MAX_SEED, MAX_STEPS, MAX_TIMEOUT_S, Options,
+                             check_fields, option, shown)
 from dlbench.units import suggest
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 OPTIMIZE_LEVELS = ("eager", "compile", "graphs", "max")  # workloads/optimize.py
-# Upper bounds: far beyond any real run, low enough that a typo (an extra digit or two,
-# seconds given as milliseconds) is refused rather than run for days.
-MAX_BATCH = 2**24
-MAX_STEPS = 10**7
-MAX_SECONDS = 7 * 86400.0  # warm-up and measurement
-MAX_TIMEOUT_S = 30 * 86400.0
-MAX_GPUS = 1024
-MAX_SEED = 2**32 - 1  # workloads derive seeds from it (seed * 1000 + rank) that must stay within 64 bits
 
 
 def check_device(text: str) -> None:

@@ -117,11 +117,3 @@ def auto_candidates(shape: tuple[int, ...], halo: tuple[int, ...]) -> list[tuple
         if block not in seen:
             seen.append(block)
     return seen
-
-
-def every_voxel_once(blocking: Blocking) -> bool:
-    """True if the blocks cover the volume exactly once (used by tests and as a self-check)."""
-    count = np.zeros(blocking.shape, dtype=np.uint8)
-    for block in blocking:
-        count[block.box] += 1
-    return bool((count == 1).all())

@@ -146,9 +146,3 @@ def dice_from_counts(counts: torch.Tensor) -> list[float]:
         total = predicted + true
         out.append(1.0 if total == 0 else 2.0 * intersection / total)
     return out
-
-
-def dice(pred: torch.Tensor, target: torch.Tensor, classes: int = CLASSES) -> float:
-    """Mean over classes of the per-class DICE of label maps `pred` and `target`."""
-    per_class = dice_from_counts(confusion(pred, target, classes))
-    return sum(per_class) / len(per_class)

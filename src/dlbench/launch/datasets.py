@@ -7,9 +7,8 @@ from dataclasses import MISSING, dataclass
 from pathlib import Path
 
 from dlbench.launch.view import Terminal
-from dlbench.options import Options, option
+from dlbench.options import MAX_SEED, Options, option
 from dlbench.paths import check_folder_of, check_new_file, check_new_folder
-from dlbench.spec import MAX_SEED
 
 SEED_HELP = "Random seed (the same seed writes the same files)."
 SEED_BOUNDS = dict(low=0, high=MAX_SEED)
@@ -43,7 +42,8 @@ def images(request: ImagesRequest, view: Terminal) -> None:
 class VolumeRequest(Options):
     """Write an EM-like volume (cells, membranes, texture, noise) with labels in the CREMI layout, slab by slab."""
     path: str = option(MISSING, "File (.h5/.hdf5) or directory (.zarr, .n5) to write.", argument=True)
-    shape: tuple[int, ...] = option((200, 3072, 3072), "Volume size ZxYxX (the seed's padded CREMI volume).")
+    shape: tuple[int, ...] = option((200, 3072, 3072), "Volume size ZxYxX (the padded CREMI volume of the 3D U-Net "
+                                                                    "benchmarks).")
     format: str | None = option(None, "hdf5, zarr or n5 (default: from the path's suffix).",
                                 choices=("hdf5", "zarr", "n5"))
     chunks: tuple[int, ...] | None = option(None, "Chunk size ZxYxX (default 8x256x256).")
@@ -76,7 +76,7 @@ class SegRequest(Options):
 
     Masks are 255 inside cells and 0 on membranes (the ISBI 2012 convention)."""
     path: str = option(MISSING, "Folder to write: PATH/images and PATH/masks.", argument=True)
-    n: int = option(30, "Number of image/mask pairs (the seed's ISBI set has 30).", low=1, high=10**6)
+    n: int = option(30, "Number of image/mask pairs (the ISBI 2012 set has 30).", low=1, high=10**6)
     size: int = option(512, "Width and height in pixels.", low=16, high=65536)
     format: str = option("tif", "tif or png.", choices=("tif", "png"))
     seed: int = option(0, SEED_HELP, **SEED_BOUNDS)

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import traceback
 
+import torch
+
 from dlbench import workloads
 from dlbench.errors import UserError
+from dlbench.figures import sig
 from dlbench.measure.loop import Progress, _no_progress
+from dlbench.models import registry
 from dlbench.results.record import Result, now
 from dlbench.spec import BenchmarkSpec
 from dlbench.workloads import optimize
@@ -19,8 +23,10 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
     device = resolve_device(spec.device)
     optimize.check_level(spec.optimize, device)
     workload = workloads.get(spec.workload)
-    result = Result(spec=spec.to_dict(), system=system, suite=suite, tag=tag)
-    result.metrics["device"] = str(device)
+    result = Result(spec=spec.to_dict(), system=system, suite=suite, tag=tag, title=registry.title(spec.model))
+    result.metrics.update(device=str(device), parameters=parameter_count(spec.model))
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     try:
         with precision(spec.precision, device), optimize.switches(spec.optimize):
             metrics, samples = workload.run(optimize.effective_spec(spec), device, progress)
@@ -39,9 +45,29 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
             result.error = "".join(traceback.format_exception_only(type(error), error)).strip()[:2000]
             result.traces["traceback"] = traceback.format_exc()[-8000:]
     finally:
+        result.metrics.update(peak_memory(device))
         release_memory(device)
     result.finished = now()
     return result
+
+
+def parameter_count(model: str) -> int | None:
+    """The model's parameters, counted on the meta device (no memory, no time); None for a model
+    whose parameters exist only once it has seen an input (lazy modules) or a model file."""
+    try:
+        with torch.device("meta"):
+            return sum(p.numel() for p in registry.resolve(model).build().parameters())
+    except Exception:  # noqa: BLE001 - a count is a courtesy; the run itself reports real errors
+        return None
+
+
+def peak_memory(device: torch.device) -> dict:
+    """Peak device memory the run allocated (MiB), and this process's peak resident host memory."""
+    import resource
+
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    gpu_mb = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
+    return {"peak_memory_mb": gpu_mb, "peak_host_rss_mb": rss_mb}
 
 
 def describe(result: Result) -> str:
@@ -58,16 +84,16 @@ def common_suffix(metrics: dict) -> str:
     """FLOP utilisation, energy and throttling, where measured: the same for every workload."""
     parts = []
     if metrics.get("compile_s") is not None:
-        parts.append(f"--optimize {metrics.get('optimize')}: compile {metrics['compile_s']:.1f} s, matches eager")
+        parts.append(f"--optimize {metrics.get('optimize')}: compile {sig(metrics['compile_s'])} s, matches eager")
     if metrics.get("achieved_tflops"):
-        text = f"{metrics['achieved_tflops']:.2f} TFLOP/s"
+        text = f"{sig(metrics['achieved_tflops'])} TFLOP/s"
         if metrics.get("ceiling_fraction") is not None:
             text += f" ({metrics['ceiling_fraction']:.0%} of the measured ceiling)"
         elif metrics.get("datasheet_fraction") is not None:
             text += f" ({metrics['datasheet_fraction']:.0%} of the datasheet peak)"
         parts.append(text)
     if metrics.get("energy_j_per_step") is not None:
-        parts.append(f"{metrics['energy_j_per_step']:.1f} J/step")
+        parts.append(f"{sig(metrics['energy_j_per_step'])} J/step")
     if metrics.get("throttled"):
         parts.append("THROTTLED: " + ", ".join(metrics.get("throttle_reasons") or []))
     return "; " + "; ".join(parts) if parts else ""

@@ -10,6 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from dlbench.errors import UserError
 from dlbench.launch import torchrun
+from dlbench.launch.view import Heartbeat
+from dlbench.models import registry
 from dlbench.results.record import Result, now
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
@@ -49,12 +51,14 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     # Transient: the bar goes when the work ends, leaving the result lines (and a user error) alone.
+    heartbeat = Heartbeat(console)
     with Progress(*columns, console=console, transient=True) as bar:
         overall = bar.add_task(f"suite {suite}" if suite else "benchmarks", total=len(specs))
         current = bar.add_task("", total=1)
         for spec in specs:
             def progress(stage: str, done: int, total: int, _label=spec.label()) -> None:
                 bar.update(current, description=f"{_label} [{stage}]", completed=min(done, total), total=total)
+                heartbeat(f"{_label}: {stage} {min(done, total)}/{total}")
 
             try:
                 if spec.gpus > 1:
@@ -66,7 +70,7 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                 raise
             except KeyboardInterrupt:
                 store.add(Result(spec=spec.to_dict(), system=system, status="interrupted",
-                                 suite=suite, tag=tag, finished=now()))
+                                 title=registry.title(spec.model), suite=suite, tag=tag, finished=now()))
                 raise
             annotate(result, system_records)
             result.metrics.update(extra_metrics or {})

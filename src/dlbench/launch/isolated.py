@@ -24,6 +24,7 @@ from typing import Callable, Iterator
 from dlbench import scratch
 from dlbench.launch import torchrun
 from dlbench.launch.interrupts import Interrupts
+from dlbench.models import registry
 from dlbench.results.record import Result, now
 from dlbench.spec import BenchmarkSpec
 
@@ -138,7 +139,8 @@ def _outcome(spec: BenchmarkSpec, system: dict, returncode: int, reason: str | N
         with contextlib.suppress(ValueError, TypeError):
             return Result.from_dict(stored)
     output = _tail(files["output.log"])
-    result = Result(spec=spec.to_dict(), system=system, status="error", finished=now(), traces={"output": output})
+    result = Result(spec=spec.to_dict(), system=system, status="error", title=registry.title(spec.model),
+                    finished=now(), traces={"output": output})
     where = _where(progress)
     if reason == "timeout":
         result.status, result.error = "timeout", f"no result after {timeout:g} s{where}; stopped"

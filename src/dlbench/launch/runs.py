@@ -12,10 +12,11 @@ from dlbench import scratch, workloads
 from dlbench.errors import UserError
 from dlbench.launch import batchsize
 from dlbench.launch.view import Terminal
-from dlbench.options import Options, option
+from dlbench.options import MAX_BATCH, Options, option
+from dlbench.paths import check_new_file
 from dlbench.results.record import Result
 from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable
-from dlbench.spec import MAX_BATCH, BenchmarkSpec, check_device
+from dlbench.spec import BenchmarkSpec, check_device
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,31 +26,47 @@ class RunExtras(Options):
                             high=MAX_BATCH)
     db: str | None = option(None, DB_HELP)
     tag: str | None = option(None, TAG_HELP)
+    results_file: str | None = option(None, "Also write the result as JSON: one object per run (throughput, step "
+                                            "time percentiles, batch, shape, precision, parameters, FLOPs, peak "
+                                            "memory, system).", flag="--results-file")
 
 
 def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int:
-    """Run what a `dlbench run` command asks for; the exit status (1 when a run ended in error)."""
+    """Run what a `dlbench run` command asks for; the exit status (1 when a run ended in error).
+    With --results-file, every result is also written there as one JSON object per line."""
     extras = RunExtras(**{f: values.pop(f) for f in RunExtras.names() if f in values})
-    plan: list[int] | str = [values.pop("batch")] if "batch" in values else [None]
-    if workloads.get(workload).batch_plans and plan != [None]:
-        plan = batchsize.parse(plan[0])
-    spec = BenchmarkSpec.from_dict({"workload": workload, **values, "batch": 1 if isinstance(plan, str) else plan[0]})
-    sizes = [] if isinstance(plan, str) else [dataclasses.replace(spec, batch=size) for size in plan[1:]]
-    check_writable(extras.db)  # every batch and the store are checked before anything runs
+    spec, plan, sweep = _plan(workload, dict(values), extras.max_batch)
+    check_writable(extras.db)  # the store, the results file and the spec are checked before anything runs
+    if extras.results_file:
+        check_new_file(extras.results_file, "results file")
     preflight(spec, view)
     scratch.clean_stale()  # what killed runs left behind
-    with Store(extras.db) as store:
+    results_file = Path(extras.results_file) if extras.results_file else None
+    with Store(extras.db) as store, view.json_lines(results_file) as write:
         if plan == "auto":
-            return 1 if _search(spec, store, extras.tag, extras.max_batch, view).status == "error" else 0
-        specs = [spec, *sizes] if plan != "sweep" else [dataclasses.replace(spec, batch=size)
-                                                        for size in batchsize.sweep_sizes(extras.max_batch)]
+            result = _search(spec, store, extras.tag, extras.max_batch, view)
+            write(result)
+            return 1 if result.status == "error" else 0
         failed = False
-        for one in specs:
+        for one in plan:
             result = _run(one, store, extras.tag, view)
+            write(result)
             failed |= result.status == "error"
-            if result.status == "oom" and plan == "sweep":
+            if result.status == "oom" and sweep:
                 break  # larger batches cannot fit either
     return 1 if failed else 0
+
+
+def _plan(workload: str, values: dict[str, Any], limit: int) -> tuple[BenchmarkSpec, str | list[BenchmarkSpec], bool]:
+    """The spec; 'auto' or the specs of every batch to run (all made, so all checked, now); whether it is a sweep."""
+    batch = values.pop("batch", None)
+    plan = batchsize.parse(batch) if workloads.get(workload).batch_plans and batch is not None else [batch]
+    spec = BenchmarkSpec.from_dict({"workload": workload, **values, "batch": 1 if isinstance(plan, str) else plan[0]})
+    if plan == "auto":
+        return spec, plan, False
+    sizes = batchsize.sweep_sizes(limit) if plan == "sweep" else plan
+    specs = [spec if size in (None, spec.batch) else dataclasses.replace(spec, batch=size) for size in sizes]
+    return spec, specs, plan == "sweep"
 
 
 def preflight(spec: BenchmarkSpec, view: Terminal) -> None:
@@ -68,7 +85,7 @@ def _run(spec: BenchmarkSpec, store: Store, tag: str | None, view: Terminal, ext
     from dlbench.launch.inprocess import run_specs
 
     result = run_specs([spec], store, tag=tag, console=view.err, extra_metrics=extra)[0]
-    view.result(result)
+    view.result(result, stdout=True)
     return result
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from dlbench.errors import UserError
+from dlbench.launch.environment import prepare
+from dlbench.models import registry
 from dlbench.results import exchange
 from dlbench.results.record import Result, now
 from dlbench.results.store import Store
@@ -156,6 +158,7 @@ def run_job(job: dict[str, Any], records: str) -> str:
     from dlbench.launch import isolated
     from dlbench.system.info import fingerprint
 
+    prepare()
     plugins.load(job.get("plugins") or None)
     spec = BenchmarkSpec.from_dict(job["spec"])
     result = isolated.run(spec, fingerprint(), isolated.Job(job["suite"], job["run"], job["tag"]),
@@ -212,6 +215,6 @@ def _job_result(item: Submitted, folder: Path) -> Result:
     except Exception as error:  # noqa: BLE001 - whatever ended the job is what the user needs to read
         reason = f"{type(error).__name__}: {str(error).strip().splitlines()[-1] if str(error).strip() else ''}"
     status = "timeout" if state.startswith("TIMEOUT") else "interrupted" if state.startswith(("PREEMPTED", "CANCELLED")) else "error"
-    return Result(spec=item.spec.to_dict(), system={}, status=status, finished=now(),
-                  error=f"SLURM job {item.job.job_id} ({state}): {reason}"[:2000],
+    return Result(spec=item.spec.to_dict(), system={}, status=status, title=registry.title(item.spec.model),
+                  finished=now(), error=f"SLURM job {item.job.job_id} ({state}): {reason}"[:2000],
                   traces={"slurm": {"job_id": item.job.job_id, "state": state, "folder": str(folder)}})

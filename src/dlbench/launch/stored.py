@@ -40,24 +40,30 @@ class ResultsRequest(Options):
     """List stored results, newest last."""
     db: str | None = option(None, DB_HELP)
     limit: int = option(50, "Show the newest N results.", low=1, high=10**9)
+    format: str = option("table", "table, or json: one object per result and line (throughput, step time "
+                                  "percentiles, batch, shape, precision, parameters, FLOPs, peak memory, system).",
+                         choices=("table", "json"))
 
 
 def results(request: ResultsRequest, view: Terminal) -> None:
     with Store(request.db, read_only=True) as store:
-        view.results(store.results()[-request.limit:])
+        rows = store.results()[-request.limit:]
+    view.results(rows) if request.format == "table" else view.summaries(rows)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ReportRequest(Options):
-    """Every report table (the seeds' layouts: GPUs, per-model fwd/bwd, training, images, volumes, machine)
-    from the results in the store; missing cells show `-`, out-of-memory runs `OOM`."""
+    """Every report table (in the published reports' layouts: GPUs, per-model fwd/bwd, training, images, volumes,
+    machine) from the results in the store; missing cells show `-`, out-of-memory runs `OOM`."""
     suite_name: str | None = option(None, "Only results of this suite.", flag="--suite")
     systems: list[str] | None = option(None, "Only results of this system (GPU name as shown in the tables, or "
                                              "host name); repeatable.", flag="--system")
-    format: str = option("md", "md (Markdown, the seeds' layout), csv, json, or html (one self-contained file "
-                               "with plots; needs --output).", choices=FORMATS)
+    format: str = option("md", "md (Markdown, in the published reports' layouts), csv, json, or html (one "
+                               "self-contained file with plots; needs --output).", choices=FORMATS)
     db: str | None = option(None, DB_HELP)
     output: str | None = option(None, OUTPUT_HELP, short="-o")
+    with_references: bool = option(False, "Add the seeds' published rows, labelled with their source and their "
+                                          "arithmetic checked, to the tables.")
 
 
 def report(request: ReportRequest, view: Terminal) -> None:
@@ -69,7 +75,7 @@ def report(request: ReportRequest, view: Terminal) -> None:
     with Store(request.db, read_only=True) as store:
         chosen = filter_systems(store.results(suite=request.suite_name), request.systems or [])
     title = f"dlbench report: {request.suite_name}" if request.suite_name else "dlbench report"
-    view.write(render(chosen, request.format, title=title), output)
+    view.write(render(chosen, request.format, title=title, with_references=request.with_references), output)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,15 +21,16 @@ from typing import Callable
 from rich.console import Console
 
 from dlbench import scratch
+from dlbench.errors import UserError
 from dlbench.launch import isolated
 from dlbench.launch.interrupts import Interrupts
 from dlbench.launch.view import SuiteView, Terminal
-from dlbench.errors import UserError
-from dlbench.options import Options, option, shown
+from dlbench.models import registry
+from dlbench.options import MAX_TIMEOUT_S, Options, option, shown
 from dlbench.paths import check_new_folder
 from dlbench.results.record import Result, now
 from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, default_path
-from dlbench.spec import MAX_TIMEOUT_S, BenchmarkSpec, check_device
+from dlbench.spec import BenchmarkSpec, check_device
 from dlbench.suites import Suite, spec_key
 from dlbench.suites.estimate import Estimate, estimate, format_seconds, history
 
@@ -113,8 +114,9 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
 
 
 def _interrupted(spec: BenchmarkSpec, system: dict, job: isolated.Job, signal_name: str | None) -> Result:
-    return Result(spec=spec.to_dict(), system=system, status="interrupted", suite=job.suite, run=job.run,
-                  tag=job.tag, error=f"stopped at once by a second {signal_name or 'signal'}", finished=now())
+    return Result(spec=spec.to_dict(), system=system, status="interrupted", title=registry.title(spec.model),
+                  suite=job.suite, run=job.run, tag=job.tag, finished=now(),
+                  error=f"stopped at once by a second {signal_name or 'signal'}")
 
 
 DEFAULT_TIMEOUT_S = 3600.0  # per benchmark, when neither the spec nor its suite sets one
@@ -134,8 +136,9 @@ class SuiteRequest(Options):
 
     A crash, out-of-memory error or hang of one benchmark is stored (error, oom, timeout) and the suite goes on. Ctrl-C stores the running benchmark as interrupted and stops (press it again to stop at once); `--resume` then runs only what is missing.
     """  # noqa: E501 - one paragraph, or --help breaks it where the source does
-    name: str = option("quick", "Built-in suite name (quick, cnn-benchmarks, ...) or a suite YAML file.",
-                       argument=True)
+    name: str | None = option(None, "Built-in suite name (quick, cnn-benchmarks, ...) or a suite YAML file. Default: "
+                                    "quick on a GPU machine, smoke (a short CPU check) without one; with --list and "
+                                    "no name: the built-in suites.", argument=True)
     device: str = option("auto", "Run every spec on this device: auto, cpu, cuda or cuda:N.", parse=check_device)
     db: str | None = option(None, DB_HELP)
     tag: str | None = option(None, TAG_HELP)
@@ -159,14 +162,12 @@ class SuiteRequest(Options):
 def suite_command(request: SuiteRequest, view: Terminal) -> int:
     """Plan, then list, run here or submit to SLURM; the exit status (1: a benchmark failed, 130: stopped)."""
     from dlbench import suites
-    from dlbench.launch import slurm
     from dlbench.system.info import fingerprint
 
-    options = slurm.parse_options(request.slurm) if request.slurm is not None else None
-    if options is not None:
-        slurm.check(options)  # before anything slow or anything written
-        check_new_folder(request.slurm_dir, "job files to")
-    loaded = suites.load(request.name, {"device": request.device} if request.device != "auto" else None)
+    if request.name is None and request.list_only:
+        view.suites([(name, suites.load(name).description) for name in suites.builtin_names()])
+        return 0
+    loaded, options = _load(request, view)
     host = fingerprint()["host"]
     default_timeout = request.timeout or DEFAULT_TIMEOUT_S
     if request.list_only:
@@ -184,6 +185,31 @@ def suite_command(request: SuiteRequest, view: Terminal) -> int:
         if options is not None:
             return _submit(plan, store, options, request, default_timeout, view)
         return _run_here(plan, store, request, default_timeout, view)
+
+
+def _load(request: SuiteRequest, view: Terminal) -> tuple[Suite, dict | None]:
+    """The suite and the SLURM options (None: run here), checked before anything slow or written."""
+    from dlbench import suites
+    from dlbench.launch import slurm
+
+    options = slurm.parse_options(request.slurm) if request.slurm is not None else None
+    if options is not None:
+        slurm.check(options)
+        check_new_folder(request.slurm_dir, "job files to")
+    name = request.name or default_suite(view)
+    return suites.load(name, {"device": request.device} if request.device != "auto" else None), options
+
+
+def default_suite(view: Terminal) -> str:
+    """`quick` on a GPU machine; without a GPU the short `smoke` check, said as such."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "quick"
+    view.message("no CUDA GPU found: running the `smoke` suite, a short CPU check that dlbench works here "
+                 "(its figures are CPU figures, not GPU ones; `dlbench suite quick --device cpu` runs the full quick "
+                 "suite on the CPU)")
+    return "smoke"
 
 
 def _plan_without_writing(loaded: Suite, request: SuiteRequest, host: str) -> Plan:
@@ -225,7 +251,7 @@ def _run_here(plan: Plan, store: Store, request: SuiteRequest, default_timeout: 
     from dlbench.launch.execute import describe
     from dlbench.system.info import fingerprint
 
-    hint = f"`dlbench suite {request.name} --resume` runs what is missing"
+    hint = f"`dlbench suite {plan.suite.name} --resume` runs what is missing"
     try:
         outcome = run_suite(plan, store, fingerprint(), tag=request.tag, default_timeout=default_timeout,
                             console=view.err, describe=describe)
@@ -250,6 +276,8 @@ def _finish(store: Store, plan: Plan, view: Terminal) -> int:
     latest = {spec_key(r.spec): r.status for r in mine}  # oldest first: the newest result of each spec wins
     counts = Counter(latest.values())
     view.message("results of run " + plan.run + ": " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    if plan.suite.name == "smoke":
+        view.message("these are CPU figures from a short check, not what a GPU would do")
     return 1 if counts.get("error") or counts.get("timeout") else 0
 
 

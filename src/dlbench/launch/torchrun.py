@@ -10,6 +10,7 @@ from pathlib import Path
 
 from dlbench import scratch
 from dlbench.errors import UserError
+from dlbench.models import registry
 from dlbench.results.record import Result, now
 from dlbench.spec import BenchmarkSpec
 
@@ -38,6 +39,6 @@ def run(spec: BenchmarkSpec, system: dict, *, suite: str | None = None, tag: str
     refused = re.search(r"^(?:\[\w+\]:)?error: (.+)$", output, re.MULTILINE)
     if refused:  # a worker refused the spec (bad dataset, ...): the same one line as in-process
         raise UserError(refused.group(1))
-    return Result(spec=spec.to_dict(), system=system, status="error", suite=suite, tag=tag,
-                  error=f"torchrun with {spec.gpus} processes returned no result", traces={"stderr": output},
-                  finished=now())
+    return Result(spec=spec.to_dict(), system=system, status="error", title=registry.title(spec.model),
+                  suite=suite, tag=tag, error=f"torchrun with {spec.gpus} processes returned no result",
+                  traces={"stderr": output}, finished=now())

@@ -40,6 +40,19 @@ def one_line(text: str) -> str:
     return " ".join(clean(text).split())
 
 
+class Heartbeat:
+    """Where no live bar can be drawn (a log, a pipe), a progress line every few seconds."""
+
+    def __init__(self, console: Console, every_s: float = 5.0) -> None:
+        self.console, self.every_s, self.last = console, every_s, time.monotonic()
+
+    def __call__(self, line: str) -> None:
+        if self.console.is_terminal or time.monotonic() - self.last < self.every_s:
+            return
+        self.last = time.monotonic()
+        self.console.print(clean(line), highlight=False, markup=False)
+
+
 class _Bars(Progress):
     """rich's Progress with one more line under the bars: the last result."""
 
@@ -58,6 +71,7 @@ class SuiteView:
                           console=console, transient=False)
         self.index, self.started, self.timeout = 0, time.monotonic(), None
         self.spent = 0.0  # wall seconds of the finished benchmarks
+        self.heartbeat = Heartbeat(console, every_s=10.0)
         self.overall = self.bars.add_task(f"suite {name}", total=len(estimates), info="")
         self.current = self.bars.add_task("", total=1, info="")
 
@@ -87,6 +101,7 @@ class SuiteView:
             stage = f"{progress.get('stage')} {done}/{total}"
         self.bars.update(self.current, info=f"{stage}, {format_seconds(elapsed)}{limit}")
         self.bars.update(self.overall, completed=self.index, info=self._eta(elapsed))
+        self.heartbeat(f"  {stage}, {format_seconds(elapsed)}{limit}; {self._eta(elapsed)}")
 
     def finish(self, result: Result, line: str) -> None:
         self.spent += time.monotonic() - self.started
@@ -106,14 +121,22 @@ class SuiteView:
         return f"{len(done)}/{len(self.estimates)} done, ETA {format_seconds(remaining)}{guessed}"
 
 
+def _console(stderr: bool) -> Console:
+    """Lines are never wrapped: piped into a file or a log, a line of output stays one line."""
+    console = Console(stderr=stderr, soft_wrap=True)
+    if not console.is_terminal:
+        console.width = 400  # tables too: rich would otherwise squeeze them into 80 columns
+    return console
+
+
 class Terminal:
     """What the launchers tell the user: messages and results on stderr, tables and reports on
     stdout. The command line makes one; launchers only call it. Everything shown passes
     `clean`: results can come from anyone's export file."""
 
     def __init__(self, out: Console | None = None, err: Console | None = None) -> None:
-        self.out = out or Console()
-        self.err = err or Console(stderr=True)
+        self.out = out or _console(stderr=False)
+        self.err = err or _console(stderr=True)
 
     def message(self, text: str) -> None:
         self.err.print(clean(text), highlight=False, markup=False, soft_wrap=True)
@@ -126,10 +149,13 @@ class Terminal:
     def warning(self, text: str) -> None:
         self.err.print(f"warning: {clean(text)}", style="yellow", highlight=False, markup=False)
 
-    def result(self, result: Result) -> None:
+    def result(self, result: Result, stdout: bool = False) -> None:
+        """One line about a result: on stdout when it is what the command was asked for
+        (`dlbench run … > result.txt`), else on stderr beside the progress."""
         from dlbench.launch.execute import describe
 
-        self.err.print(Text(clean(describe(result)), style=STYLE.get(result.status, "red")))
+        line = Text(clean(describe(result)), style=STYLE.get(result.status, "red"))
+        (self.out if stdout else self.err).print(line)
 
     @contextlib.contextmanager
     def progress(self, description: str, total: int, unit: str) -> Iterator[Callable[[int, int], None]]:
@@ -140,6 +166,25 @@ class Terminal:
         with Progress(*columns, console=self.err) as bar:
             task = bar.add_task(clean(description), total=total)
             yield lambda done, _total: bar.update(task, completed=done)
+
+    @contextlib.contextmanager
+    def json_lines(self, path: Path | None) -> Iterator[Callable[[Result], None]]:
+        """A writer of result summaries, one JSON object per line, to `path` (nothing without one).
+        The file is opened first, so a path that cannot be written fails before any run."""
+        import json
+
+        from dlbench.results.summary import summary
+
+        if path is None:
+            yield lambda result: None
+            return
+        try:
+            f = open(path, "w", encoding="utf-8")
+        except OSError as error:
+            raise UserError(f"cannot write {path}: {error.strerror or error}") from None
+        with f:
+            yield lambda result: (f.write(json.dumps(summary(result)) + "\n"), f.flush())
+        self.message(f"wrote {path}")
 
     def text(self, text: str) -> None:
         """A report or table as text, on stdout."""
@@ -161,6 +206,14 @@ class Terminal:
             raise UserError(f"cannot write {output}: {error.strerror or error}") from None
         self.message(f"wrote {output}")
 
+    def suites(self, named: list[tuple[str, str]]) -> None:
+        """The built-in suites with their descriptions."""
+        width = max(len(name) for name, _ in named)
+        for name, description in named:
+            self.out.print(Text(f"{name:{width}}  {one_line(description)}"))
+        self.out.print("run one with `dlbench suite NAME`; `dlbench suite NAME --list` shows its benchmarks",
+                       highlight=False)
+
     def plan(self, plan, default_timeout: float) -> None:
         """A suite's expanded specs with their time limits and estimates."""
         from rich.table import Table
@@ -176,6 +229,15 @@ class Terminal:
         self.out.print(f"{len(plan.todo)} benchmarks{done}: about {total} "
                        f"({measured} from earlier runs on this machine, {len(plan.todo) - measured} guessed)",
                        highlight=False)
+
+    def summaries(self, rows: list[Result]) -> None:
+        """One JSON object per result and line, on stdout."""
+        import json
+
+        from dlbench.results.summary import summary
+
+        for r in rows:
+            self.out.print(json.dumps(summary(r)), highlight=False, markup=False, soft_wrap=True)
 
     def results(self, rows: list[Result]) -> None:
         """Stored results as a table, one line each."""

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from dlbench.launch.environment import prepare
 from dlbench.results.record import Result
 
 
@@ -68,6 +69,7 @@ def _die_with_parent() -> None:
 
 def main(argv: list[str]) -> int:
     _die_with_parent()
+    prepare()
     from dlbench import plugins
     from dlbench.errors import UserError
     from dlbench.spec import BenchmarkSpec

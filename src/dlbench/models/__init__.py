@@ -1,1 +1,4 @@
-"""Model registry: one entry per model; torchvision classifiers and timm:<name> by name."""
+"""Models: the registry (models/registry.py) and the built-in models, which register themselves
+when imported here; `dlbench models` lists them in this order."""
+
+from dlbench.models import classifiers, unet3d, unet2d  # noqa: F401, I001 - imported to register

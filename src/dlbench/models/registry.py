@@ -1,7 +1,10 @@
-"""One entry per model. Builders never download weights: every model starts from random init.
+"""The model registry: what a model name means. Builders never download weights: every
+model starts from random init.
 
-Names that are not entries resolve to any torchvision classification model, or to
-`timm:<name>` when timm is installed.
+Models register where they are defined (models/classifiers.py, unet2d.py, unet3d.py, or a
+plug-in); `dlbench.models` imports the built-in ones, so importing the registry through it
+gives the full registry. Names that are not entries resolve to any torchvision
+classification model, to `timm:<name>` when timm is installed, or to a model file.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from typing import Callable
 
 import torch.nn as nn
 import torchvision.models as tvm
-from torchvision.models.resnet import Bottleneck, ResNet
 
 from dlbench.errors import UserError
 from dlbench.units import suggest
@@ -27,49 +29,26 @@ class ModelEntry:
     task: str = "classify"  # what the output means, so training picks the loss: classify, affinities, mask, segment
 
 
-def _tv(name: str, **kwargs) -> Callable[[], nn.Module]:
-    return partial(tvm.get_model, name, weights=None, **kwargs)
-
-
-def _resnet200() -> nn.Module:
-    # fb.resnet.torch's ResNet-200: bottleneck blocks [3, 24, 36, 3].
-    return ResNet(Bottleneck, [3, 24, 36, 3])
-
-
 MODELS: dict[str, ModelEntry] = {}
+ALIASES: dict[str, str] = {}  # other spellings of an entry's name
+# Families whose names carry settings ('unet3d:f=16,d=3'): prefix -> entry builder.
+FAMILIES: dict[str, Callable[[str], ModelEntry]] = {}
 
 
-def register(entry: ModelEntry) -> ModelEntry:
+def register(entry: ModelEntry, aliases: tuple[str, ...] = ()) -> ModelEntry:
     MODELS[entry.name] = entry
+    ALIASES.update(dict.fromkeys(aliases, entry.name))
     return entry
 
 
-for _entry in (
-    ModelEntry("alexnet", "AlexNet", _tv("alexnet")),
-    ModelEntry("googlenet", "Inception-V1", _tv("googlenet", aux_logits=False, init_weights=True)),
-    ModelEntry("vgg16", "VGG-16", _tv("vgg16")),
-    ModelEntry("vgg19", "VGG-19", _tv("vgg19")),
-    ModelEntry("resnet18", "ResNet-18", _tv("resnet18")),
-    ModelEntry("resnet34", "ResNet-34", _tv("resnet34")),
-    ModelEntry("resnet50", "ResNet-50", _tv("resnet50")),
-    ModelEntry("resnet101", "ResNet-101", _tv("resnet101")),
-    ModelEntry("resnet152", "ResNet-152", _tv("resnet152")),
-    ModelEntry("resnet200", "ResNet-200", _resnet200),
-):
-    register(_entry)
-ALIASES = {"inception-v1": "googlenet", "inception_v1": "googlenet"}
+def register_family(prefix: str, entry_for: Callable[[str], ModelEntry]) -> None:
+    """Names '<prefix>' and '<prefix>:<settings>' resolve to `entry_for(name)`."""
+    FAMILIES[prefix] = entry_for
 
-# Families whose names carry settings ('unet3d:f=16,d=3'): prefix -> entry builder.
-from dlbench.models import unet3d as _unet3d  # noqa: E402 - after MODELS so its entries can register
 
-FAMILIES: dict[str, Callable[[str], ModelEntry]] = {"unet3d": _unet3d.entry_for, "unet3d-aniso": _unet3d.entry_for}
-for _name in ("unet3d-aniso", "unet3d"):
-    register(_unet3d.entry_for(_name))
-
-from dlbench.models import unet2d as _unet2d  # noqa: E402 - registers after the registry exists
-
-register(ModelEntry("unet2d-medical", "U-Net (original)", _unet2d.unet2d_medical, (1, 572, 572), "segment"))
-register(ModelEntry("unet2d", "U-Net (padded)", _unet2d.unet2d, (1, 512, 512), "segment"))
+def torchvision(name: str, **kwargs) -> Callable[[], nn.Module]:
+    """A builder of torchvision's `name`, randomly initialised."""
+    return partial(tvm.get_model, name, weights=None, **kwargs)
 
 
 @lru_cache(maxsize=None)
@@ -130,7 +109,7 @@ def resolve(name: str) -> ModelEntry:
     if name.endswith(MODEL_FILES):
         return _file_entry(name)
     if name in _torchvision_classifiers():
-        return ModelEntry(name, name, _tv(name))
+        return ModelEntry(name, name, torchvision(name))
     known = sorted(set(MODELS) | set(_torchvision_classifiers()))
     raise UserError(f"unknown model {name!r}{suggest(name, known)}; `dlbench models` lists them")
 

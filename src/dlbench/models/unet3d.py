@@ -4,7 +4,7 @@ Both keep the input's spatial shape for any input size: a decoder level is resiz
 skip connection before concatenation, so odd sizes work (the seed's net needed multiples of
 the pooling factors).
 
-Registry names (see `register_all`):
+Registry names (registered at the end of this module):
   unet3d-aniso                  seed 000/001: 12 features x5 per level, 3 xy-only poolings, ELU,
                                 3 affinity outputs with a sigmoid (93.7 M parameters)
   unet3d                        depth 4, 32 features x2 per level, ReLU, MaxPool 2, transposed
@@ -24,6 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from dlbench.errors import UserError
+from dlbench.models.registry import ModelEntry, register, register_family
 
 
 @dataclass(frozen=True)
@@ -133,10 +134,8 @@ def build(name: str) -> UNet3D:
     return UNet3D(parse_name(name))
 
 
-def entry_for(name: str):
+def entry_for(name: str) -> ModelEntry:
     """A registry entry for any unet3d / unet3d-aniso name (with or without settings)."""
-    from dlbench.models.registry import ModelEntry
-
     config = parse_name(name)
     if config.anisotropic:
         title = "3D U-Net (aniso)" if name == "unet3d-aniso" else f"3D U-Net (aniso, {name.partition(':')[2]})"
@@ -146,3 +145,8 @@ def entry_for(name: str):
         shape = (config.in_channels, 64, 512, 512)  # the prediction tile of the benchmark
     task = "affinities" if config.out_channels == 3 else "mask"
     return ModelEntry(name, title, lambda: UNet3D(config), shape, task)
+
+
+for _family in ("unet3d-aniso", "unet3d"):
+    register_family(_family, entry_for)
+    register(entry_for(_family))

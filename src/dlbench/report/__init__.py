@@ -3,12 +3,14 @@
 Each module in SECTIONS has `tables(results) -> list[Table]` and returns nothing for
 results it does not cover, so a report over a whole store holds every kind of table.
 A `Table` renders in every format (Markdown, CSV, JSON, HTML), so a new section needs
-nothing else to appear everywhere.
+nothing else to appear everywhere. A section that can set the seeds' published rows beside
+the results (`--with-references`) takes `published: bool` too (report/published.py).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Sequence
 
 from dlbench.errors import UserError
@@ -19,8 +21,7 @@ SECTIONS = [f"dlbench.report.{name}" for name in (
     "gpus",  # seed 004's GPU table, with measured ceilings
     "cnn",  # seed 004: forward/backward per model
     "images",  # seeds 002, 003: train/infer/smooth
-    "volumes",  # seeds 000, 001: prediction
-    "training3d",  # seeds 000, 001: training
+    "training3d",  # seeds 000, 001: 3D training and prediction in one table
     "medical",  # seed 003: accuracy and time to train
     "optimize",  # eager against optimised levels
     "system",  # measured ceilings per machine
@@ -29,12 +30,18 @@ FORMATS = ("md", "csv", "json", "html")
 EMPTY = "No results in the store yet: run `dlbench` (the quick suite) or `dlbench suite cnn-benchmarks`."
 
 
-def tables(results: list[Result]) -> list[Table]:
-    return [t for name in SECTIONS for t in importlib.import_module(name).tables(results)]
+def tables(results: list[Result], with_references: bool = False) -> list[Table]:
+    """Every section's tables; with `with_references`, the seeds' published rows in them."""
+    found = []
+    for name in SECTIONS:
+        make = importlib.import_module(name).tables
+        takes = "published" in inspect.signature(make).parameters
+        found += make(results, published=True) if with_references and takes else make(results)
+    return found
 
 
-def render_markdown(results: list[Result]) -> str:
-    found = tables(results)
+def render_markdown(results: list[Result], with_references: bool = False) -> str:
+    found = tables(results, with_references)
     if not found:
         return EMPTY
     return markdown(found)
@@ -53,15 +60,16 @@ def filter_systems(results: list[Result], systems: Sequence[str]) -> list[Result
     return chosen
 
 
-def render(results: list[Result], fmt: str, title: str = "dlbench report") -> str:
-    """The whole report in one format: md, csv, json or html."""
+def render(results: list[Result], fmt: str, title: str = "dlbench report", with_references: bool = False) -> str:
+    """The whole report in one format: md, csv, json or html; `with_references` adds the
+    seeds' published rows, labelled with their source, to the tables that reproduce them."""
     if fmt not in FORMATS:
         raise UserError(f"unknown report format {fmt!r}; choose {', '.join(FORMATS)}")
     if fmt == "html":
         from dlbench.report.html import render_html
 
-        return render_html(results, title)
-    found = tables(results)
+        return render_html(results, title, with_references=with_references)
+    found = tables(results, with_references)
     if fmt == "csv":
         from dlbench.report.formats import to_csv
 

@@ -1,44 +1,114 @@
-"""Seed 004's tables: one per model, `|GPU|cuDNN|Forward (ms)|Backward (ms)|Total (ms)|`, fastest first."""
+"""Seed 004's tables: one per model and input, fastest first,
+
+`|GPU|cuDNN|Forward (ms)|Backward (ms)|Total (ms)|Median step (ms)|`
+
+Forward and Backward are the medians of each phase and Total is their sum, as in the seed
+(its Total is Forward + Backward in every row), so the shown figures add up. The median of
+the per-step totals is not that sum (the two phases' slow steps need not coincide): it has
+its own column. With `published`, the seed's rows for the model (16 x 3 x 224 x 224) join the
+table, labelled with their source, with the seed's out-of-memory runs.
+"""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 
-from dlbench.report.markdown import ms
+from dlbench.report import rows as rowinfo
 from dlbench.report.tables import Table, model_title
+from dlbench.figures import DASH, add, ms
 from dlbench.results.record import Result
+from dlbench.results.titles import TITLES
 
-HEADER = ("GPU", "cuDNN", "Forward (ms)", "Backward (ms)", "Total (ms)")
+HEADER = ["GPU", "cuDNN", "Forward (ms)", "Backward (ms)", "Total (ms)", "Median step (ms)"]
+NOTE = ("Forward, Backward: medians over the measured steps; Total = Forward + Backward; "
+        "Median step: the median of the per-step forward + backward times.")
 
 
 def _row_key(r: Result) -> tuple:
-    precision = r.spec.get("precision", "fp32")
-    gpus = int(r.spec.get("gpus", 1) or 1)
-    label = r.system_label + (f" (x{gpus})" if gpus > 1 else "") + ("" if precision == "fp32" else f" ({precision})")
-    cudnn = r.system.get("cudnn") if str(r.metrics.get("device", "")).startswith("cuda") else None
-    return label, cudnn or "None"
+    return rowinfo.system(r), rowinfo.cudnn(r) or "None", r.tag or ""
 
 
-def tables(results: list[Result]) -> list[Table]:
-    """Latest result per (model, input, system); OOM rows say so; sorted by total time."""
-    from dlbench.models import registry
-
+def tables(results: list[Result], published: bool = False) -> list[Table]:
+    """Latest result per (model, input, system); OOM rows say so; sorted by total time. Models
+    come in the order of the built-in ones (cnn-benchmarks'), others after them by name."""
     groups: "OrderedDict[tuple, dict[tuple, Result]]" = OrderedDict()
-    order = {name: i for i, name in enumerate(registry.names())}
+    order = {name: i for i, name in enumerate(TITLES)}
     chosen = [r for r in results if r.workload == "fwdbwd" and r.status in ("ok", "oom")]
     chosen.sort(key=lambda r: (order.get(r.model, len(order)), r.model, r.started))
     for r in chosen:
         shape = r.metrics.get("input_shape") or [r.spec["batch"], *(r.spec.get("input_shape") or [])]
         groups.setdefault((r.model, tuple(shape)), {})[_row_key(r)] = r
-    out = []
-    for (model, shape), by_system in groups.items():
-        rows = sorted(by_system.items(), key=lambda kv: (kv[1].status != "ok", kv[1].metrics.get("total_ms", 0)))
-        out.append(Table(model_title(model), list(HEADER), "llrrr", [[label, cudnn, *_cells(r)] for (label, cudnn), r in rows],
-                         notes=[f"(input {' x '.join(map(str, shape))})"]))
-    return out
+    return [_table(model, shape, by_system, published) for (model, shape), by_system in groups.items()]
+
+
+@dataclass
+class _Entry:
+    order: tuple
+    cells: list[object]
+    tag: str = ""
+    source: str = "dlbench"
+    check: str | None = None
+
+
+def _table(model: str, shape: tuple, by_system: dict[tuple, Result], published: bool) -> Table:
+    entries = []
+    for (label, cudnn, tag), r in by_system.items():
+        cells = _cells(r)
+        entries.append(_Entry(_order(r.status != "ok", cells[2]), [label, cudnn, *cells], tag))
+    notes = [f"(input {' x '.join(map(str, shape))})", NOTE]
+    found = _published(model, shape) if published else []
+    if found:
+        entries += found
+        notes.append("Rows from seed 004 are its published figures (Torch, CUDA 8.0 RC); its Total is the sum "
+                     "before rounding, so it can differ from Forward + Backward in the last digit.")
+    entries.sort(key=lambda e: e.order)
+    header, align, body = list(HEADER), "llrrrr", [e.cells for e in entries]
+    header, align, body = rowinfo.with_optional(header, align, body, "Tag", [e.tag for e in entries])
+    if published:
+        header, align, body = header + [rowinfo.SOURCE], align + "l", [b + [e.source] for b, e in zip(body, entries)]
+    if any(e.check not in (None, "ok") for e in found):
+        header, align, body = header + ["Check"], align + "l", [b + [e.check] for b, e in zip(body, entries)]
+    elif found:
+        notes.append("Published arithmetic checked: Total = Forward + Backward in every seed row.")
+    return Table(model_title(next(iter(by_system.values()))), header, align, body, notes=notes)
+
+
+def _order(failed: bool, total: object) -> tuple:
+    try:
+        return failed, float(str(total).rstrip(" †"))
+    except ValueError:
+        return True, float("inf")
 
 
 def _cells(r: Result) -> list[str]:
     if r.status == "oom":
-        return ["OOM", "OOM", "OOM"]
-    return [ms(r.metrics.get(k)) for k in ("forward_ms", "backward_ms", "total_ms")]
+        return ["OOM"] * 4
+    m = r.metrics
+    forward, backward = ms(m.get("forward_ms")), ms(m.get("backward_ms"))
+    return [forward, backward, add(forward, backward), ms(_median_step_ms(r))]
+
+
+def _median_step_ms(r: Result) -> float | None:
+    stats = (r.metrics.get("stats") or {}).get("total") or {}
+    if stats.get("median") is not None:
+        return stats["median"] * 1e3
+    return r.metrics.get("total_ms")
+
+
+def _published(model: str, shape: tuple) -> list[_Entry]:
+    from dlbench.report import published
+
+    block = published.data()["seed004"]
+    if list(shape) != [block["batch"], *block["input_shape"]]:
+        return []
+    out = []
+    for row in published.seed004(model):
+        c = row.cells
+        cells = [c["gpu"], c["cudnn"], c["forward_ms"], c["backward_ms"], row.mark("Total (ms)", c["total_ms"]), DASH]
+        out.append(_Entry(_order(False, c["total_ms"]), cells, source="seed 004", check=row.check_text()))
+    for name in published.seed004_oom(model):
+        gpu, _, cudnn = name.partition(" (cuDNN ")
+        out.append(_Entry((True, float("inf")), [gpu, cudnn.rstrip(")") or DASH, "OOM", "OOM", "OOM", DASH],
+                          source="seed 004"))
+    return out

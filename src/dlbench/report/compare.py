@@ -17,6 +17,7 @@ import numpy as np
 
 from dlbench.errors import UserError
 from dlbench.report.tables import Table, model_title
+from dlbench.figures import fixed, ms
 from dlbench.results.record import Result
 
 RESAMPLES = 2000
@@ -78,7 +79,7 @@ def benchmark_name(r: Result) -> str:
     if shape:
         parts.append("x".join(map(str, shape)))
     parts += [f"{k}={v}" for k, v in sorted((spec.get("options") or {}).items())]
-    return f"{model_title(r.model)} {r.workload} ({', '.join(parts)})"
+    return f"{model_title(r)} {r.workload} ({', '.join(parts)})"
 
 
 def select(results: Sequence[Result], selector: str) -> list[Result]:
@@ -208,7 +209,7 @@ def get(comparison: Comparison, a: str, b: str, key: tuple) -> Ratio | None:
 # --- rendering ---------------------------------------------------------------------------
 
 def _x(value: float) -> str:
-    return f"{value:.2f}x"
+    return f"{fixed(value, 2)}x"
 
 
 def cell(r: Ratio | None) -> str | None:
@@ -219,7 +220,7 @@ def cell(r: Ratio | None) -> str | None:
     if not r.has_interval:
         return f"{_x(r.ratio)} (no samples)"
     noise = " ~" if r.within_noise else ""
-    return f"{_x(r.ratio)} ({r.low:.2f}–{r.high:.2f}){noise}"
+    return f"{_x(r.ratio)} ({fixed(r.low, 2)}–{fixed(r.high, 2)}){noise}"
 
 
 def tables(comparison: Comparison) -> list[Table]:
@@ -249,7 +250,7 @@ def _step_table(comparison: Comparison) -> Table:
 def _median_ms(r: Result) -> str | None:
     steps = r.samples.get("step")
     seconds = float(np.median(steps)) if steps else _step_seconds(r)
-    return None if seconds is None else f"{seconds * 1e3:.2f}"
+    return None if seconds is None else ms(seconds * 1e3)
 
 
 def conclusions(comparison: Comparison) -> list[str]:
@@ -261,7 +262,7 @@ def conclusions(comparison: Comparison) -> list[str]:
             lines.append(f"{r.oom} ran out of memory on {r.benchmark}")
         elif r.within_noise:
             lines.append(f"{a} and {b} are within noise on {r.benchmark} "
-                         f"({_x(r.ratio)}, {pct}% CI {r.low:.2f}–{r.high:.2f})")
+                         f"({_x(r.ratio)}, {pct}% CI {fixed(r.low, 2)}–{fixed(r.high, 2)})")
         else:
             fast, slow, v, lo, hi = (a, b, r.ratio, r.low, r.high) if r.ratio >= 1 else \
                 (b, a, 1 / r.ratio, None if r.high is None else 1 / r.high, None if r.low is None else 1 / r.low)

@@ -1,9 +1,12 @@
 """`dlbench doctor`: how far below expectation each result is, and the likely causes.
 
 Expected performance comes from the nearest reference result (same workload, model,
-precision, GPU count and, where published, batch and shape) scaled by the ratio of the
+precision, GPU count, batch and, where published, shape) scaled by the ratio of the
 compute ceilings for that precision: measured ceilings when both machines have them,
-datasheet peaks otherwise (like is compared with like). Causes are only named with the
+datasheet peaks otherwise (like is compared with like). The references are the seeds'
+published figures (3D training in iterations per minute, prediction in Mvox/s) and the
+dlbench reference runs. A reference whose batch size is not published, or differs from the
+run's, is "not comparable", never a verdict; so is any GPU figure for a run on a CPU. Causes are only named with the
 evidence that points to them: phase times, the GPU monitor, `dlbench system` records.
 """
 
@@ -16,8 +19,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Callable
 
-import yaml
-
+from dlbench.figures import fixed, ms, percent, sig
 from dlbench.results.record import Result
 from dlbench.system.datasheet import lookup
 from dlbench.system.records import ceiling_name, ceilings_for, is_system_record, machine_key
@@ -67,6 +69,8 @@ class Diagnosis:
     scaling: str = ""
     causes: list[Cause] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)
+    not_comparable: str = ""  # why the references that exist for this benchmark cannot judge it
+    reason: str = ""  # why there is no expectation otherwise
 
     @property
     def ratio(self) -> float | None:
@@ -80,15 +84,19 @@ class Diagnosis:
 
 # ---- reference set ---------------------------------------------------------------------
 
+BATCH_FREE = ("volume",)  # workloads whose figure does not depend on a batch size (blocks of a volume)
+
+
 def load_references() -> list[Reference]:
-    """The seeds' figures plus the reference runs shipped with the package."""
-    root = resources.files("dlbench.system")
-    data = yaml.safe_load(root.joinpath("references.yaml").read_text(encoding="utf-8"))
+    """The seeds' published figures (report/published.py) plus the reference runs shipped with
+    the package."""
+    from dlbench.report.published import references
+
     known = set(Reference.__dataclass_fields__)
     refs = [Reference(**{k: v for k, v in entry.items() if k in known},
                       extra={k: v for k, v in entry.items() if k not in known})
-            for entry in data["references"]]
-    runs = root.joinpath("reference_runs.jsonl")
+            for entry in references()]
+    runs = resources.files("dlbench.system").joinpath("reference_runs.jsonl")
     if runs.is_file():
         records = [Result.from_dict(json.loads(line)) for line in runs.read_text(encoding="utf-8").splitlines()
                    if line.strip()]
@@ -102,6 +110,8 @@ def references_from_runs(records: list[Result], source: str) -> list[Reference]:
     for r in records:
         if is_system_record(r) or r.status != "ok" or "throughput" not in r.metrics:
             continue
+        if not str(r.metrics.get("device", "")).startswith("cuda"):
+            continue  # a CPU run is never a reference for anything
         refs.append(Reference(
             source=f"{source} {r.id[:8]} ({r.started[:10]})", gpu=machine_key(r)[1], workload=r.workload,
             model=r.model, precision=r.spec.get("precision", "fp32"), metric="throughput",
@@ -118,16 +128,35 @@ def _convert(value: float, unit: str, to: str) -> float | None:
     return value * factor if factor else None
 
 
-def _matches(ref: Reference, r: Result) -> bool:
+def on_gpu(r: Result) -> bool:
+    return str(r.metrics.get("device", r.spec.get("device", ""))).startswith("cuda")
+
+
+def _same_benchmark(ref: Reference, r: Result) -> bool:
+    """Same workload, model, precision, GPU count and (where both say) input shape."""
     spec = r.spec
     if (ref.workload, ref.model, ref.precision) != (r.workload, r.model, spec.get("precision", "fp32")):
         return False
     if ref.gpus != (spec.get("gpus") or 1):
         return False
-    if ref.batch is not None and ref.batch != spec.get("batch"):
-        return False
     shape = spec.get("input_shape")
     return ref.input_shape is None or shape is None or list(ref.input_shape) == list(shape)
+
+
+def _batch_problem(ref: Reference, r: Result) -> str | None:
+    """Why `ref` cannot judge `r` for its batch size, or None when the batches agree."""
+    if r.workload in BATCH_FREE:
+        return None
+    batch = r.spec.get("batch")
+    if ref.batch is None:
+        return f"its batch size is not published (this run: batch {batch})"
+    if ref.batch != batch:
+        return f"it ran batch {ref.batch} (this run: batch {batch})"
+    return None
+
+
+def _matches(ref: Reference, r: Result) -> bool:
+    return _same_benchmark(ref, r) and _batch_problem(ref, r) is None
 
 
 # ---- expectation -------------------------------------------------------------------------
@@ -154,12 +183,18 @@ def _ceilings(ref: Reference, r: Result, record: Result | None) -> tuple[float, 
 
 
 def _actual(r: Result, ref: Reference) -> tuple[float | None, str]:
+    """This run's figure in the reference's terms: seconds per step, iterations per minute
+    (3D training: seed 000/001's unit), Mvox/s, or its throughput."""
+    m = r.metrics
     if ref.metric == "step_s":
         steps = r.samples.get("step") or []
         return (statistics.median(steps) if steps else None), "s/step"
-    unit = r.metrics.get("throughput_unit", "")
-    value = r.metrics.get("throughput")
-    return (float(value) if value else None), unit
+    if ref.unit == "iters/min" and (m.get("iters_per_min") or m.get("iteration_mean_s")):
+        return float(m.get("iters_per_min") or 60.0 / m["iteration_mean_s"]), "iters/min"
+    if ref.unit == "Mvox/s" and m.get("mvox_per_s"):
+        return float(m["mvox_per_s"]), "Mvox/s"
+    value = m.get("throughput")
+    return (float(value) if value else None), m.get("throughput_unit", "")
 
 
 def _same_data(ref: Reference, r: Result) -> bool:
@@ -168,30 +203,54 @@ def _same_data(ref: Reference, r: Result) -> bool:
 
 
 def expectation(r: Result, refs: list[Reference], record: Result | None) -> Diagnosis:
-    """Scale the nearest matching reference to this machine."""
-    unit = r.metrics.get("throughput_unit", "")
-    best: tuple[float, Reference, float, str, float] | None = None
-    for ref in refs:
-        if not _matches(ref, r):
-            continue
+    """Scale the nearest comparable reference to this machine; say why where none is."""
+    value = r.metrics.get("throughput")
+    plain = Diagnosis(r, float(value) if value else None, r.metrics.get("throughput_unit", ""))
+    if not on_gpu(r):
+        alike = [ref for ref in refs if (ref.workload, ref.model) == (r.workload, r.model)]
+        if alike:
+            plain.not_comparable = (f"this ran on a CPU ({machine_key(r)[1]}); the references for it are GPU runs "
+                                    f"(e.g. {alike[0].gpu}, {alike[0].source}), and a CPU is not judged against a GPU")
+        else:
+            plain.reason = "no published or reference figure for this workload and model"
+        return plain
+    same = [ref for ref in refs if _same_benchmark(ref, r)]
+    if not same:
+        plain.reason = "no published or reference figure for this workload, model, precision and GPU count"
+        return plain
+    comparable = [ref for ref in same if _batch_problem(ref, r) is None]
+    if not comparable:
+        ref = same[0]
+        plain.not_comparable = f"{ref.source} ({ref.gpu}): {_batch_problem(ref, r)}"
+        actual, unit = _actual(r, ref)
+        plain.actual, plain.unit = (actual, unit) if actual is not None else (plain.actual, plain.unit)
+        if plain.unit == "s/step" and plain.actual is not None:
+            plain.actual, plain.unit = plain.actual * 1e3, "ms/step"
+        return plain
+    best: tuple[float, Reference, float, str, float, str] | None = None
+    for ref in comparable:
         scale = _ceilings(ref, r, record)
         actual, unit_here = _actual(r, ref)
-        value = ref.value if ref.metric == "step_s" else _convert(ref.value, ref.unit, unit_here)
-        if scale is None or value is None or actual is None:
+        figure = ref.value if ref.metric == "step_s" else _convert(ref.value, ref.unit, unit_here)
+        if scale is None or figure is None or actual is None:
             continue
         mine, theirs, how = scale
         # nearest ceiling first; on ties prefer dlbench runs, then the same kind of data
         distance = abs(math.log(mine / theirs)) - (0.01 if ref.ceilings else 0.0) - (0.001 if _same_data(ref, r) else 0.0)
         if best is None or distance < best[0]:
             ratio = mine / theirs
-            expected = value / ratio if ref.metric == "step_s" else value * ratio
-            how = f"{how} {mine:,.1f} vs {theirs:,.1f} TFLOP/s (x{ratio:.2f})"
-            best = (distance, ref, expected, how, actual)
+            expected = figure / ratio if ref.metric == "step_s" else figure * ratio
+            how = f"{how} {sig(mine, grouping=True)} vs {sig(theirs, grouping=True)} TFLOP/s (x{fixed(ratio, 2)})"
+            best = (distance, ref, expected, how, actual, unit_here)
     if best is None:
-        value = r.metrics.get("throughput")
-        return Diagnosis(r, float(value) if value else None, unit)
-    _, ref, expected, how, actual = best
-    return Diagnosis(r, actual, "s/step" if ref.metric == "step_s" else unit, expected, ref, how)
+        plain.reason = (f"published figures exist ({comparable[0].source}, {comparable[0].gpu}) but cannot be scaled to "
+                        f"{machine_key(r)[1]}: no datasheet entry for it and no `dlbench system` record of this machine. "
+                        f"Run `dlbench system` here, then `dlbench doctor` again")
+        return plain
+    _, ref, expected, how, actual, unit = best
+    if unit == "s/step":  # steps are read in milliseconds everywhere
+        return Diagnosis(r, actual * 1e3, "ms/step", expected * 1e3, ref, how)
+    return Diagnosis(r, actual, unit, expected, ref, how)
 
 
 # ---- causes --------------------------------------------------------------------------------
@@ -227,7 +286,7 @@ def input_bound(r: Result, record: Result | None) -> Cause | None:
     gpus = max(1, r.system.get("gpu_count") or 1)
     options = r.spec.get("options") or {}
     workers = options.get("workers", options.get("num_workers"))
-    text = f"waiting for data {share:.0%} of each step ({wait * 1e3:.1f} of {step * 1e3:.1f} ms)"
+    text = f"waiting for data {percent(share)} of each step ({ms(wait * 1e3)} of {ms(step * 1e3)} ms)"
     if cores:
         text += f"; {cores} CPU cores for {gpus} GPU(s) ({cores / gpus:.1f} per GPU)"
     if workers is not None:
@@ -268,7 +327,7 @@ def launch_bound(r: Result, record: Result | None) -> Cause | None:
     step = _median(r.samples.get("step"))
     return Cause("launch-bound", f"GPU busy only {util:.0f}% of the measured window at batch "
                                  f"{r.spec.get('batch')} with no data wait (median step "
-                                 f"{(step or 0) * 1e3:.2f} ms): kernels too small or too few to fill it; "
+                                 f"{ms((step or 0) * 1e3)} ms): kernels too small or too few to fill it; "
                                  f"try a larger batch, CUDA graphs or torch.compile")
 
 
@@ -329,8 +388,8 @@ def low_ceiling(r: Result, record: Result | None) -> Cause | None:
     if not measured or not peak or measured >= LOW_CEILING_SHARE * peak:
         return None
     facts = _facts(r, record)
-    text = (f"a plain {precision} matmul reaches only {measured:,.1f} TFLOP/s, {measured / peak:.0%} of "
-            f"the datasheet's {peak:,.1f}")
+    text = (f"a plain {precision} matmul reaches only {sig(measured, grouping=True)} TFLOP/s, "
+            f"{percent(measured / peak)} of the datasheet's {sig(peak, grouping=True)}")
     if facts.get("power_limit_w") and facts.get("power_limit_default_w") and \
             facts["power_limit_w"] < facts["power_limit_default_w"]:
         text += f"; power limit lowered to {facts['power_limit_w']:.0f} of {facts['power_limit_default_w']:.0f} W"
@@ -359,9 +418,10 @@ def diagnose(results: list[Result], refs: list[Reference] | None = None) -> list
         record = ceilings_for(r, results)
         d = expectation(r, refs, record)
         d.causes = [c for c in (check(r, record) for check in CAUSES) if c]
-        if record is None and str(r.metrics.get("device", "")).startswith("cuda"):
-            d.hints.append("no `dlbench system` record for this machine: run it to compare measured ceilings")
-        if r.metrics.get("gpu_util_mean") is None and str(r.metrics.get("device", "")).startswith("cuda"):
+        if record is None and on_gpu(r) and "dlbench system" not in d.reason:
+            d.hints.append("no `dlbench system` record for this machine: run `dlbench system` to measure its "
+                           "ceilings (expectations then compare measured with measured), then `dlbench doctor` again")
+        if r.metrics.get("gpu_util_mean") is None and on_gpu(r):
             d.hints.append("no GPU monitor readings in this result (NVML missing?)")
         out.append(d)
     return out
@@ -370,21 +430,33 @@ def diagnose(results: list[Result], refs: list[Reference] | None = None) -> list
 # ---- rendering -----------------------------------------------------------------------------
 
 def _fmt(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+    return sig(value, grouping=True)
+
+
+def _figure(value: float, unit: str) -> str:
+    return ms(value) if unit.startswith("ms") else _fmt(value)
 
 
 def _headline(d: Diagnosis) -> str:
     if d.actual is None:
         return "no throughput recorded"
-    measured = f"measured {_fmt(d.actual)} {d.unit}"
+    measured = f"measured {_figure(d.actual, d.unit)} {d.unit}"
     if d.expected is None:
-        return f"{measured}; no reference for this workload, model, precision and GPU count"
+        if d.not_comparable:
+            return f"{measured}; not comparable with the published figures: {d.not_comparable}"
+        return f"{measured}; {d.reason or 'no reference'}"
     ratio = d.ratio or 0.0
     if ratio >= AS_EXPECTED:
-        verdict = "as expected" if ratio <= 1.25 else f"{ratio:.2f}x faster than expected"
+        verdict = "as expected" if ratio <= 1.25 else f"{fixed(ratio, 2)}x faster than expected"
     else:
-        verdict = f"{1 / ratio:.1f}x slower than it should be ({ratio:.0%} of expected)"
-    return f"{measured}, expected {_fmt(d.expected)} {d.unit}: {verdict}"
+        verdict = f"{fixed(1 / ratio, 1)}x slower than it should be ({percent(ratio)} of expected)"
+    return f"{measured}, expected {_figure(d.expected, d.unit)} {d.unit}: {verdict}"
+
+
+def _reference_value(ref: Reference) -> str:
+    if ref.metric == "step_s":
+        return f"{ms(ref.value * 1e3)} ms/step"
+    return f"{_fmt(ref.value)} {ref.unit}"
 
 
 def render(diagnoses: list[Diagnosis]) -> str:
@@ -392,17 +464,16 @@ def render(diagnoses: list[Diagnosis]) -> str:
     for d in diagnoses:
         r = d.result
         host, label = machine_key(r)
-        title = f"## {r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}" \
-                f"{' x' + str(r.spec.get('gpus')) + ' GPUs' if (r.spec.get('gpus') or 1) > 1 else ''} on {label} ({host})"
+        gpus = r.spec.get("gpus") or 1
+        where = (f" x{gpus} GPUs" if on_gpu(r) else f" x{gpus} processes") if gpus > 1 else ""
+        title = f"## {r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}{where} on {label} ({host})"
         lines = [title, _headline(d)]
         if d.reference:
             ref = d.reference
-            lines.append(f"reference: {ref.gpu}, {_fmt(ref.value)} {ref.unit} ({ref.source}); scaled by {d.scaling}")
-            if ref.batch is None and ref.metric == "step_s":
-                lines.append("note: the reference's batch size is not published; compare with care")
+            lines.append(f"reference: {ref.gpu}, {_reference_value(ref)} ({ref.source}); scaled by {d.scaling}")
         fraction = r.metrics.get("ceiling_fraction")
-        if fraction is not None:
-            lines.append(f"FLOP utilisation: {r.metrics['achieved_tflops']:.1f} TFLOP/s, {fraction:.0%} of the "
+        if fraction is not None and r.metrics.get("achieved_tflops"):
+            lines.append(f"FLOP utilisation: {sig(r.metrics['achieved_tflops'])} TFLOP/s, {percent(fraction)} of the "
                          f"measured {r.spec.get('precision')} ceiling")
         if d.causes:
             lines.append("likely causes:")

@@ -10,6 +10,7 @@ import datetime as dt
 from typing import Any
 
 from dlbench.report.tables import Table
+from dlbench.figures import fixed
 from dlbench.results.record import Result
 
 HEADER = ["GPU", "Memory", "Architecture", "CUDA Cores", "FP32 TFLOPS", "Release Date"]
@@ -42,7 +43,7 @@ def release(text: str | None) -> str | None:
 
 
 def _number(value: float | None, digits: int = 2) -> str | None:
-    return None if value is None else f"{value:.{digits}f}"
+    return None if value is None else fixed(value, digits)
 
 
 def ceilings(r: Result) -> dict[str, float]:

@@ -20,14 +20,14 @@ def _environment() -> jinja2.Environment:
                               autoescape=True, undefined=jinja2.StrictUndefined)
 
 
-def render_html(results: list[Result], title: str = "dlbench report") -> str:
+def render_html(results: list[Result], title: str = "dlbench report", with_references: bool = False) -> str:
     from dlbench.report import EMPTY, tables
 
     template = _environment().get_template("report.html.j2")
     return template.render(
         title=title, results=len(results), systems=sorted({r.system_label for r in results}),
         generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        tables=tables(results) + ([runs_table(results)] if results else []), plots=plots(results), empty=EMPTY,
+        tables=tables(results, with_references) + ([runs_table(results)] if results else []), plots=plots(results), empty=EMPTY,
     )
 
 

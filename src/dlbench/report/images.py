@@ -1,37 +1,43 @@
-"""Tables of the image workloads: seed 002's phase table (one per model and precision) and
-seed 003's throughput (with weak scaling) and latency tables. The latest result per row wins."""
+"""Tables of the image workloads: seed 002's phase table (one per model) and seed 003's
+throughput (with weak scaling) and latency tables. The latest result per row wins.
+
+Times of a step or a phase are in milliseconds here as everywhere (seed 002 printed seconds;
+its rows are converted digit for digit). The phase columns add up: Total is their sum and
+the median of the whole steps has its own column. Weak scaling is seed 003's: throughput on
+N GPUs over throughput on one GPU (same batch per GPU); its efficiency (÷ N) has its own
+column. Columns that tell rows apart (precision, batch, input, data, tag) appear where the
+rows of a table differ in them.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass, field
 
+from dlbench.report import rows as rowinfo
+from dlbench.report.derived import scaling_efficiency, weak_scaling
 from dlbench.report.tables import Table, model_title
+from dlbench.figures import DASH, add, fixed, ms
 from dlbench.results.record import Result
 
 WORKLOADS = ("train", "infer", "smooth")
 BENCHMARK = {"infer": "Inference", "train": "Train", "smooth": "Smooth Inference"}
-SEED002 = ("Cluster", "Dataset", "Benchmark", "Device Name", "# Devices", "Num Workers", "Data Loading Time",
-           "Data Processing Time", "Forward Time", "Backward Time")
+SEED002 = ["Cluster", "Dataset", "Benchmark", "Device Name", "# Devices", "Num Workers", "Data Loading Time [ms]",
+           "Data Processing Time [ms]", "Forward Time [ms]", "Backward Time [ms]", "Optimizer Time [ms]", "Total [ms]",
+           "Median step [ms]"]
 PRECISION = {"fp32": "FP32", "tf32": "TF32", "fp16": "mixed precision (fp16)", "bf16": "mixed precision (bf16)"}
 FULL, MIXED = ("fp32", "tf32"), ("fp16", "bf16")
-LATENCY = ("Batch size", "Resolution", "Throughput Avg [img/s]", "Latency Avg [ms]", "Latency 90% [ms]",
-           "Latency 95% [ms]", "Latency 99% [ms]")
+LATENCY = ["Batch size", "Resolution", "Throughput Avg [img/s]", "Latency Avg [ms]", "Latency 90% [ms]",
+           "Latency 95% [ms]", "Latency 99% [ms]"]
+SLIP_NOTE = "† marks a published figure that its own columns do not give; Check says what they give."
 
 
 def dataset(r: Result) -> str:
-    source = str(r.spec.get("options", {}).get("data", "synthetic"))
-    if source.startswith("folder:"):
-        name = Path(source[7:].rstrip("/")).name or source[7:]
-        return name + (" (GPU decode)" if r.spec["options"].get("decode") == "gpu" else "")
-    return source.capitalize()
+    return rowinfo.data_source(r)
 
 
 def cluster(r: Result) -> str:
-    return r.tag or r.system.get("host") or "-"
-
-
-def _seconds(ms: float | None) -> str:
-    return "-" if ms is None else f"{ms / 1e3:.4f}"
+    """The system a row ran on: its host (the seed's cluster); the tag has its own column."""
+    return r.system.get("host") or DASH
 
 
 def _latest(results: list[Result], key) -> dict:
@@ -41,103 +47,248 @@ def _latest(results: list[Result], key) -> dict:
     return chosen
 
 
-def tables(results: list[Result]) -> list[Table]:
+@dataclass
+class _Row:
+    cells: list[object]
+    extra: dict[str, object] = field(default_factory=dict)  # optional columns: Precision, Batch, Input, Tag
+    source: str = "dlbench"
+    check: str | None = None
+
+
+def _assemble(title: str, header: list[str], align: str, rows: list[_Row], notes: list[str], published: bool,
+              optional: tuple[str, ...]) -> Table:
+    """The table with each optional column only where rows differ in it, then Source and Check."""
+    body = [list(r.cells) for r in rows]
+    for name in optional:
+        values = [r.extra.get(name) for r in rows]
+        if len({str(v) for v in values}) > 1 or (name == "Tag" and any(values)):
+            header, align = header + [name], align + ("r" if name in ("Batch",) else "l")
+            body = [b + [v] for b, v in zip(body, values)]
+    if published:
+        header, align = header + [rowinfo.SOURCE], align + "l"
+        body = [b + [r.source] for b, r in zip(body, rows)]
+    seeds = [r for r in rows if r.source != "dlbench"]
+    if any(r.check not in (None, "ok") for r in seeds):
+        header, align = header + ["Check"], align + "l"
+        body = [b + [r.check] for b, r in zip(body, rows)]
+        notes = notes + [SLIP_NOTE]
+    elif seeds:
+        notes = notes + ["Published arithmetic checked: no slips in these rows."]
+    return Table(title, header, align, body, notes=notes)
+
+
+def tables(results: list[Result], published: bool = False) -> list[Table]:
     mine = [r for r in results if r.workload in WORKLOADS and r.status in ("ok", "oom")]
-    return phase_tables(mine) + throughput_tables(mine) + latency_tables(mine)
+    return phase_tables(mine, published) + throughput_tables(mine, published) + latency_tables(mine, published)
 
 
-def phase_tables(results: list[Result]) -> list[Table]:
-    """Seed 002: seconds per batch in each phase, per cluster, dataset, benchmark and device count."""
+# ---- seed 002: phases ----------------------------------------------------------------------
+
+def phase_tables(results: list[Result], published: bool = False) -> list[Table]:
+    """Seed 002: milliseconds per batch in each phase, per cluster, dataset, benchmark and device count."""
+    groups: dict[str, list[Result]] = {}
+    for r in results:
+        groups.setdefault(r.model, []).append(r)
+    out = []
+    for model, rs in groups.items():
+        latest = _latest(rs, lambda r: (cluster(r), dataset(r), r.workload, rowinfo.system(r, gpus=False),
+                                        r.spec.get("gpus", 1), r.spec.get("batch"), r.spec.get("precision", "fp32"),
+                                        r.tag, str(r.spec.get("input_shape"))))
+        ordered = sorted(latest.values(), key=lambda r: (cluster(r), r.system_label, r.spec.get("gpus", 1),
+                                                          dataset(r), r.workload, r.spec.get("batch") or 0))
+        rows = [_phase_row(r) for r in ordered]
+        notes = ["Milliseconds per batch (medians over the measured steps); Data Loading includes the copy to the "
+                 "device; Total = the phase columns added; Median step = the median of whole steps."]
+        if published:
+            found = _seed002(model)
+            if found:
+                notes.append("Rows from seed 002 are its published seconds, shown in ms digit for digit; its batch "
+                             "size is not published; their Total is the sum of their phases.")
+            rows += found
+        batches = {r.extra.get("Batch") for r in rows}
+        if len(batches) == 1 and None not in batches:
+            notes[0] += f" Batch {batches.pop()} per device."
+        out.append(_assemble(model_title(rs[0]), list(SEED002), "llllrr" + "r" * 7, rows, notes, published,
+                             ("Precision", "Batch", "Input", "Tag")))
+    return out
+
+
+def _phase_row(r: Result) -> _Row:
+    m = r.metrics
+    workers = (r.spec.get("options") or {}).get("workers")
+    source = str((r.spec.get("options") or {}).get("data", "synthetic"))
+    head = [cluster(r), dataset(r), BENCHMARK[r.workload], rowinfo.system(r, gpus=False, precision=False),
+            rowinfo.processes(r), "-" if source == "synthetic" else (workers if workers is not None else "auto")]
+    extra = {"Precision": r.spec.get("precision", "fp32"), "Batch": r.spec.get("batch"),
+             "Input": _input(r),
+             "Tag": r.tag}
+    if r.status == "oom":
+        return _Row(head + ["OOM"] * 7, extra)
+    loading = (m.get("data_ms") or 0) + (m.get("h2d_ms") or 0) if "data_ms" in m else None
+    phases = [ms(loading), ms(m.get("noise_ms")), ms(m.get("forward_ms")), ms(m.get("backward_ms")),
+              ms(m.get("optimizer_ms"))]
+    shown = [p for p in phases if p != DASH]
+    return _Row(head + phases + [add(*shown) if shown else DASH, ms(m.get("step_ms"))], extra)
+
+
+def _seed002(model: str) -> list[_Row]:
+    from dlbench.report import published
+
+    if model != published.data()["seed002"]["model"]:
+        return []
+    out = []
+    for row in published.seed002():
+        c = row.cells
+        phases = [published.seconds_to_ms(c[k]) for k in ("data_s", "processing_s", "forward_s", "backward_s")]
+        shown = [p for p in phases if p is not None]
+        cells = [c["cluster"], c["dataset"], c["benchmark"], c["device"], int(c["devices"]), int(c["workers"]),
+                 phases[0], phases[1], row.mark("Forward Time", phases[2]), phases[3], None, add(*shown), None]
+        out.append(_Row(cells, {"Precision": "fp32", "Batch": None, "Input": "3x224x224", "Tag": None},
+                        "seed 002", row.check_text()))
+    return out
+
+
+# ---- seed 003: throughput and weak scaling -------------------------------------------------
+
+def throughput_tables(results: list[Result], published: bool = False) -> list[Table]:
+    """Seed 003: throughput per system, GPU count and batch per precision, the mixed-precision
+    speed-up, weak scaling (N-GPU over 1-GPU throughput at the same batch per GPU) and its
+    efficiency (÷ N)."""
     groups: dict[tuple, list[Result]] = {}
     for r in results:
-        groups.setdefault((r.model, r.spec.get("precision", "fp32")), []).append(r)
+        if r.status == "ok" and r.workload in ("train", "infer") and r.metrics.get("throughput"):
+            unit = r.metrics.get("throughput_unit", "img/s")
+            groups.setdefault((r.workload, r.model, unit), []).append(r)
+    out = []
+    for (workload, model, unit), rs in groups.items():
+        latest = _latest(rs, lambda r: (_setup(r), r.spec.get("gpus", 1), r.spec["batch"], r.spec.get("precision", "fp32")))
+        seeds = _seed003_training() if published and workload == "train" and _is_seed003(model) else []
+        present = {k[3] for k in latest} | {p for s in seeds for p in s["values"]}
+        precisions = [p for p in PRECISION if p in present]
+        fulls = [p for p in precisions if p in FULL]
+        mixeds = [p for p in precisions if p in MIXED]
+        header = ["System", "GPUs", "Batch size / GPU"] + [f"Throughput - {PRECISION[p]} [{unit}]" for p in precisions]
+        header += [f"Throughput speedup ({PRECISION[f]} - {PRECISION[m]})" for f in fulls for m in mixeds]
+        header += [f"Weak scaling - {PRECISION[p]}" for p in precisions]
+        header += [f"Scaling efficiency - {PRECISION[p]}" for p in precisions]
+        rows: list[_Row] = []
+        setups = sorted({k[0] for k in latest}, key=str)
+        for setup in setups:
+            points = {k[1:]: r for k, r in latest.items() if k[0] == setup}
+            for gpus, batch in sorted({(g, b) for g, b, _ in points}):
+                value = {p: points[(gpus, batch, p)].metrics["throughput"] for p in precisions if (gpus, batch, p) in points}
+                single = {p: points[(1, batch, p)].metrics["throughput"] for p in precisions if (1, batch, p) in points}
+                any_result = next(points[(gpus, batch, p)] for p in precisions if (gpus, batch, p) in points)
+                cells = [rowinfo.system(any_result, gpus=False, precision=False), gpus, batch]
+                cells += [fixed(value.get(p)) for p in precisions]
+                cells += [fixed(value[m] / value[f]) if f in value and m in value else DASH for f in fulls for m in mixeds]
+                cells += [fixed(weak_scaling(value.get(p), single.get(p))) if gpus > 1 else DASH for p in precisions]
+                cells += [fixed(scaling_efficiency(value.get(p), single.get(p), gpus)) if gpus > 1 else DASH
+                          for p in precisions]
+                rows.append(_Row(cells, {"Data": dataset(any_result), "Tag": any_result.tag,
+                                         "Input": _input(any_result)}))
+        for s in seeds:
+            rows.append(_seed003_row(s, precisions, fulls, mixeds))
+        what = "patches" if unit.startswith("patch") else "images"
+        notes = [f"Throughput: {what} over total measured time, all processes together. Weak scaling: throughput on N "
+                 "GPUs over throughput on 1 GPU at the same batch per GPU (perfect: N); scaling efficiency: weak "
+                 "scaling / N (perfect: 1.00)."]
+        if seeds:
+            notes.append("Rows from seed 003 are its published figures (TF1 20.06, mixed precision = TF-AMP fp16, "
+                         "ISBI 2012 EM data with augmentation).")
+        title = f"{model_title(rs[0])} {BENCHMARK[workload].lower()} throughput"
+        table = _assemble(title, header, "l" + "r" * (len(header) - 1), rows, notes, published, ("Data", "Input", "Tag"))
+        out.append(rowinfo.prune(table, 3 + len(precisions)))
+    return out
+
+
+def _input(r: Result) -> str:
+    """The input without the batch (the model's default where the spec gives none)."""
+    return rowinfo.shape_text(r.spec.get("input_shape") or (r.metrics.get("input_shape") or [None])[1:])
+
+
+def _setup(r: Result) -> tuple:
+    """Everything but GPUs, batch and precision that makes rows different machines or runs."""
+    return (r.system_label, r.tag or "", dataset(r), str(r.spec.get("input_shape")), r.spec.get("channels_last", False),
+            r.spec.get("optimize") or "eager")
+
+
+def _is_seed003(model: str) -> bool:
+    from dlbench.report import published
+
+    return model == published.data()["seed003"]["model"]
+
+
+def _seed003_training() -> list[dict]:
+    from dlbench.report import published
+
+    found = []
+    for row in published.seed003_training():
+        full = row.extra["full"]
+        found.append({"row": row, "values": {full: row.cells[f"throughput_{full}"], "fp16": row.cells["throughput_fp16"]},
+                      "weak": {full: row.cells[f"weak_{full}"], "fp16": row.cells["weak_fp16"]}, "full": full})
+    return found
+
+
+def _seed003_row(s: dict, precisions: list[str], fulls: list[str], mixeds: list[str]) -> _Row:
+    from dlbench.report.published import NAMES
+
+    row = s["row"]
+    c = row.cells
+    gpus = int(c["gpus"])
+    speedup_column = f"Throughput speedup ({NAMES[s['full']]} - mixed precision)"
+    cells: list[object] = [f"{c['system']}", gpus, int(c["batch"])]
+    cells += [s["values"].get(p) for p in precisions]
+    cells += [row.mark(speedup_column, c["speedup"]) if (f, m) == (s["full"], "fp16") else None
+              for f in fulls for m in mixeds]
+    weak = {p: row.mark(f"Weak scaling - {NAMES[p]}", v) if v != "-" else None for p, v in s["weak"].items()}
+    cells += [weak.get(p) for p in precisions]
+    cells += [fixed(float(v) / gpus) if v and v != "-" and gpus > 1 else None
+              for v in (s["weak"].get(p) for p in precisions)]
+    return _Row(cells, {"Data": "ISBI 2012 (augmented)", "Tag": None, "Input": "1x572x572"}, "seed 003", row.check_text())
+
+
+# ---- seed 003: latency ---------------------------------------------------------------------
+
+def latency_tables(results: list[Result], published: bool = False) -> list[Table]:
+    """Seed 003: inference throughput and latency per batch size, one table per model and precision."""
+    groups: dict[tuple, list[Result]] = {}
+    for r in results:
+        if r.status == "ok" and r.workload == "infer" and r.spec.get("gpus", 1) == 1 and r.metrics.get("throughput"):
+            groups.setdefault((r.model, r.spec.get("precision", "fp32")), []).append(r)
     out = []
     for (model, precision), rs in groups.items():
-        latest = _latest(rs, lambda r: (cluster(r), dataset(r), r.workload, r.system_label, r.spec.get("gpus", 1),
-                                        r.spec.get("batch")))
-        ordered = sorted(latest.values(), key=lambda r: (cluster(r), r.system_label, r.spec.get("gpus", 1),
-                                                          dataset(r), r.workload, r.spec.get("batch")))
-        rows = [_phase_row(r) for r in ordered]
-        header, align = list(SEED002), "llllrrrrrr"
-        batches = {r.spec.get("batch") for r in ordered}
-        if len(batches) > 1:  # the seed's columns, plus the batch where it differs between rows
-            header, align = header + ["Batch"], align + "r"
-            rows = [row + [r.spec.get("batch")] for row, r in zip(rows, ordered)]
-        note = "Seconds per batch (median); data loading includes the copy to the device."
-        if len(batches) == 1:
-            note += f" Batch {batches.pop()} per device."
-        out.append(Table(f"{model_title(model)} ({precision})", header, align, rows, notes=[note]))
-    return out
-
-
-def _phase_row(r: Result) -> list[object]:
-    m = r.metrics
-    workers = r.spec.get("options", {}).get("workers")
-    source = str(r.spec.get("options", {}).get("data", "synthetic"))
-    head = [cluster(r), dataset(r), BENCHMARK[r.workload], r.system_label, r.spec.get("gpus", 1),
-            "-" if source == "synthetic" else (workers if workers is not None else "auto")]
-    if r.status == "oom":
-        return head + ["OOM"] * 4
-    loading = (m.get("data_ms") or 0) + (m.get("h2d_ms") or 0) if "data_ms" in m else None
-    return head + [_seconds(loading), _seconds(m.get("noise_ms")), _seconds(m.get("forward_ms")),
-                   _seconds(m.get("backward_ms"))]
-
-
-def throughput_tables(results: list[Result]) -> list[Table]:
-    """Seed 003: img/s per GPU count and batch, per precision, the mixed-precision speedup and
-    weak scaling (N-GPU throughput over N times the 1-GPU throughput at the same batch)."""
-    groups: dict[tuple, list[Result]] = {}
-    for r in results:
-        if r.status == "ok" and r.workload in ("train", "infer"):
-            groups.setdefault((r.workload, r.model, r.system_label, dataset(r)), []).append(r)
-    out = []
-    for (workload, model, system, data), rs in groups.items():
-        latest = _latest(rs, lambda r: (r.spec.get("gpus", 1), r.spec["batch"], r.spec.get("precision", "fp32")))
-        precisions = [p for p in PRECISION if any(k[2] == p for k in latest)]
-        full = next((p for p in precisions if p in FULL), None)
-        mixed = next((p for p in precisions if p in MIXED), None)
-        unit = rs[0].metrics.get("throughput_unit", "img/s")  # patch/s for volumetric training
-        header = ["GPUs", "Batch size / GPU"] + [f"Throughput - {PRECISION[p]} [{unit}]" for p in precisions]
-        if full and mixed:
-            header.append(f"Throughput speedup ({PRECISION[full]} - {PRECISION[mixed]})")
-        header += [f"Weak scaling - {PRECISION[p]}" for p in precisions]
+        latest = _latest(rs, lambda r: (_setup(r), r.spec["batch"]))
         rows = []
-        for gpus, batch in sorted({(k[0], k[1]) for k in latest}):
-            value = {p: latest[(gpus, batch, p)].metrics["throughput"] for p in precisions if (gpus, batch, p) in latest}
-            row: list[object] = [gpus, batch] + [_num(value.get(p)) for p in precisions]
-            if full and mixed:
-                row.append(_num(value[mixed] / value[full]) if full in value and mixed in value else "-")
-            for p in precisions:
-                single = latest.get((1, batch, p))
-                scaling = value[p] / (gpus * single.metrics["throughput"]) if gpus > 1 and single and p in value else None
-                row.append(_num(scaling))
-            rows.append(row)
-        title = f"{model_title(model)} {BENCHMARK[workload].lower()} throughput on {system} ({data} data)"
-        out.append(Table(title, header, "r" * len(header), rows,
-                         notes=[f"Throughput: {'patches' if unit.startswith('patch') else 'images'} over total "
-                                "measured time, all processes together."]))
+        for key in sorted(latest, key=lambda k: (str(k[0]), k[1])):
+            r = latest[key]
+            m = r.metrics
+            shape = (m.get("input_shape") or [r.spec["batch"]])[1:]
+            cells = [rowinfo.system(r, gpus=False, precision=False), r.spec["batch"],
+                     "x".join(map(str, shape[1:] + shape[:1])), fixed(m["throughput"]),
+                     *(fixed(m.get(k), 3) for k in ("latency_avg_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms"))]
+            rows.append(_Row(cells, {"Data": dataset(r), "Tag": r.tag}))
+        notes = ["Latency is per batch, in milliseconds; throughput: images over the measured time."]
+        if published and _is_seed003(model):
+            found = _seed003_latency(precision)
+            if found:
+                notes.append("Rows from seed 003 are its published figures (TF1 20.06; latency per batch, as its last "
+                             "line says, though an earlier line says per image).")
+            rows += found
+        out.append(_assemble(f"{model_title(rs[0])} inference latency, {PRECISION[precision]}", ["System"] + LATENCY,
+                             "lrlrrrrr", rows, notes, published, ("Data", "Tag")))
     return out
 
 
-def latency_tables(results: list[Result]) -> list[Table]:
-    """Seed 003: inference throughput and latency per batch size, one table per precision."""
-    groups: dict[tuple, list[Result]] = {}
-    for r in results:
-        if r.status == "ok" and r.workload == "infer" and r.spec.get("gpus", 1) == 1:
-            groups.setdefault((r.model, r.system_label, dataset(r), r.spec.get("precision", "fp32")), []).append(r)
+def _seed003_latency(precision: str) -> list[_Row]:
+    from dlbench.report import published
+
     out = []
-    for (model, system, data, precision), rs in groups.items():
-        latest = _latest(rs, lambda r: r.spec["batch"])
-        rows = []
-        for batch in sorted(latest):
-            m = latest[batch].metrics
-            shape = m.get("input_shape", [batch])[1:]
-            rows.append([batch, "x".join(map(str, shape[1:] + shape[:1])), _num(m["throughput"]),
-                         *(f"{m[k]:.3f}" for k in ("latency_avg_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms"))])
-        out.append(Table(f"{model_title(model)} inference latency on {system}, {PRECISION[precision]} ({data} data)",
-                         list(LATENCY), "rrrrrrr", rows, notes=["Latency is per batch, in milliseconds."]))
+    for row in published.seed003_inference():
+        c = row.cells
+        if c["precision"] != precision:
+            continue
+        cells = [c["system"], int(c["batch"]), c["resolution"], row.mark("Throughput Avg [img/s]", c["throughput"]),
+                 c["latency_avg_ms"], c["latency_p90_ms"], c["latency_p95_ms"], c["latency_p99_ms"]]
+        out.append(_Row(cells, {"Data": "ISBI 2012", "Tag": None}, "seed 003", row.check_text()))
     return out
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"

@@ -20,3 +20,8 @@ def table(header: Sequence[str], align: Sequence[str], rows: Sequence[Sequence[o
 
 def ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
+
+
+def fmt(value: float | None, digits: int = 1) -> str | None:
+    """A figure rounded like the seeds, or None (rendered `-`)."""
+    return None if value is None else f"{value:.{digits}f}"

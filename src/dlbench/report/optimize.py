@@ -8,6 +8,7 @@ Only benchmarks with at least one result above eager appear; the latest result p
 from __future__ import annotations
 
 from dlbench.report.tables import Table, model_title
+from dlbench.figures import fixed, percent
 from dlbench.results.record import Result
 
 LEVELS = ("eager", "compile", "graphs", "max")
@@ -37,7 +38,7 @@ def _cell(r: Result | None, eager: Result | None) -> str:
     value = r.metrics.get("throughput")
     if value is None:
         return "-"
-    text = f"{value:,.1f} {r.metrics.get('throughput_unit', '')}".strip()
+    text = f"{fixed(value, 1, grouping=True)} {r.metrics.get('throughput_unit', '')}".strip()
     base = eager.metrics.get("throughput") if eager is not None and eager.status == "ok" else None
     if base and level_of(r) != "eager":
         text += f" (x{value / base:.2f})"
@@ -50,16 +51,16 @@ def _best(by_level: dict[str, Result]) -> Result | None:
 
 
 def _row(key: tuple, by_level: dict[str, Result]) -> list[str]:
-    workload, model, shape, precision, gpus, system = key
+    workload, _, shape, precision, gpus, system = key
     eager = by_level.get("eager")
     best = _best(by_level)
     compile_s = best.metrics.get("compile_s") if best else None
     tflops = best.metrics.get("achieved_tflops") if best else None
     fraction = best.metrics.get("ceiling_fraction") if best else None
-    label = f"{workload} {model_title(model)} {shape} {precision}"
+    label = f"{workload} {model_title(next(iter(by_level.values())))} {shape} {precision}"
     return [label, system + (f" (x{gpus})" if gpus > 1 else ""), *(_cell(by_level.get(lvl), eager) for lvl in LEVELS),
-            level_of(best) if best else "-", f"{compile_s:.1f}" if compile_s is not None else "-",
-            f"{tflops:.1f}" if tflops else "-", f"{fraction:.0%}" if fraction is not None else "-"]
+            level_of(best) if best else "-", fixed(compile_s, 1),
+            fixed(tflops, 1) if tflops else "-", percent(fraction)]
 
 
 def tables(results: list[Result]) -> list[Table]:

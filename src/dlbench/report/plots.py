@@ -6,8 +6,6 @@ nothing to draw), so a report without traces or sweeps simply has fewer figures.
 
 from __future__ import annotations
 
-from dlbench.report.tables import model_title
-
 import base64
 import io
 from collections import defaultdict
@@ -16,7 +14,10 @@ from typing import Callable
 
 import numpy as np
 
+from dlbench.report import rows as rowinfo
 from dlbench.report.compare import benchmark_key
+from dlbench.report.tables import model_title
+from dlbench.figures import sig
 from dlbench.results.record import Result
 
 MAX_DISTRIBUTIONS = 24  # boxes in one latency figure
@@ -65,7 +66,11 @@ def _svg(fig) -> bytes:
 
 
 def throughput_of(r: Result) -> tuple[float, str] | None:
+    """The figure people plan with, in its unit: 3D training in iterations per minute (seeds
+    000/001), never patches or images per second."""
     m = r.metrics
+    if r.workload == "train" and (m.get("iters_per_min") or m.get("iteration_mean_s")):
+        return float(m.get("iters_per_min") or 60.0 / m["iteration_mean_s"]), "iters/min"
     if m.get("throughput"):
         return float(m["throughput"]), str(m.get("throughput_unit") or "img/s")
     if m.get("images_per_s"):
@@ -85,28 +90,45 @@ def latest_ok(results: list[Result]) -> list[Result]:
     return list(chosen.values())
 
 
-def _short(r: Result) -> str:
+def _input(r: Result) -> str:
+    return rowinfo.shape_text(r.spec.get("input_shape") or (r.metrics.get("input_shape") or [None])[1:])
+
+
+def _short(r: Result, among: list[Result] | None = None) -> str:
+    """Model, batch, precision and GPUs; the workload, input shape and data source too where the
+    results drawn together differ in them."""
     spec = r.spec
-    
-    return f"{model_title(r.model)} b{spec.get('batch')} {spec.get('precision', 'fp32')}" + \
+    text = f"{model_title(r)} b{spec.get('batch')} {spec.get('precision', 'fp32')}" + \
         (f" x{spec['gpus']}GPU" if spec.get("gpus", 1) != 1 else "")
+    among = among or [r]
+    if rowinfo.differing(among, lambda x: x.workload):
+        text = f"{r.workload} {text}"
+    if rowinfo.differing(among, _input):
+        text += f" {_input(r)}"
+    if rowinfo.differing(among, rowinfo.data_source):
+        text += f" {rowinfo.data_source(r)}"
+    return text
 
 
 def throughput_plots(results: list[Result]) -> list[Plot]:
+    """One bar chart per workload and unit: img/s, iters/min (3D training), Mvox/s never share an axis."""
     plt = _pyplot()
-    by_workload: dict[str, list[Result]] = defaultdict(list)
+    by_workload: dict[tuple[str, str], list[Result]] = defaultdict(list)
     for r in latest_ok(results):
-        if throughput_of(r):
-            by_workload[r.workload].append(r)
+        found = throughput_of(r)
+        if found:
+            by_workload[(r.workload, found[1])].append(r)
+    units = defaultdict(set)
+    for workload, unit in by_workload:
+        units[workload].add(unit)
     plots = []
-    for workload, runs in sorted(by_workload.items()):
-        benches = sorted({_short(r) for r in runs})
+    for (workload, unit), runs in sorted(by_workload.items()):
+        benches = sorted({_short(r, runs) for r in runs})
         systems = sorted({r.system_label for r in runs})
-        unit = throughput_of(runs[0])[1]
         height = 0.8 / len(systems)
         fig, ax = plt.subplots(figsize=(8, 0.6 + 0.35 * len(benches) * max(1, len(systems) / 2)))
         for i, system in enumerate(systems):
-            values = {_short(r): throughput_of(r)[0] for r in runs if r.system_label == system}
+            values = {_short(r, runs): throughput_of(r)[0] for r in runs if r.system_label == system}
             y = [b + i * height for b in range(len(benches))]
             ax.barh(y, [values.get(b, 0.0) for b in benches], height=height, label=_label(system))
         ax.set_yticks([b + 0.4 - height / 2 for b in range(len(benches))], [_label(b) for b in benches])
@@ -114,15 +136,17 @@ def throughput_plots(results: list[Result]) -> list[Plot]:
         ax.set_xlabel(_label(unit))
         ax.legend(fontsize="small", loc="best")
         ax.grid(axis="x", alpha=0.3)
-        plots.append(Plot(f"throughput-{workload}", f"Throughput: {workload}",
+        several = len(units[workload]) > 1
+        slug = "".join(c if c.isalnum() else "-" for c in unit)
+        plots.append(Plot(f"throughput-{workload}" + (f"-{slug}" if several else ""),
+                          f"Throughput: {workload}" + (f" ({unit})" if several else ""),
                           f"Throughput per system ({unit}), latest run of each benchmark.", _svg(fig)))
     return plots
 
 
 def _sweep_label(r: Result, field: str) -> str:
-    
     spec = r.spec
-    text = f"{r.system_label}: {model_title(r.model)} {spec.get('precision', 'fp32')}"
+    text = f"{r.system_label}: {model_title(r)} {spec.get('precision', 'fp32')}"
     if field != "batch":
         text += f" b{spec.get('batch')}"
     if field != "gpus" and spec.get("gpus", 1) != 1:
@@ -135,32 +159,39 @@ def _sweep_plots(results: list[Result], field: str, name: str, title: str, xlabe
     """Throughput against one spec field (gpus or batch): a line per system and benchmark."""
     lines: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     labels: dict[tuple, str] = {}
-    unit = "img/s"
     for r in latest_ok(results):
         found = throughput_of(r)
         if not found:
             continue
         rest = {k: v for k, v in r.spec.items() if k != field}
-        key = (r.system_label, benchmark_key(Result(spec=rest, system={})))
+        key = (found[1], r.system_label, benchmark_key(Result(spec=rest, system={})))
         lines[key].append((float(r.spec.get(field, 1) or 1), found[0]))
         labels[key] = _sweep_label(r, field)
-        unit = found[1]
     sweeps = {k: sorted(v) for k, v in lines.items() if len({x for x, _ in v}) > 1}
-    if not sweeps:
-        return []
+    units = sorted({k[0] for k in sweeps})
+    return [_sweep_plot({k: v for k, v in sweeps.items() if k[0] == unit}, labels, unit,
+                        name + (f"-{''.join(c if c.isalnum() else '-' for c in unit)}" if len(units) > 1 else ""),
+                        title + (f" ({unit})" if len(units) > 1 else ""), xlabel, caption, ideal) for unit in units]
+
+
+def _sweep_plot(sweeps: dict, labels: dict, unit: str, name: str, title: str, xlabel: str, caption: str,
+                ideal: bool) -> Plot:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for key, points in sorted(sweeps.items(), key=lambda kv: labels[kv[0]]):
         xs, ys = zip(*points)
         drawn = ax.plot(xs, ys, marker="o", label=_label(labels[key]))
         if ideal and xs[0] == 1:
-            ax.plot(xs, [ys[0] * x for x in xs], linestyle="--", color=drawn[0].get_color(), alpha=0.5)
+            # Perfect scaling: N times the items per second; an iteration of N GPUs (one patch
+            # each, seeds 000/001) would take as long as one GPU's, so iterations per minute stay.
+            perfect = [ys[0] for _ in xs] if unit == "iters/min" else [ys[0] * x for x in xs]
+            ax.plot(xs, perfect, linestyle="--", color=drawn[0].get_color(), alpha=0.5)
     ax.set_xscale("log", base=2)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(_label(unit))
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
-    return [Plot(name, title, caption, _svg(fig))]
+    return Plot(name, title, caption, _svg(fig))
 
 
 def scaling_plots(results: list[Result]) -> list[Plot]:
@@ -181,7 +212,7 @@ def latency_plots(results: list[Result]) -> list[Plot]:
     fig, ax = plt.subplots(figsize=(8, 0.8 + 0.35 * len(runs)))
     data = [np.asarray(r.samples["step"], dtype=float) * 1e3 for r in runs]
     ax.boxplot(data, whis=(1, 99), showfliers=True, flierprops={"markersize": 2}, **_horizontal())
-    ax.set_yticks(range(1, len(runs) + 1), [_label(f"{r.system_label}: {_short(r)}") for r in runs])
+    ax.set_yticks(range(1, len(runs) + 1), [_label(f"{r.system_label}: {_short(r, runs)}") for r in runs])
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("step time (ms)")
@@ -226,7 +257,8 @@ def trace_plots(results: list[Result]) -> list[Plot]:
         for r, t in runs:
             if key in t:
                 start = t["t"][0]
-                ax.plot([x - start for x in t["t"]], t[key], label=_label(f"{r.system_label}: {_short(r)}"))
+                ax.plot([x - start for x in t["t"]], t[key],
+                        label=_label(f"{r.system_label}: {_short(r, [run for run, _ in runs])}"))
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("seconds into the measured window")
@@ -245,9 +277,9 @@ def ceiling_plots(results: list[Result]) -> list[Plot]:
     for bar, r in zip(bars, runs):
         achieved = r.metrics.get("achieved_tflops", r.metrics.get("tflops_achieved"))
         if isinstance(achieved, (int, float)):
-            ax.annotate(f" {achieved:.1f} TFLOP/s", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+            ax.annotate(f" {sig(achieved)} TFLOP/s", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
                         va="center", fontsize="small")
-    ax.set_yticks(range(len(runs)), [_label(f"{r.system_label}: {_short(r)}") for r in runs])
+    ax.set_yticks(range(len(runs)), [_label(f"{r.system_label}: {_short(r, runs)}") for r in runs])
     ax.invert_yaxis()
     ax.set_xlim(0, max(100.0, max(values) * 1.15))
     ax.axvline(100.0, color="grey", linestyle="--")

@@ -6,14 +6,16 @@ import html
 from dataclasses import dataclass, field
 
 from dlbench.report.markdown import table
+from dlbench.results.record import Result
+from dlbench.results.titles import legacy_title
 
 
-def model_title(name: str) -> str:
-    """The registry's display name (ResNet-50); imported late because the registry loads torch,
-    which reading and comparing results does not need."""
-    from dlbench.models import registry
-
-    return registry.title(name)
+def model_title(r: Result | str) -> str:
+    """How the record names its model (ResNet-50); the model's name where it has no title. Given a
+    model's name alone (a published row's), the title the built-in models have."""
+    if isinstance(r, str):
+        return legacy_title(r)
+    return r.title or r.model
 
 
 @dataclass

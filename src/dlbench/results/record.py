@@ -10,9 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlbench.options import shown
+from dlbench.results.titles import legacy_title
 
 # 2: status 'timeout' and the suite-run id `run`; records of schema 1 load unchanged.
-SCHEMA_VERSION = 2
+# 3: `title`, the model's display name, so reading records needs no model registry; records of
+#    schema 1 and 2 get theirs from results/titles.py when read.
+SCHEMA_VERSION = 3
 FORMAT = "dlbench-result"
 STATUSES = ("ok", "oom", "error", "timeout", "interrupted")
 
@@ -30,6 +33,7 @@ class Result:
     samples: dict[str, list[float]] = field(default_factory=dict)
     traces: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    title: str | None = None  # how reports name the model (ResNet-50); None in system records
     suite: str | None = None
     run: str | None = None  # suite-run id: every result of one `dlbench suite` run (and its resumes)
     tag: str | None = None
@@ -50,13 +54,14 @@ class Result:
             raise ValueError("not a dlbench result record")
         schema = data.get("schema")
         if not isinstance(schema, int) or isinstance(schema, bool) or not 1 <= schema <= SCHEMA_VERSION:
-            raise ValueError(f"result schema {shown(schema)} is not one this dlbench understands (1 to {SCHEMA_VERSION})")
+            raise ValueError(f"result schema {shown(schema)} is not one this dlbench understands "
+                             f"(1 to {SCHEMA_VERSION})")
         missing = {"id", "spec", "system", "status"} - set(data)
         if missing:
             raise ValueError(f"result record lacks {', '.join(sorted(missing))}")
         check_record(data)
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{k: v for k, v in _migrate(data).items() if k in known})
 
     # Derived labels used by the store's index columns and by reports.
     @property
@@ -75,7 +80,7 @@ class Result:
 _ID = re.compile(r"[0-9A-Za-z_.-]{1,64}")
 MAX_LABEL = 256  # names that reports print in every row: model, workload, host, GPU, ...
 _MAPPINGS = ("spec", "system", "metrics", "samples", "traces")
-_TEXTS = ("error", "suite", "run", "tag", "finished")
+_TEXTS = ("error", "title", "suite", "run", "tag", "finished")
 
 
 def check_record(data: dict[str, Any]) -> None:
@@ -90,6 +95,7 @@ def check_record(data: dict[str, Any]) -> None:
     for key in _TEXTS:
         if not isinstance(data.get(key), (str, type(None))):
             raise ValueError(f"result field {key!r} must be text, got {shown(data[key])}")
+    _label(data.get("title"), "result 'title'")
     _check_started(data.get("started", ""))
     _check_spec(data["spec"])
     _check_system(data["system"])
@@ -147,6 +153,14 @@ def _check_numbers(metrics: dict[str, Any], samples: dict[str, Any]) -> None:
     for key, values in samples.items():
         if not isinstance(values, list) or not all(_number(v) for v in values):
             raise ValueError(f"samples {shown(key)} must be a list of numbers")
+
+
+def _migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """An older record in the current schema."""
+    if data["schema"] < 3:
+        spec = data["spec"] if isinstance(data["spec"], dict) else {}
+        data = {**data, "schema": SCHEMA_VERSION, "title": legacy_title(spec.get("model", ""))}
+    return data
 
 
 def system_label(system: dict[str, Any], device: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from dlbench.figures import add, ms, sig
 from dlbench.measure.loop import Progress, run_steps
 from dlbench.measure.stats import summarize
 from dlbench.models import registry
@@ -67,8 +68,11 @@ def run(spec, device: torch.device, progress: Progress):
 
 
 def describe(metrics: dict) -> str:
-    return (f"forward {metrics['forward_ms']:.2f} ms, backward {metrics['backward_ms']:.2f} ms, "
-            f"total {metrics['total_ms']:.2f} ms ({metrics['images_per_s']:.1f} img/s)")
+    """Forward + backward = total as seed 004 adds them (medians of each phase), then the median
+    of the per-step totals, which is not their sum."""
+    forward, backward = ms(metrics["forward_ms"]), ms(metrics["backward_ms"])
+    return (f"forward {forward} + backward {backward} = {add(forward, backward)} ms (phase medians; median step "
+            f"{ms(metrics['total_ms'])} ms), {sig(metrics['images_per_s'])} img/s")
 
 
 WORKLOAD = Workload(

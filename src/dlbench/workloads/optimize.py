@@ -36,6 +36,9 @@ from torch import nn
 
 from dlbench.errors import UserError
 
+# The same as spec.OPTIMIZE_LEVELS (which checks specs before any workload loads) and
+# report.optimize.LEVELS; written out here because workloads do not import the layers above them.
+LEVELS = ("eager", "compile", "graphs", "max")
 NEEDS_CUDA = ("graphs", "max")
 # Relative norm error ||optimised - eager|| / ||eager|| allowed per precision: reduction order and
 # kernel choice change the rounding, by about the precision's epsilon times the depth of the network.

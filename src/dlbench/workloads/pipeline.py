@@ -110,7 +110,7 @@ def data_metrics(loader, warnings: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"dataset_images": getattr(loader, "images", 0)}
     if isinstance(loader, DeviceDecoder):
         out["cpu_share"] = loader.config.cpu_share
-        # nvjpeg on a side stream is only fast with enough hardware queues (see dlbench/__init__.py)
+        # nvjpeg on a side stream is only fast with enough hardware queues (see launch/environment.py)
         out["cuda_max_connections"] = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")
     corrupt = getattr(loader, "corrupt", None)
     if corrupt is not None:

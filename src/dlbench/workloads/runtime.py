@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import warnings
 from typing import Iterator
 
 import torch
@@ -11,10 +10,6 @@ import torch
 from dlbench.errors import UserError
 
 _AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}
-
-# Autograd's device thread makes its first cuBLAS call before it has a CUDA context; PyTorch
-# sets the primary context and carries on. The warning says nothing about the benchmark.
-warnings.filterwarnings("ignore", message="Attempting to run cuBLAS, but there was no current CUDA context")
 
 
 def resolve_device(name: str) -> torch.device:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from dlbench import data
+from dlbench.figures import add, ms, sig
 from dlbench.options import option
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
@@ -66,8 +67,10 @@ def run(spec, device: torch.device, progress: Progress):
 
 
 def describe(metrics: dict) -> str:
-    return (f"{metrics['throughput']:.1f} inputs/s ({metrics['noisy_per_s']:.0f} noisy copies/s); data "
-            f"{metrics['data_ms']:.2f} + noise {metrics['noise_ms']:.2f} + forward {metrics['forward_ms']:.2f} ms")
+    phases = [ms(metrics[f"{p}_ms"]) for p in PHASES]
+    named = " + ".join(f"{p} {v}" for p, v in zip(PHASES, phases))
+    return (f"{sig(metrics['throughput'])} inputs/s ({sig(metrics['noisy_per_s'])} noisy copies/s); {named} = "
+            f"{add(*phases)} ms (phase medians; median step {ms(metrics['step_ms'])} ms)")
 
 
 WORKLOAD = Workload(

@@ -22,12 +22,12 @@ import torch
 
 from dlbench import data
 from dlbench.errors import UserError
+from dlbench.figures import add, fixed, ms, percent, sig
 from dlbench.measure.loop import Progress
 from dlbench.measure.stats import summarize
 from dlbench.models import registry
-from dlbench.report.derived import days_to, iters_per_min
 from dlbench.options import option
-from dlbench.units import parse_shape
+from dlbench.units import days_to, iters_per_min, parse_shape
 from dlbench.workloads import Workload, distributed, losses, optimize
 from dlbench.workloads.fwdbwd import primary_output
 from dlbench.workloads.pipeline import Feeder, data_metrics, metrics_from_ranks, rank_payload
@@ -190,15 +190,18 @@ def run(spec, device: torch.device, progress: Progress):
 
 
 def describe(metrics: dict) -> str:
+    """3D training in the seeds' terms (iterations per minute, days); otherwise throughput and
+    the phase medians with their sum, the median whole step apart (it is not that sum)."""
+    wait = f"data wait {percent(metrics['data_share'])} of the time"
     if "iters_per_min" in metrics:
-        return (f"{metrics['iteration_mean_s']:.3f} s/iter (std {metrics['iteration_std_s']:.3f}), "
-                f"{metrics['iters_per_min']:.1f} iters/min, {metrics['days_to_extrapolate']:.2f} days to "
-                f"{metrics['extrapolate_iters']:,} iterations (data wait {metrics['data_share']:.0%} of the time)")
+        return (f"iteration {ms(metrics['iteration_mean_s'] * 1e3)} ms mean (std {ms(metrics['iteration_std_s'] * 1e3)} "
+                f"ms), {fixed(metrics['iters_per_min'], 1)} iters/min, {sig(metrics['days_to_extrapolate'])} days to "
+                f"{metrics['extrapolate_iters']:,} iterations ({wait})")
     procs = f" on {metrics['processes']} processes" if metrics.get("processes", 1) > 1 else ""
-    return (f"{metrics['throughput']:.1f} img/s{procs}; step {metrics['step_ms']:.2f} ms = data "
-            f"{metrics['data_ms']:.2f} + h2d {metrics['h2d_ms']:.2f} + forward {metrics['forward_ms']:.2f} + "
-            f"backward {metrics['backward_ms']:.2f} + optimizer {metrics['optimizer_ms']:.2f} "
-            f"(data wait {metrics['data_share']:.0%} of the time)")
+    phases = [ms(metrics[f"{p}_ms"]) for p in PHASES]
+    named = " + ".join(f"{p} {v}" for p, v in zip(PHASES, phases))
+    return (f"{sig(metrics['throughput'])} {metrics.get('throughput_unit', 'img/s')}{procs}; {named} = "
+            f"{add(*phases)} ms (phase medians; median step {ms(metrics['step_ms'])} ms; {wait})")
 
 
 

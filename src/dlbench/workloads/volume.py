@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import re
 import shutil
 import threading
 import time
@@ -36,26 +35,20 @@ from dlbench.data.blocking import Block, Blocking, auto_candidates
 from dlbench.data.prediction_store import DTYPES, PredictionStore, check_output_name
 from dlbench.data.volumes import Volume, open_volume
 from dlbench.errors import UserError
+from dlbench.figures import fixed, percent, sig
 from dlbench.measure.flops import count_flops
 from dlbench.measure.loop import Progress, common_metrics, synchronize
 from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.measure.timer import Spans, record_event
 from dlbench.models import registry
 from dlbench.options import Options, option, shown
-from dlbench.units import parse_shape
+from dlbench.units import parse_count, parse_shape
 from dlbench.workloads import Workload, distributed, optimize
 from dlbench.workloads.runtime import is_oom
 
-_SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 
-
-def parse_voxels(text: str | float | int) -> float:
-    """'8.1T' -> 8.1e12 voxels (decimal suffixes K, M, G, T, P)."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgtp]?)\s*(?:vox)?\s*", str(text).lower())
-    voxels = float(match.group(1)) * _SUFFIX.get(match.group(2), 1.0) if match else 0.0
-    if not 0 < voxels < 1e30:  # 1e30: far beyond any volume, and inf is never a count
-        raise UserError(f"bad --extrapolate {shown(text)}: give a voxel count like 8.1T, 500G or 1.9e9")
-    return voxels
+def parse_voxels(text: str) -> float:
+    return parse_count(text, "--extrapolate")
 
 
 def _zyx(text: str) -> None:
@@ -515,12 +508,21 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], wor
 
 
 def describe(metrics: dict) -> str:
+    """Voxels, seconds and Mvox/s; the hours for the extrapolated volume on one GPU, or at this
+    run's rate where it ran on a CPU (no "GPU" for a CPU run)."""
     hours = metrics.get("extrapolate_hours", {})
-    one = hours.get("1")
-    extra = f", {metrics['extrapolate_voxels'] / 1e12:.1f} Tvox in {one:.1f} h on 1 GPU" if one else ""
+    target = metrics.get("extrapolate_voxels")
+    on_gpu = str(metrics.get("device", "cuda")).startswith("cuda")
+    if on_gpu and hours.get("1"):
+        extra = f", {sig(target / 1e12)} Tvox in {fixed(hours['1'], 1)} h on 1 GPU"
+    elif not on_gpu and target and metrics.get("mvox_per_s"):
+        extra = f", {sig(target / 1e12)} Tvox in {fixed(target / (metrics['mvox_per_s'] * 1e6) / 3600, 1)} h on this CPU"
+    else:
+        extra = ""
     fill = metrics.get("block_fill", 1.0)
-    cut = f"; the far border cuts blocks: {1 - fill:.0%} of the model's work is outside the volume" if fill < 0.95 else ""
-    return (f"{metrics['voxels'] / 1e6:.1f} Mvox in {metrics['total_s']:.2f} s = {metrics['mvox_per_s']:.2f} Mvox/s "
+    cut = (f"; the far border cuts blocks: {percent(1 - fill)} of the model's work is outside the volume"
+           if fill < 0.95 else "")
+    return (f"{sig(metrics['voxels'] / 1e6)} Mvox in {sig(metrics['total_s'])} s = {sig(metrics['mvox_per_s'])} Mvox/s "
             f"({metrics['blocks']} blocks, {metrics['blocks_skipped']} already done){extra}{cut}")
 
 

@@ -1,0 +1,78 @@
+"""How figures are written: rounded to significant digits, never a nonzero value shown as 0.
+
+Every report table, the one-line results and `doctor` format numbers through these, so the
+same quantity reads the same everywhere: times of a step or a phase in milliseconds, whole
+jobs in the unit their column names (s, min, h, d).
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+DASH = "-"
+
+
+def sig(value: float | None, digits: int = 3, *, grouping: bool = False) -> str:
+    """`digits` significant digits, but never fewer than the integer part has:
+    0.012345 -> '0.0123', 5.2631 -> '5.26', 52.63 -> '52.6', 1234.5 -> '1235'."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return DASH
+    if value == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(value)))
+    decimals = max(0, digits - 1 - magnitude)
+    text = f"{value:,.{decimals}f}" if grouping else f"{value:.{decimals}f}"
+    if float(text.replace(",", "")) == 0:  # rounding reached 0 at the edge of a decade
+        return sig(value, digits + 1, grouping=grouping)
+    return text
+
+
+def short(value: float | None, digits: int = 3) -> str:
+    """Like `sig` without trailing zeros, for sizes in titles: 8.1 -> '8.1', 1.887 -> '1.89'."""
+    text = sig(value, digits)
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def fixed(value: float | None, decimals: int = 2, *, grouping: bool = False) -> str:
+    """`decimals` places like the seeds' columns (19.58, 0.1022), with more places where they
+    would show fewer than two significant digits of a nonzero value (0.004 -> '0.0040', never
+    '0.00'; 0.009 -> '0.0090', not '0.01')."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return DASH
+    if value != 0 and abs(value) < 10.0 ** (1 - decimals):
+        return sig(value, 2)
+    return f"{value:,.{decimals}f}" if grouping else f"{value:.{decimals}f}"
+
+
+def ms(value: float | None) -> str:
+    """A step or phase time in milliseconds, two places like seed 004."""
+    return fixed(value, 2)
+
+
+def add(*cells: str) -> str:
+    """The sum of figures as they are shown, so a Total column adds up: '5.57' + '9.52' ->
+    '15.09', exactly where the parts have the same places (the usual case); otherwise to the
+    coarsest part's places ('8.20' + '0.0021' -> '8.20'). A dash anywhere gives a dash."""
+    if any(c in (None, DASH, "") for c in cells):
+        return DASH
+    parts = [Decimal(str(c).replace(",", "")) for c in cells]
+    total = sum(parts, Decimal(0))
+    places = min(-p.as_tuple().exponent for p in parts)
+    rounded = total.quantize(Decimal(1).scaleb(-places)) if places > 0 else total.quantize(Decimal(1))
+    if rounded == 0 and total != 0:
+        return sig(float(total), 2)
+    return str(rounded)
+
+
+def ratio(value: float | None) -> str:
+    """A speed-up, scaling or efficiency: two places like seed 003 (2.15, 0.71)."""
+    return fixed(value, 2)
+
+
+def percent(share: float | None) -> str:
+    if share is None:
+        return DASH
+    if share != 0 and abs(share) < 0.005:
+        return f"{sig(share * 100, 1)}%"
+    return f"{share:.0%}"

@@ -1,0 +1,26 @@
+"""What a process that runs benchmarks sets up first, before it touches CUDA.
+
+Every entry point that starts such a process calls `prepare()`: the command line
+(`cli.main`), the worker of isolated and torchrun runs (`launch/worker.py`) and a SLURM job
+(`slurm.run_job`). Importing dlbench changes nothing, so a program that only reads results or
+embeds a workload keeps its own settings.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+
+def prepare() -> None:
+    # dlbench feeds the GPU from side streams (JPEG decoding, deformation, volume copies). CUDA
+    # funnels all streams through CUDA_DEVICE_MAX_CONNECTIONS hardware queues, 8 by default, and
+    # a side stream that shares a queue with the training stream waits behind the work queued
+    # there: nvjpeg calls of 15 ms took 100-150 ms beside ResNet-50 training on an H200 (see
+    # docs/performance.md). 32 is the most CUDA allows. It takes effect only if set before the
+    # process creates its CUDA context, so first thing; a value the user set wins, and child
+    # processes (isolated runs, torchrun ranks) inherit it.
+    os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
+    # Autograd's device thread makes its first cuBLAS call before it has a CUDA context; PyTorch
+    # sets the primary context and carries on. The warning says nothing about the benchmark.
+    warnings.filterwarnings("ignore", message="Attempting to run cuBLAS, but there was no current CUDA context")

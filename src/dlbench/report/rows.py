@@ -1,0 +1,110 @@
+"""What every section says about a result's row the same way: the system it ran on (a GPU, or
+a CPU in CPU terms), how it differs from its neighbours (GPUs, precision, layout, level), its
+tag in a column of its own, and CUDA/cuDNN only where a GPU ran it."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from dlbench.results.record import Result
+
+SOURCE = "Source"
+
+
+def on_gpu(r: Result) -> bool:
+    return str(r.metrics.get("device", r.spec.get("device", ""))).startswith("cuda")
+
+
+def processes(r: Result) -> int:
+    return int(r.metrics.get("world_size") or r.metrics.get("gpus") or r.spec.get("gpus") or 1)
+
+
+def count(r: Result) -> str:
+    """'x4' on GPUs; on a CPU several processes share it, so '4 processes'."""
+    n = processes(r)
+    if n == 1:
+        return ""
+    return f"x{n}" if on_gpu(r) else f"{n} processes"
+
+
+def variant(r: Result, *, precision: bool = True) -> list[str]:
+    """What sets this row apart from the same model on the same machine."""
+    spec = r.spec
+    parts = []
+    if precision and spec.get("precision", "fp32") != "fp32":
+        parts.append(str(spec["precision"]))
+    if spec.get("channels_last"):
+        parts.append("channels-last")
+    level = spec.get("optimize") or r.metrics.get("optimize")
+    if level and level != "eager":
+        parts.append(str(level))
+    return parts
+
+
+def system(r: Result, *, gpus: bool = True, precision: bool = True) -> str:
+    """'NVIDIA H200 (x2, bf16)', 'CPU: Xeon (16 cores)'."""
+    extras = ([count(r)] if gpus and count(r) else []) + variant(r, precision=precision)
+    return r.system_label + (f" ({', '.join(extras)})" if extras else "")
+
+
+def cuda(r: Result) -> str | None:
+    return r.system.get("cuda") if on_gpu(r) else None
+
+
+def cudnn(r: Result) -> str | None:
+    return r.system.get("cudnn") if on_gpu(r) else None
+
+
+def torch_version(r: Result) -> str | None:
+    version = r.system.get("torch")
+    return str(version).split("+")[0] if version else None
+
+
+def tag(r: Result) -> str | None:
+    return r.tag or None
+
+
+def with_optional(header: list[str], align: str, rows: list[list[object]], name: str, values: Sequence[object],
+                  at: int | None = None) -> tuple[list[str], str, list[list[object]]]:
+    """Add column `name` (values per row) only if some row has a value; at index `at` or last."""
+    if not any(v not in (None, "", "-") for v in values):
+        return header, align, rows
+    position = len(header) if at is None else at
+    header = header[:position] + [name] + header[position:]
+    align = align[:position] + "l" + align[position:]
+    rows = [row[:position] + [value] + row[position:] for row, value in zip(rows, values)]
+    return header, align, rows
+
+
+def differing(results: Sequence[Result], key: Callable[[Result], object]) -> bool:
+    return len({str(key(r)) for r in results}) > 1
+
+
+def data_source(r: Result) -> str:
+    """Where the inputs came from: synthetic, dummy, a folder or a volume (its file name)."""
+    from pathlib import Path
+
+    source = str((r.spec.get("options") or {}).get("data") or r.metrics.get("data") or "synthetic")
+    for prefix in ("folder:", "volume:"):
+        if source.startswith(prefix):
+            source = source[len(prefix):]
+            break
+    if "/" in source or source.endswith((".h5", ".hdf5", ".zarr", ".n5")):
+        name = Path(source.split(":")[0].rstrip("/")).name or source
+        gpu = " (GPU decode)" if (r.spec.get("options") or {}).get("decode") == "gpu" else ""
+        return name + gpu
+    return source.capitalize() if source in ("synthetic", "dummy") else source
+
+
+def shape_text(shape: Sequence[int] | None, sep: str = "x") -> str:
+    return sep.join(map(str, shape)) if shape else "-"
+
+
+def prune(table, keep: int):
+    """Leave out the columns after the first `keep` that no row fills (a speed-up between two
+    precisions no row ran, weak scaling where no row used several GPUs)."""
+    used = [i < keep or any(row[i] not in (None, "-", "") for row in table.rows) for i in range(len(table.header))]
+    table.header = [h for h, u in zip(table.header, used) if u]
+    table.align = "".join(a for a, u in zip(table.align, used) if u)
+    table.rows = [[v for v, u in zip(row, used) if u] for row in table.rows]
+    return table

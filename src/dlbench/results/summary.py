@@ -1,0 +1,34 @@
+"""One flat JSON object per result, in the terms users of other benchmark tools expect
+(timm's `--results-file`, optimum-benchmark): throughput, step time and its percentiles,
+batch, shape, precision, parameters, FLOPs, peak memory and the system."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlbench.measure.stats import summarize
+from dlbench.results.record import Result
+
+_SPEC = ("workload", "model", "batch", "input_shape", "precision", "channels_last", "optimize", "gpus")
+_METRICS = ("throughput", "throughput_unit", "parameters", "flops_per_step", "achieved_tflops", "peak_memory_mb",
+            "peak_host_rss_mb", "device")
+
+
+def summary(result: Result) -> dict[str, Any]:
+    system = result.system or {}
+    gpus = system.get("gpus") or []
+    row: dict[str, Any] = {"id": result.id, "started": result.started, "status": result.status,
+                           **{key: result.spec.get(key) for key in _SPEC},
+                           **{key: result.metrics.get(key) for key in _METRICS}}
+    row["input_shape"] = result.metrics.get("input_shape") or row["input_shape"]
+    steps = result.samples.get("step") if isinstance(result.samples, dict) else None
+    if steps:
+        stats = summarize(steps)
+        row.update({f"step_ms_{k}": stats[k] * 1e3 for k in ("median", "mean", "p50", "p90", "p95", "p99")})
+        row["steps"] = stats["n"]
+    row["system"] = {"label": result.system_label, "gpu": gpus[0].get("name") if gpus else None,
+                     "gpu_count": system.get("gpu_count"), "driver": system.get("driver"), "cuda": system.get("cuda"),
+                     "torch": system.get("torch"), "cpu": (system.get("cpu") or {}).get("model"),
+                     "host": system.get("host")}
+    row.update({"suite": result.suite, "tag": result.tag, "error": result.error})
+    return row

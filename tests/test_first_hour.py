@@ -1,0 +1,126 @@
+"""A new user's first hour: the global --db, output that other tools read, the default run
+without a GPU, help that speaks of the user's world."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import cli, make_result
+from dlbench.results.store import Store
+from dlbench.suites.estimate import wall_seconds
+
+RUN = ("run", "fwdbwd", "--model", "resnet18", "--batch", "2", "--input-shape", "3x32x32", "--device", "cpu",
+       "--warmup", "1", "--warmup-seconds", "0", "--steps", "2", "--min-seconds", "0")
+
+
+def here(*args, cwd, **kw):
+    """`dlbench` run from `cwd`, where ./dlbench.db would land if --db were ignored."""
+    return subprocess.run([sys.executable, "-m", "dlbench", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env={**os.environ, "DLBENCH_DB": ""}, timeout=600, **kw)
+
+
+@pytest.fixture
+def stocked(tmp_path):
+    """A store elsewhere holding results of two systems, and a working folder without a store."""
+    store_path = tmp_path / "elsewhere.db"
+    with Store(store_path) as store:
+        store.add_many([make_result(tag="a"), make_result(tag="b", system={"host": "node2"},
+                                                            metrics={"total_ms": 30.0})])
+    work = tmp_path / "work"
+    work.mkdir()
+    return store_path, work
+
+
+@pytest.mark.parametrize("args, expect", [
+    (("results",), "resnet50"),
+    (("report",), "ResNet-50"),
+    (("compare", "a", "b"), "ResNet-50"),
+    (("export",), '"tag": "a"'),
+    (("doctor",), "fwdbwd resnet50 b16 fp32 on NVIDIA H200 (node1)"),
+    (("suite", "quick", "--list"), "benchmarks"),
+])
+def test_global_db_is_read_by_every_command(stocked, args, expect):
+    store_path, work = stocked
+    proc = here("--db", store_path, *args, cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert expect in proc.stdout
+    assert not (work / "dlbench.db").exists()
+
+
+def test_global_db_is_written_by_run_and_import(stocked):
+    store_path, work = stocked
+    assert here("--db", store_path, *RUN, cwd=work).returncode == 0
+    exported = here("--db", store_path, "export", "-o", work / "all.jsonl", cwd=work)
+    assert exported.returncode == 0, exported.stderr
+    other = work.parent / "other.db"
+    assert here("--db", other, "import", work / "all.jsonl", cwd=work).returncode == 0
+    assert not (work / "dlbench.db").exists()
+    with Store(store_path) as store, Store(other) as copy:
+        assert store.count() == 3 and copy.count() == 3
+
+
+def test_run_result_goes_to_stdout_and_to_a_json_file(tmp_path, db):
+    out = tmp_path / "result.json"
+    proc = cli(*RUN, "--db", db, "--output", out)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("ok fwdbwd resnet18") and "\n" == proc.stdout[-1] and proc.stdout.count("\n") == 1
+    row = json.loads(out.read_text())
+    assert row["status"] == "ok" and row["workload"] == "fwdbwd" and row["batch"] == 2
+    assert row["input_shape"] == [2, 3, 32, 32] and row["precision"] == "fp32"
+    assert row["parameters"] == 11_689_512  # ResNet-18
+    assert row["flops_per_step"] > 0 and row["throughput"] > 0 and row["throughput_unit"] == "img/s"
+    assert row["step_ms_p50"] <= row["step_ms_p99"] and row["steps"] >= 2
+    assert row["peak_host_rss_mb"] > 0 and row["peak_memory_mb"] is None  # no GPU here
+    assert row["system"]["label"].startswith("CPU") and row["system"]["torch"]
+
+
+def test_results_as_json_lines_with_typed_values(tmp_path, db):
+    assert cli("run", "infer", *RUN[2:], "--batch", "1,2", "--db", db).returncode == 0
+    rows = [json.loads(line) for line in cli("results", "--format", "json", "--db", db).stdout.splitlines()]
+    assert [r["batch"] for r in rows] == [1, 2]
+    assert all(isinstance(r["throughput"], float) and isinstance(r["parameters"], int) for r in rows)
+    assert cli("results", "--format", "xml", "--db", db).returncode == 2
+
+
+def test_piped_lines_are_not_wrapped_and_long_runs_report_progress(db):
+    proc = cli(*RUN[:-2], "--min-seconds", "12", "--db", db, env={"COLUMNS": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.splitlines()) == 1 and len(proc.stdout) > 80
+    progress = [line for line in proc.stderr.splitlines() if ": measure " in line]
+    assert len(progress) >= 1, proc.stderr
+
+
+def test_version_and_suites_listed_without_a_name():
+    assert cli("--version").stdout.strip().startswith("dlbench 0.")
+    listed = cli("suite", "--list")
+    assert listed.returncode == 0
+    names = [line.split()[0] for line in listed.stdout.splitlines() if line.strip()][:-1]
+    assert names == ["cnn-benchmarks", "gpu-benchmarks-3d", "jade", "quick", "smoke", "unet-medical"]
+
+
+@pytest.mark.parametrize("args", [(), ("run", "fwdbwd"), ("run", "volume"), ("run", "train"), ("data", "volume"),
+                                  ("data", "seg"), ("suite",), ("report",)])
+def test_help_speaks_of_the_users_world(args):
+    text = cli(*args, "--help").stdout.lower()
+    assert not re.search(r"seed( \d|'s|s'| 00)", text), text  # "the seed's volume", "seed 004's method"
+    assert "--compile" not in text
+
+
+def test_default_run_without_a_gpu_is_the_short_cpu_check(tmp_path):
+    proc = here(cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "no CUDA GPU found: running the `smoke` suite" in proc.stderr
+    assert "these are CPU figures" in proc.stderr
+    with Store(tmp_path / "dlbench.db") as store:
+        results = store.results(suite="smoke")
+    assert sorted(r.workload for r in results) == ["fwdbwd", "infer", "train"]
+    assert all(r.status == "ok" for r in results)
+    # The announced time is a first-use guess (no earlier runs): it must hold within 30%.
+    announced = re.search(r"3 to run, about (?:(\d+) min )?(\d+) s", proc.stderr)
+    guessed = int(announced.group(1) or 0) * 60 + int(announced.group(2))
+    spent = sum(wall_seconds(r) for r in results)
+    assert abs(guessed - spent) <= 0.3 * spent, (guessed, spent)

@@ -1,0 +1,37 @@
+"""Layers import downwards only (docs: DESIGN.md); checked in fresh processes, since a test
+process has long imported everything."""
+
+import subprocess
+import sys
+
+WORKLOADS = """
+import importlib, sys
+from dlbench.workloads import WORKLOADS
+for module in WORKLOADS.values():
+    importlib.import_module(module)
+print(sorted({name.split('.')[1] for name in sys.modules if name.startswith('dlbench.')}))
+"""
+
+
+def _run(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_workloads_import_nothing_above_them():
+    packages = _run(WORKLOADS)
+    for above in ("spec", "suites", "launch", "report", "cli"):
+        assert f"'{above}'" not in packages, packages
+
+
+def test_optimisation_levels_agree_across_layers():
+    from dlbench import spec
+    from dlbench.report import optimize as report
+    from dlbench.workloads import optimize
+
+    assert spec.OPTIMIZE_LEVELS == optimize.LEVELS == report.LEVELS
+
+
+def test_reading_results_needs_no_torch():
+    # Reports run where results are gathered, often a laptop without torch.
+    assert _run("import dlbench.report, sys; print('torch' in sys.modules)") == "False"
