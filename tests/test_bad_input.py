@@ -135,6 +135,8 @@ def test_output_paths_checked_before_any_work(tmp_path, db, stored):
         assert_user_error(cli(*args), f"folder {missing} does not exist")
     assert_user_error(cli("run", "fwdbwd", *TINY, "--db", missing / "r.db"),
                       f"cannot create store {missing}/r.db: folder {missing} does not exist")
+    assert_user_error(cli("run", "fwdbwd", *TINY, "--db", db, "--results-file", missing / "r.json"),
+                      f"cannot write results file {missing}/r.json: folder {missing} does not exist")
     assert not missing.exists() and list(folder.iterdir()) == [] and not (tmp_path / "p.h5").exists()
     assert stored()
 

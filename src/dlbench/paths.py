@@ -44,25 +44,21 @@ def check_folder_of(path: str | os.PathLike, what: str) -> None:
 
 def check_new_file(path: str | os.PathLike, what: str) -> None:
     """`path` can be created or replaced as a file; a UserError saying why not otherwise."""
-    path = Path(path)
-    if path.is_dir():
-        raise UserError(f"cannot write {what} {path}: it is a folder; give a file name")
-    if path.exists():
-        reason = read_only_reason(path)
-        if reason:
-            raise UserError(f"cannot write {what} {path}: {reason}")
-        return
-    check_folder_of(path, what)
+    _check_target(Path(path), what, folder=False)
 
 
 def check_new_folder(path: str | os.PathLike, what: str) -> None:
     """`path` is a folder dlbench may write into, or one it can create (its parent exists)."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise UserError(f"cannot write {what} {path}: it exists and is not a folder")
-    if path.is_dir():
-        reason = read_only_reason(path)
-        if reason:
-            raise UserError(f"cannot write {what} {path}: {reason}")
+    _check_target(Path(path), what, folder=True)
+
+
+def _check_target(path: Path, what: str, folder: bool) -> None:
+    if not path.exists():
+        check_folder_of(path, what)
         return
-    check_folder_of(path, what)
+    if path.is_dir() != folder:
+        problem = "it is a folder; give a file name" if path.is_dir() else "it exists and is not a folder"
+        raise UserError(f"cannot write {what} {path}: {problem}")
+    reason = read_only_reason(path)
+    if reason:
+        raise UserError(f"cannot write {what} {path}: {reason}")
