@@ -257,6 +257,7 @@ def _export_line(**changes) -> str:
     (_export_line(samples={"step": [0.1, "x"]}), "samples 'step' must be a list of numbers"),
     (_export_line(started="yesterday"), "'started' must be an ISO date and time"),
     (_export_line(tag=["a"]), "result field 'tag' must be text"),
+    (_export_line(run="../../x"), "bad suite-run id '../../x'"),
     (_export_line(system__gpus=[{"name": 7}]), "GPU 'name' must be text"),
     (_export_line(status="done"), "unknown result status 'done'"),
     ("[" * 100000 + "]" * 100000, "not a dlbench export (line 1"),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import sys
 import uuid
 from collections import Counter
@@ -28,7 +27,7 @@ from dlbench.launch.view import SuiteView, Terminal
 from dlbench.models import registry
 from dlbench.options import MAX_TIMEOUT_S, Options, option, shown
 from dlbench.paths import check_new_folder
-from dlbench.results.record import Result, now
+from dlbench.results.record import RUN_ID, Result, now
 from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, default_path
 from dlbench.spec import BenchmarkSpec, check_device
 from dlbench.suites import Suite, spec_key
@@ -125,7 +124,7 @@ DEFAULT_TIMEOUT_S = 3600.0  # per benchmark, when neither the spec nor its suite
 def check_run_id(text: str) -> None:
     # A run id names a folder under --slurm-dir: letters, digits, '.', '_' and '-' only, so it
     # can never reach outside it.
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", text):
+    if not RUN_ID.fullmatch(text):
         raise UserError(f"bad --run {shown(text)}: a run id has letters, digits, '.', '_' and '-' "
                         f"(e.g. {new_run_id()})")
 

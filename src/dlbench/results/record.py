@@ -78,6 +78,7 @@ class Result:
 
 
 _ID = re.compile(r"[0-9A-Za-z_.-]{1,64}")
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # names a folder under --slurm-dir: never '..' or '/'
 MAX_LABEL = 256  # names that reports print in every row: model, workload, host, GPU, ...
 _MAPPINGS = ("spec", "system", "metrics", "samples", "traces")
 _TEXTS = ("error", "title", "suite", "run", "tag", "finished")
@@ -95,6 +96,8 @@ def check_record(data: dict[str, Any]) -> None:
     for key in _TEXTS:
         if not isinstance(data.get(key), (str, type(None))):
             raise ValueError(f"result field {key!r} must be text, got {shown(data[key])}")
+    if data.get("run") is not None and not RUN_ID.fullmatch(str(data["run"])):
+        raise ValueError(f"bad suite-run id {shown(data['run'])}: letters, digits, '.', '_' and '-'")
     _label(data.get("title"), "result 'title'")
     _check_started(data.get("started", ""))
     _check_spec(data["spec"])
