@@ -124,6 +124,7 @@ def test_output_paths_checked_before_any_work(tmp_path, db, stored):
         (["compare", "a", "b", "-o", missing / "c.md"], "does not exist"),
         (["export", "-o", folder], "it is a folder; give a file name"),
         (["export", "-o", db], "is the result store itself"),
+        (["run", "fwdbwd", *TINY, "--results-file", db], "is the result store itself; writing the results file"),
         (["report", "--format", "html"], "--format html writes a file: add --output report.html"),
         (["run", "volume", "--output", tmp_path / "p.h5"], "name it .zarr or .n5"),
         (["run", "volume", "--device", "cpu", "--output", missing / "p.zarr"], "folder"),

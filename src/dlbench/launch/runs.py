@@ -11,9 +11,9 @@ from typing import Any
 from dlbench import scratch, workloads
 from dlbench.errors import UserError
 from dlbench.launch import batchsize
+from dlbench.launch.stored import output_file
 from dlbench.launch.view import Terminal
 from dlbench.options import MAX_BATCH, Options, option
-from dlbench.paths import check_new_file
 from dlbench.results.record import Result
 from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable
 from dlbench.spec import BenchmarkSpec, check_device
@@ -37,11 +37,9 @@ def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int
     extras = RunExtras(**{f: values.pop(f) for f in RunExtras.names() if f in values})
     spec, plan, sweep = _plan(workload, dict(values), extras.max_batch)
     check_writable(extras.db)  # the store, the results file and the spec are checked before anything runs
-    if extras.results_file:
-        check_new_file(extras.results_file, "results file")
+    results_file = output_file(extras.results_file, extras.db, "results file")
     preflight(spec, view)
     scratch.clean_stale()  # what killed runs left behind
-    results_file = Path(extras.results_file) if extras.results_file else None
     with Store(extras.db) as store, view.json_lines(results_file) as write:
         if plan == "auto":
             result = _search(spec, store, extras.tag, extras.max_batch, view)

@@ -23,7 +23,7 @@ from dlbench.results.store import DB_HELP, Store, check_writable, default_path
 OUTPUT_HELP = "Write to this file instead of stdout."
 
 
-def _output(path: str | None, db: str | None, what: str) -> Path | None:
+def output_file(path: str | None, db: str | None, what: str) -> Path | None:
     """The output file, checked: its folder exists and is writable, and it is not the store."""
     if path is None:
         return None
@@ -31,7 +31,7 @@ def _output(path: str | None, db: str | None, what: str) -> Path | None:
     check_new_file(output, what)
     store = Path(db) if db else default_path()
     if output.exists() and store.exists() and output.resolve() == store.resolve():
-        raise UserError(f"--output {output} is the result store itself; writing it would destroy the results")
+        raise UserError(f"{output} is the result store itself; writing the {what} there would destroy the results")
     return output
 
 
@@ -71,7 +71,7 @@ def report(request: ReportRequest, view: Terminal) -> None:
 
     if request.format == "html" and request.output is None:
         raise UserError("--format html writes a file: add --output report.html")
-    output = _output(request.output, request.db, "report")
+    output = output_file(request.output, request.db, "report")
     with Store(request.db, read_only=True) as store:
         chosen = filter_systems(store.results(suite=request.suite_name), request.systems or [])
     title = f"dlbench report: {request.suite_name}" if request.suite_name else "dlbench report"
@@ -100,7 +100,7 @@ def compare(request: CompareRequest, view: Terminal) -> int:
 
     if request.fail_above is not None:
         cmp.check_regression_args(len(request.sides), request.fail_above)
-    output = _output(request.output, request.db, "comparison")
+    output = output_file(request.output, request.db, "comparison")
     with Store(request.db, read_only=True) as store:
         comparison = cmp.compare(store.results(suite=request.suite_name), request.sides, level=request.confidence)
     failed = cmp.regressions(comparison, request.fail_above) if request.fail_above is not None else []
@@ -124,7 +124,7 @@ class ExportRequest(Options):
 def export(request: ExportRequest, view: Terminal) -> None:
     from dlbench.results import exchange
 
-    output = _output(request.output, request.db, "export")
+    output = output_file(request.output, request.db, "export")
     with Store(request.db, read_only=True) as store:
         records = store.results()
     if output is None and sys.stdout.isatty():  # on a terminal, through its control-character filter
