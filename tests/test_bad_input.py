@@ -174,6 +174,19 @@ def test_bad_suite_files(tmp_path, db, stored, text, needle):
     assert stored() and not (tmp_path / "pwned").exists()
 
 
+def test_merge_keys_may_override_what_they_merge(tmp_path):
+    from dlbench import suites
+
+    suite = tmp_path / "s.yaml"
+    suite.write_text("base: &base {workload: fwdbwd, model: resnet18, batch: 2}\n"
+                     "specs: [{<<: *base, batch: 4}]\n")
+    with pytest.raises(Exception, match="unknown key 'base'"):  # the anchor's holder is not a suite key
+        suites.load(str(suite))
+    suite.write_text("defaults: &base {workload: fwdbwd, model: resnet18, batch: 2}\n"
+                     "specs: [{<<: *base, batch: 4}]\n")
+    assert [s.batch for s in suites.load(str(suite)).specs] == [4]
+
+
 def test_an_alias_bomb_in_a_suite_gives_a_short_line(tmp_path, db, stored):
     node, names = "&a [x,x,x,x,x,x,x,x,x]", "abcdefgh"  # 9**8 strings once expanded
     for previous, name in zip(names, names[1:]):
