@@ -29,7 +29,7 @@ def stored(db):
 def test_run_stores_and_reports(db):
     proc = cli("run", "fwdbwd", *TINY_FLAGS, "--db", db, "--tag", "first")
     assert proc.returncode == 0, proc.stderr
-    assert "ok fwdbwd resnet18" in proc.stderr
+    assert "ok fwdbwd resnet18" in proc.stdout
     with Store(db) as store:
         (r,) = store.results()
     assert r.tag == "first" and r.status == "ok" and r.system["cpu"]["cores"]

@@ -111,7 +111,7 @@ def test_cli_data_seg_then_converge_then_report(tmp_path, db):
     proc = cli("run", "converge", "--data", data, "--folds", "2", "--eval-every", "2", "--max-steps", "2",
                "--features", "2", "--batch", "2", "--device", "cpu", "--precision", "bf16", "--db", db, env=ONE_THREAD)
     assert proc.returncode == 0, proc.stderr
-    assert "ok converge unet2d" in proc.stderr and "reached in" in proc.stderr
+    assert "ok converge unet2d" in proc.stdout and "reached in" in proc.stdout
     with Store(db) as store:
         (r,) = store.results()
     assert r.spec["options"]["data"] == str(data.resolve()) and r.metrics["folds_run"] == 2

@@ -51,7 +51,7 @@ def test_two_processes_store_one_merged_result(folder, db):
     proc = cli("run", "train", *TINY, "--batch", "2", "--gpus", "2", "--data", f"folder:{folder}", "--db", db,
                env=ONE_THREAD)
     assert proc.returncode == 0, proc.stderr
-    assert "on 2 processes" in proc.stderr
+    assert "on 2 processes" in proc.stdout
     with Store(db) as store:
         (r,) = store.results()
     m = r.metrics

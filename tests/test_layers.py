@@ -5,10 +5,10 @@ import subprocess
 import sys
 
 WORKLOADS = """
-import importlib, sys
-from dlbench.workloads import WORKLOADS
-for module in WORKLOADS.values():
-    importlib.import_module(module)
+import sys
+from dlbench import workloads
+for name in workloads.names():
+    workloads.get(name)
 print(sorted({name.split('.')[1] for name in sys.modules if name.startswith('dlbench.')}))
 """
 

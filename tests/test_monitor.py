@@ -101,6 +101,6 @@ def test_result_line_shows_utilisation_energy_and_throttling():
     result = make_result(metrics={"achieved_tflops": 151.2, "ceiling_fraction": 0.2, "energy_j_per_step": 42.0,
                                   "throttled": True, "throttle_reasons": ["sw_power_cap"]})
     line = describe(result)
-    assert "151.20 TFLOP/s (20% of the measured ceiling)" in line and "42.0 J/step" in line
+    assert "151 TFLOP/s (20% of the measured ceiling)" in line and "42.0 J/step" in line
     assert "THROTTLED: sw_power_cap" in line
     assert "TFLOP/s" not in describe(make_result())

@@ -11,7 +11,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 def dlbench(*args, cwd):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(EXAMPLES), os.environ.get("PYTHONPATH", "")]),
-           "DLBENCH_PLUGINS": "dlbench_matmul"}
+           "DLBENCH_PLUGINS": "dlbench_matmul", "COLUMNS": "200"}
     return subprocess.run([sys.executable, "-m", "dlbench", *map(str, args)], capture_output=True, text=True,
                           env=env, cwd=cwd, timeout=300)
 
@@ -20,7 +20,7 @@ def test_plugin_workload_runs_and_is_stored(tmp_path):
     db = tmp_path / "r.db"
     proc = dlbench("run", "matmul", "--size", "32", "--steps", "2", "--device", "cpu", "--db", db, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "ok matmul" in proc.stderr and "TFLOP/s" in proc.stderr
+    assert "ok matmul" in proc.stdout and "TFLOP/s" in proc.stdout
     records = [json.loads(line) for line in dlbench("export", "--db", db, cwd=tmp_path).stdout.splitlines()]
     assert [(r["spec"]["workload"], r["spec"]["options"], r["metrics"]["throughput_unit"]) for r in records] == [
         ("matmul", {"size": 32}, "TFLOP/s")]

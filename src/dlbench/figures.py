@@ -65,6 +65,15 @@ def add(*cells: str) -> str:
     return str(rounded)
 
 
+def phase_sum(metrics: dict, phases: tuple[str, ...]) -> str:
+    """'data 0.03 + forward 4.80 = 4.83 ms (phase medians; median step 4.81 ms': the shown phases
+    add up to the shown total; the median whole step, which is not that sum, stands apart. The
+    caller closes the parenthesis, after anything it adds."""
+    values = [ms(metrics[f"{p}_ms"]) for p in phases]
+    named = " + ".join(f"{p} {v}" for p, v in zip(phases, values))
+    return f"{named} = {add(*values)} ms (phase medians; median step {ms(metrics['step_ms'])} ms"
+
+
 def ratio(value: float | None) -> str:
     """A speed-up, scaling or efficiency: two places like seed 003 (2.15, 0.71)."""
     return fixed(value, 2)

@@ -62,8 +62,8 @@ class ReportRequest(Options):
                                "self-contained file with plots; needs --output).", choices=FORMATS)
     db: str | None = option(None, DB_HELP)
     output: str | None = option(None, OUTPUT_HELP, short="-o")
-    with_references: bool = option(False, "Add the seeds' published rows, labelled with their source and their "
-                                          "arithmetic checked, to the tables.")
+    with_references: bool = option(False, "Add the published reports' own rows, labelled with their source and "
+                                          "their arithmetic checked, to the tables.")
 
 
 def report(request: ReportRequest, view: Terminal) -> None:

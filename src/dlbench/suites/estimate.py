@@ -4,6 +4,7 @@ this machine when the store has them, else a rough guess from warm-up and steps.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import statistics
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from functools import lru_cache
 from typing import Iterable
 
 from dlbench.results.record import Result
+from dlbench.results.titles import TITLES
 from dlbench.spec import BenchmarkSpec
 from dlbench.suites import spec_key
 
@@ -82,17 +84,23 @@ def _step_guess(spec: BenchmarkSpec) -> float:
     rate = machine().matmul_flops(kind) * CONV_EFFICIENCY[kind]
     if spec.precision in ("fp16", "bf16", "tf32") and on_gpu:
         rate *= 4  # tensor cores; a rough guess is all this is
-    return max(flops / rate, STEP_FLOOR_S[kind]) if flops else STEP_FLOOR_S[kind] * 10
+    if not flops:  # a rough stand-in: the input's size
+        flops = spec.batch * math.prod(shape) * 1e3
+    return max(flops / rate, STEP_FLOOR_S[kind])
 
 
 @lru_cache(maxsize=None)
 def _forward_flops(model: str, shape: tuple[int, ...]) -> int:
-    """One forward pass of `model` on a batch of `shape`, counted on the meta device (no compute)."""
+    """One forward pass of `model` on a batch of `shape`, counted on the meta device (no compute).
+    Only built-in models: a plug-in's or a file's may do anything when built (abort, hang), and
+    planning must not."""
     import torch
 
     from dlbench.measure.flops import count_flops
     from dlbench.models import registry
 
+    if model.partition(":")[0] not in TITLES:
+        return 0
     try:
         with torch.device("meta"):
             net = registry.resolve(model).build()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from dlbench import data
-from dlbench.figures import add, ms, percent, sig
+from dlbench.figures import ms, percent, phase_sum, sig
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
 from dlbench.workloads import Workload, distributed
@@ -49,11 +49,9 @@ def run(spec, device: torch.device, progress: Progress):
 
 def describe(metrics: dict) -> str:
     procs = f" on {metrics['processes']} processes" if metrics.get("processes", 1) > 1 else ""
-    phases = [ms(metrics[f"{p}_ms"]) for p in PHASES]
-    named = " + ".join(f"{p} {v}" for p, v in zip(PHASES, phases))
     return (f"{sig(metrics['throughput'])} img/s{procs}; latency per batch avg {ms(metrics['latency_avg_ms'])} ms, "
-            f"p99 {ms(metrics['latency_p99_ms'])} ms; {named} = {add(*phases)} ms (phase medians; median step "
-            f"{ms(metrics['step_ms'])} ms; data wait {percent(metrics['data_share'])})")
+            f"p99 {ms(metrics['latency_p99_ms'])} ms; {phase_sum(metrics, PHASES)}; data wait "
+            f"{percent(metrics['data_share'])})")
 
 
 WORKLOAD = Workload(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from dlbench import data
-from dlbench.figures import add, ms, sig
+from dlbench.figures import phase_sum, sig
 from dlbench.options import option
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
@@ -67,10 +67,8 @@ def run(spec, device: torch.device, progress: Progress):
 
 
 def describe(metrics: dict) -> str:
-    phases = [ms(metrics[f"{p}_ms"]) for p in PHASES]
-    named = " + ".join(f"{p} {v}" for p, v in zip(PHASES, phases))
-    return (f"{sig(metrics['throughput'])} inputs/s ({sig(metrics['noisy_per_s'])} noisy copies/s); {named} = "
-            f"{add(*phases)} ms (phase medians; median step {ms(metrics['step_ms'])} ms)")
+    return (f"{sig(metrics['throughput'])} inputs/s ({sig(metrics['noisy_per_s'])} noisy copies/s); "
+            f"{phase_sum(metrics, PHASES)})")
 
 
 WORKLOAD = Workload(

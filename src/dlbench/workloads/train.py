@@ -22,7 +22,7 @@ import torch
 
 from dlbench import data
 from dlbench.errors import UserError
-from dlbench.figures import add, fixed, ms, percent, sig
+from dlbench.figures import fixed, ms, percent, phase_sum, sig
 from dlbench.measure.loop import Progress
 from dlbench.measure.stats import summarize
 from dlbench.models import registry
@@ -198,11 +198,8 @@ def describe(metrics: dict) -> str:
                 f"ms), {fixed(metrics['iters_per_min'], 1)} iters/min, {sig(metrics['days_to_extrapolate'])} days to "
                 f"{metrics['extrapolate_iters']:,} iterations ({wait})")
     procs = f" on {metrics['processes']} processes" if metrics.get("processes", 1) > 1 else ""
-    phases = [ms(metrics[f"{p}_ms"]) for p in PHASES]
-    named = " + ".join(f"{p} {v}" for p, v in zip(PHASES, phases))
-    return (f"{sig(metrics['throughput'])} {metrics.get('throughput_unit', 'img/s')}{procs}; {named} = "
-            f"{add(*phases)} ms (phase medians; median step {ms(metrics['step_ms'])} ms; {wait})")
-
+    return (f"{sig(metrics['throughput'])} {metrics.get('throughput_unit', 'img/s')}{procs}; "
+            f"{phase_sum(metrics, PHASES)}; {wait})")
 
 
 WORKLOAD = Workload(
