@@ -399,3 +399,17 @@ def test_a_disk_that_refuses_the_write(db, stored):
         pytest.skip("no /dev/full here")
     assert_user_error(cli("export", "-o", "/dev/full", "--db", db), "cannot write /dev/full: No space left")
     assert stored()
+
+
+def test_the_shape_check_never_builds_a_plug_in_model(monkeypatch):
+    """A plug-in's model may abort or hang when built or run; only its benchmark's process may risk that."""
+    from dlbench.models import registry
+
+    built = []
+    entry = registry.ModelEntry("plugged", "Plugged", lambda: built.append(1), (3, 224, 224))
+    monkeypatch.setitem(registry.MODELS, "plugged", entry)
+    registry.check_fits("plugged", (3, 8, 8), 2)
+    assert built == []
+    monkeypatch.setitem(registry.MODELS, "resnet18", entry)  # a plug-in that replaces a built-in name
+    registry.check_fits("resnet18", (3, 8, 8), 2)
+    assert built == []
