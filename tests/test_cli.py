@@ -110,7 +110,7 @@ def test_import_of_a_file_that_is_not_an_export(tmp_path, db, stored):
 
 
 def test_unknown_export_format(db, stored):
-    assert_user_error(cli("export", "--format", "xml", "--db", db), "unknown export format")
+    assert_user_error(cli("export", "--format", "xml", "--db", db), "--format must be one of jsonl, csv")
 
 
 def test_suite_report_lines_are_never_wrapped(tmp_path, db):

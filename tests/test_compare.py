@@ -155,9 +155,9 @@ def test_compare_user_errors(db):
     assert_user_error(cli("compare", "H200", "P100", "--db", db), "no results match 'P100'")
     assert_user_error(cli("compare", "H200", "A100", "--db", db), "no benchmark in common")
     assert_user_error(cli("compare", "H200", "A100", "V100", "--fail-above", "5", "--db", db), "exactly two")
-    assert_user_error(cli("compare", "H200", "V100", "--fail-above", "-1", "--db", db), ">= 0")
+    assert_user_error(cli("compare", "H200", "V100", "--fail-above", "-1", "--db", db), "--fail-above must be ≥ 0")
     assert_user_error(cli("compare", "H200", "V100", "--confidence", "1.5", "--db", db), "confidence")
-    assert_user_error(cli("compare", "H200", "V100", "--format", "xml", "--db", db), "md or json")
+    assert_user_error(cli("compare", "H200", "V100", "--format", "xml", "--db", db), "must be one of md, json")
     with Store(db) as store:
         assert store.count() == before
 

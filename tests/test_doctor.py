@@ -104,6 +104,8 @@ def test_shipped_references_cover_the_seeds():
 
 
 def test_doctor_cli(db):
+    assert_user_error(cli("doctor", "--db", db), f"no store at {db}")  # a typo never creates a store
+    Store(db).close()
     proc = cli("doctor", "--db", db)
     assert proc.returncode == 0 and "No benchmark results" in proc.stdout and "dlbench system" in proc.stdout
     with Store(db) as store:

@@ -90,7 +90,7 @@ def test_report_cli_formats_filters_and_errors(db, tmp_path):
     assert "<script" not in text and "<img src=x" not in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "&lt;img src=x onerror=alert(2)&gt;" in text
     assert text.count('<figure class="plot"') >= 2 and "http://" not in text and "https://" not in text
-    assert_user_error(cli("report", "--format", "pdf", "--db", db), "unknown report format 'pdf'")
+    assert_user_error(cli("report", "--format", "pdf", "--db", db), "--format must be one of md, csv, json, html")
     assert_user_error(cli("report", "--format", "html", "--db", db), "--output")
     assert_user_error(cli("report", "--system", "V100", "--db", db), "no results for system v100")
     assert_user_error(cli("report", "-o", tmp_path / "missing" / "r.md", "--db", db), "cannot write")

@@ -15,14 +15,15 @@ from typing import Any
 
 from dlbench import workloads
 from dlbench.errors import UserError
-from dlbench.options import Options, check_fields, option
+from dlbench.options import (MAX_BATCH, MAX_GPUS, MAX_SECONDS, MAX_SEED, MAX_STEPS, MAX_TIMEOUT_S, Options,
+                             check_fields, option, shown)
 from dlbench.units import suggest
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 OPTIMIZE_LEVELS = ("eager", "compile", "graphs", "max")  # workloads/optimize.py
 
 
-def _device(text: str) -> None:
+def check_device(text: str) -> None:
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", text):
         raise UserError(f"bad device {text!r}: use auto, cpu, cuda or cuda:N")
 
@@ -32,22 +33,22 @@ class BenchmarkSpec:
     workload: str
     model: str = option("resnet50", "Model name (`dlbench models`), any torchvision classifier, or timm:<name>.")
     batch: int | None = option(None, "Batch size per process (default: the workload's, else the model's: 16, "
-                                     "1 for 3D U-Nets).", low=1)
+                                     "1 for 3D U-Nets).", low=1, high=MAX_BATCH)
     input_shape: tuple[int, ...] | None = option(None, "Input shape without the batch, e.g. 3x224x224 (default: "
                                                        "the model's).")
     precision: str = option("fp32", "fp32, tf32 (TF32 matmuls/convolutions), fp16 (autocast; a gradient scaler "
                                     "when training) or bf16 (autocast).", choices=PRECISIONS)
     channels_last: bool = option(False, "Use the channels-last memory format (channels-last-3d for volumes).")
-    device: str = option("auto", "auto (the first GPU if there is one), cpu, cuda or cuda:N.", parse=_device)
-    warmup: int = option(5, "Warm-up steps (at least).", low=0)
-    warmup_seconds: float = option(1.0, "Warm-up time (at least).", unit="s", low=0)
-    steps: int = option(20, "Measured steps (at least).", low=1)
-    min_seconds: float = option(1.0, "Measured time (at least).", unit="s", low=0)
-    seed: int = option(0, "Random seed for weights and inputs.", low=-2**63, high=2**63 - 1)
+    device: str = option("auto", "auto (the first GPU if there is one), cpu, cuda or cuda:N.", parse=check_device)
+    warmup: int = option(5, "Warm-up steps (at least).", low=0, high=MAX_STEPS)
+    warmup_seconds: float = option(1.0, "Warm-up time (at least).", unit="s", low=0, high=MAX_SECONDS)
+    steps: int = option(20, "Measured steps (at least).", low=1, high=MAX_STEPS)
+    min_seconds: float = option(1.0, "Measured time (at least).", unit="s", low=0, high=MAX_SECONDS)
+    seed: int = option(0, "Random seed for weights and inputs.", low=0, high=MAX_SEED)
     gpus: int = option(1, "Processes (one per GPU) under torchrun with DistributedDataParallel; "
-                          "with --device cpu they run on the CPU (gloo).", low=1)
+                          "with --device cpu they run on the CPU (gloo).", low=1, high=MAX_GPUS)
     timeout: float | None = option(None, "Seconds before an isolated run is stopped and stored as timeout.",
-                                   unit="s", low=0, low_open=True)
+                                   unit="s", low=0, low_open=True, high=MAX_TIMEOUT_S)
     optimize: str = option("eager", "eager (as built), compile (torch.compile), graphs (CUDA graphs of the step; "
                                     "GPU only) or max (compile with autotuned kernels, CUDA graphs, channels-last, "
                                     "fused optimizer; GPU only). Checked against eager before timing; compile time "
@@ -61,13 +62,15 @@ class BenchmarkSpec:
         if self.gpus == "all":  # every GPU of this machine (1 without GPUs)
             object.__setattr__(self, "gpus", _all_gpus())
         if not isinstance(self.model, str):
-            raise UserError(f"--model must be a model name, got {self.model!r}")
+            raise UserError(f"--model must be a model name, got {shown(self.model)}")
         entry = registry.resolve(self.model)  # raises UserError with suggestions
         if self.batch is None:  # one patch per GPU for volumes (seeds 000/001), else 16
             object.__setattr__(self, "batch", workload.defaults.get("batch") or (1 if len(entry.input_shape) == 4 else 16))
         check_fields(self)
+        if self.input_shape is not None:
+            registry.check_input(entry, self.input_shape)
         if not isinstance(self.options, dict):
-            raise UserError(f"options must be a mapping, got {self.options!r}")
+            raise UserError(f"options must be a mapping, got {shown(self.options)}")
         object.__setattr__(self, "_opts", workload.options.from_dict(self.options, f"workload {self.workload!r} "))
 
     @property
@@ -84,10 +87,11 @@ class BenchmarkSpec:
         workload = workloads.get(data["workload"])
         general = set(GENERAL_FIELDS)
         own = set(workload.options.names())
-        unknown = sorted(set(data) - general - own - {"workload", "options"})
+        unknown = sorted(set(data) - general - own - {"workload", "options"}, key=str)
         if unknown:
             known = sorted(general | own)
-            raise UserError(f"unknown spec key {unknown[0]!r}{suggest(unknown[0], known)}; known keys: {', '.join(known)}")
+            raise UserError(f"unknown spec key {shown(unknown[0])}{suggest(str(unknown[0]), known)}; "
+                            f"known keys: {', '.join(known)}")
         values = {**{k: v for k, v in workload.defaults.items() if k != "batch"}, **data}
         fields = {k: v for k, v in values.items() if k in general or k == "workload"}
         options = {**{k: v for k, v in values.items() if k in own}, **(data.get("options") or {})}

@@ -36,9 +36,10 @@ def parse_count(text: str | float | int, option: str) -> float:
     """'8.1T' -> 8.1e12 (decimal suffixes K, M, G, T, P). A count that is not a positive number
     is a UserError naming `option`, the flag or key it came from."""
     match = _COUNT.fullmatch(str(text).lower())
-    if not match or float(match.group(1)) <= 0:
-        raise UserError(f"bad {option} {text!r}: give a voxel count like 8.1T, 500G or 1.9e9")
-    return float(match.group(1)) * _SUFFIX.get(match.group(2), 1.0)
+    count = float(match.group(1)) * _SUFFIX.get(match.group(2), 1.0) if match else 0.0
+    if not 0 < count < 1e30:  # 1e30: far beyond any volume; '1e999' would be infinite
+        raise UserError(f"bad {option} {str(text)[:80]!r}: give a voxel count like 8.1T, 500G or 1.9e9")
+    return count
 
 
 def suggest(name: str, known: list[str]) -> str:

@@ -41,16 +41,17 @@ class DataOptions(Options):
                                     "real CPU transforms), folder:PATH (class folders of JPEGs) or, for train with "
                                     "3D models, a volume PATH[:KEY] (.h5/.hdf5, .zarr, .n5 with labels; "
                                     "`dlbench data volume`).")
-    workers: int | None = option(None, "DataLoader worker processes (default: min(8, CPU cores)).", low=0)
+    workers: int | None = option(None, "DataLoader worker processes (default: min(8, CPU cores)).", low=0,
+                                 high=1024)
     decode: str = option("cpu", "Where JPEGs are decoded: cpu (in the workers) or gpu (nvjpeg, crop and resize on "
                                 "the GPU).", choices=DECODERS)
     cpu_share: float = option(0.0, "With --decode gpu: the share of each batch the workers decode on the CPU "
                                    "beside the GPU (0: all on the GPU). Raise it when nvjpeg cannot keep up (data "
                                    "wait while the workers idle), e.g. 0.2 for small, fast models.", low=0, high=1)
-    prefetch: int = option(2, "Batches each worker prepares ahead.", low=1)
+    prefetch: int = option(2, "Batches each worker prepares ahead.", low=1, high=1024)
     max_corrupt: float = option(0.05, "Fraction of undecodable files skipped before the run fails.", low=0, high=1)
-    dummy_images: int = option(10_000, "Images per epoch of the dummy source.", low=1)
-    epochs: int = option(0, "Measure this many whole epochs of the dataset instead of --steps.", low=0)
+    dummy_images: int = option(10_000, "Images per epoch of the dummy source.", low=1, high=10**9)
+    epochs: int = option(0, "Measure this many whole epochs of the dataset instead of --steps.", low=0, high=10**6)
 
 
 VOLUME_SUFFIXES = (".h5", ".hdf5", ".hdf", ".zarr", ".n5")

@@ -8,6 +8,8 @@ fields, a few blurred shapes and fine grain. At quality 90 that gives ImageNet's
 from __future__ import annotations
 
 import os
+import re
+import shutil
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable
@@ -60,16 +62,35 @@ def _write_one(args: tuple[str, int]) -> int:
     return os.path.getsize(path)
 
 
+_CLASS = re.compile(r"class\d{4}")
+
+
+def check(root: Path, overwrite: bool = False) -> list[Path]:
+    """The class folders of an earlier set in `root` (replaced with `overwrite`); a UserError
+    for a root that holds anything else, so that a mistyped path (`.`, a home folder) never
+    gets a thousand JPEGs mixed into it."""
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise UserError(f"{root} exists and is not a folder")
+    entries = list(root.iterdir()) if root.is_dir() else []
+    earlier = [e for e in entries if e.is_dir() and _CLASS.fullmatch(e.name)]
+    if len(earlier) < len(entries):
+        raise UserError(f"{root} holds other files: write the images into a new or empty folder")
+    if earlier and not overwrite:
+        raise UserError(f"{root} already holds a generated set: pass --overwrite to replace it")
+    return earlier
+
+
 def generate(root: Path, n: int, classes: int = 10, seed: int = 0, workers: int | None = None,
-             progress: Callable[[int, int], None] | None = None) -> dict:
+             progress: Callable[[int, int], None] | None = None, overwrite: bool = False) -> dict:
     """Write `n` JPEGs into `classes` class folders under `root`; returns a summary."""
     if n < 1:
         raise UserError(f"--n must be at least 1, got {n}")
     if classes < 1:
         raise UserError(f"--classes must be at least 1, got {classes}")
     root = Path(root)
-    if root.exists() and not root.is_dir():
-        raise UserError(f"{root} exists and is not a folder")
+    for folder in check(root, overwrite):
+        shutil.rmtree(folder)
     jobs = []
     for i in range(n):
         folder = root / f"class{i % classes:04d}"

@@ -18,9 +18,21 @@ import numpy as np
 
 from dlbench.data.volumes import split_path_key
 from dlbench.errors import UserError
+from dlbench.paths import check_folder_of, check_new_folder
 
 OUTPUT_KEY = "prediction"
 DTYPES = ("uint8", "float16")
+SUFFIXES = {".zarr": "zarr", ".n5": "n5"}
+
+
+def check_output_name(path_key: str) -> None:
+    """The output names a format this store writes. Blocks are written concurrently, one chunk
+    each, which HDF5 files do not allow, so an .h5 name is refused rather than quietly
+    becoming a zarr folder."""
+    path, _ = split_path_key(path_key, OUTPUT_KEY)
+    if path.suffix.lower() not in SUFFIXES:
+        raise UserError(f"--output {path}: prediction output is written as zarr or N5; name it .zarr or .n5 "
+                        f"(convert to HDF5 afterwards if you need it)")
 
 
 def _spec(path: Path, key: str, fmt: str, shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str) -> dict:
@@ -38,7 +50,7 @@ def _spec(path: Path, key: str, fmt: str, shape: tuple[int, ...], chunks: tuple[
 class PredictionStore:
     def __init__(self, path_key: str) -> None:
         self.path, self.key = split_path_key(path_key, OUTPUT_KEY)
-        self.format = "n5" if self.path.suffix.lower() == ".n5" else "zarr"
+        self.format = SUFFIXES.get(self.path.suffix.lower(), "zarr")
         self.record = self.path / ".dlbench"
         self.array = None
 
@@ -58,6 +70,10 @@ class PredictionStore:
         if self.exists() and resume and not (self.record / "run.json").exists():
             raise UserError(f"output {self.path} exists but holds no dlbench completion record: cannot --resume it "
                             f"(use --overwrite to replace it)")
+        if self.exists() and resume:
+            check_new_folder(self.path, "output")  # blocks are added to it
+        else:
+            check_folder_of(self.path, "output")  # it is made, or removed and made again
 
     def create(self, settings: dict, shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str,
                resume: bool, overwrite: bool) -> None:

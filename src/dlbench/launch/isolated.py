@@ -16,12 +16,12 @@ import resource
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from dlbench import scratch
 from dlbench.launch import torchrun
 from dlbench.launch.interrupts import Interrupts
 from dlbench.models import registry
@@ -54,8 +54,7 @@ def run(spec: BenchmarkSpec, system: dict, job: Job, *, timeout: float | None,
         interrupts: Interrupts | None = None, tick: Tick | None = None) -> Result:
     """Run `spec` in a child process; a second interrupt raises KeyboardInterrupt after killing it."""
     interrupts = interrupts or Interrupts()
-    with tempfile.TemporaryDirectory(prefix="dlbench-") as tmp:
-        folder = Path(tmp)
+    with scratch.folder("run") as folder:
         files = {name: folder / name for name in ("spec.json", "result.json", "progress.json", "output.log")}
         files["spec.json"].write_text(json.dumps({"spec": spec.to_dict(), "suite": job.suite, "tag": job.tag,
                                                   "run": job.run}), encoding="utf-8")

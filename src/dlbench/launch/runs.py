@@ -4,52 +4,84 @@ checked before anything runs and stored one result per batch run."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlbench import workloads
+from dlbench import scratch, workloads
+from dlbench.errors import UserError
 from dlbench.launch import batchsize
-from dlbench.launch.inprocess import check_devices, run_specs
+from dlbench.launch.stored import output_file
 from dlbench.launch.view import Terminal
+from dlbench.options import MAX_BATCH, Options, option
 from dlbench.results.record import Result
-from dlbench.results.store import Store
-from dlbench.spec import BenchmarkSpec
+from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable
+from dlbench.spec import BenchmarkSpec, check_device
 
 
-def run_command(workload: str, values: dict[str, Any], *, db: Path | None, tag: str | None, view: Terminal,
-                results_file: Path | None = None) -> int:
+@dataclass(frozen=True, kw_only=True)
+class RunExtras(Options):
+    """The parameters of `dlbench run <workload>` beyond the spec: where results go."""
+    max_batch: int = option(batchsize.SWEEP_MAX, "Largest batch a sweep or auto search tries.", low=1,
+                            high=MAX_BATCH)
+    db: str | None = option(None, DB_HELP)
+    tag: str | None = option(None, TAG_HELP)
+    results_file: str | None = option(None, "Also write the result as JSON: one object per run (throughput, step "
+                                            "time percentiles, batch, shape, precision, parameters, FLOPs, peak "
+                                            "memory, system).", flag="--results-file")
+
+
+def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int:
     """Run what a `dlbench run` command asks for; the exit status (1 when a run ended in error).
-    With `results_file`, every result is also written there as one JSON object per line."""
-    values = dict(values)
-    plan: list[int] | str = [values.pop("batch")] if "batch" in values else [None]
-    limit = values.pop("max_batch", batchsize.SWEEP_MAX)
-    if workloads.get(workload).batch_plans and plan != [None]:
-        plan = batchsize.parse(plan[0])
-    spec = BenchmarkSpec.from_dict({"workload": workload, **values, "batch": 1 if isinstance(plan, str) else plan[0]})
+    With --results-file, every result is also written there as one JSON object per line."""
+    extras = RunExtras(**{f: values.pop(f) for f in RunExtras.names() if f in values})
+    spec, plan, sweep = _plan(workload, dict(values), extras.max_batch)
+    check_writable(extras.db)  # the store, the results file and the spec are checked before anything runs
+    results_file = output_file(extras.results_file, extras.db, "results file")
     preflight(spec, view)
-    with Store(db) as store, view.json_lines(results_file) as write:
+    scratch.clean_stale()  # what killed runs left behind
+    with Store(extras.db) as store, view.json_lines(results_file) as write:
         if plan == "auto":
-            result = _search(spec, store, tag, limit, view)
+            result = _search(spec, store, extras.tag, extras.max_batch, view)
             write(result)
             return 1 if result.status == "error" else 0
         failed = False
-        for size in batchsize.sweep_sizes(limit) if plan == "sweep" else plan:
-            result = _run(dataclasses.replace(spec, batch=size), store, tag, view)
+        for one in plan:
+            result = _run(one, store, extras.tag, view)
             write(result)
             failed |= result.status == "error"
-            if result.status == "oom" and plan == "sweep":
+            if result.status == "oom" and sweep:
                 break  # larger batches cannot fit either
     return 1 if failed else 0
 
 
+def _plan(workload: str, values: dict[str, Any], limit: int) -> tuple[BenchmarkSpec, str | list[BenchmarkSpec], bool]:
+    """The spec; 'auto' or the specs of every batch to run (all made, so all checked, now); whether it is a sweep."""
+    batch = values.pop("batch", None)
+    plan = batchsize.parse(batch) if workloads.get(workload).batch_plans and batch is not None else [batch]
+    spec = BenchmarkSpec.from_dict({"workload": workload, **values, "batch": 1 if isinstance(plan, str) else plan[0]})
+    if plan == "auto":
+        return spec, plan, False
+    sizes = batchsize.sweep_sizes(limit) if plan == "sweep" else plan
+    specs = [spec if size in (None, spec.batch) else dataclasses.replace(spec, batch=size) for size in sizes]
+    return spec, specs, plan == "sweep"
+
+
 def preflight(spec: BenchmarkSpec, view: Terminal) -> None:
-    """Devices, files and data checked, warnings shown, before anything runs."""
+    """Devices, the input shape, files and data checked, warnings shown, before anything runs."""
+    from dlbench.launch.inprocess import check_devices
+    from dlbench.models import registry
+
     check_devices(spec)
+    if spec.input_shape is not None and "input_shape" in workloads.get(spec.workload).general:
+        registry.check_fits(spec.model, spec.input_shape, spec.batch)
     for warning in workloads.get(spec.workload).preflight(spec):
         view.warning(warning)
 
 
 def _run(spec: BenchmarkSpec, store: Store, tag: str | None, view: Terminal, extra: dict | None = None) -> Result:
+    from dlbench.launch.inprocess import run_specs
+
     result = run_specs([spec], store, tag=tag, console=view.err, extra_metrics=extra)[0]
     view.result(result, stdout=True)
     return result
@@ -76,16 +108,38 @@ def _unstored(spec: BenchmarkSpec) -> Result:
     return execute(spec, fingerprint())
 
 
-def system_command(device: str, disk: Path | None, db: Path | None, keep: bool, view: Terminal) -> None:
-    """Measure this machine's ceilings, show them beside the datasheet and (with `keep`) store them."""
+def _existing(path: str) -> None:
+    if not Path(path).exists():
+        raise UserError(f"--disk {path}: no such file or folder")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystemRequest(Options):
+    """Measure this machine's ceilings (matmul TFLOP/s per precision, memory, host<->device,
+    all-reduce, JPEG decode, disk) next to datasheet figures, and store them."""
+    device: str = option("auto", "Device whose ceilings to measure: auto, cpu, cuda or cuda:N.", parse=check_device)
+    disk: str | None = option(None, "Also measure the read bandwidth of this file or folder (e.g. your dataset).",
+                              parse=_existing)
+    db: str | None = option(None, DB_HELP)
+    store: bool = option(True, "Store the record (reports and doctor use it).")
+    fingerprint_only: bool = option(False, "Only print the fingerprint as JSON; measure nothing.",
+                                    flag="--fingerprint")
+
+
+def system_command(request: SystemRequest, view: Terminal) -> None:
+    """Measure this machine's ceilings, show them beside the datasheet and (with --store) store them."""
     from dlbench.report.system import ceilings_table
     from dlbench.report.tables import markdown
     from dlbench.system.info import fingerprint
     from dlbench.system.survey import survey
     from dlbench.workloads.runtime import resolve_device
 
-    target = resolve_device(device)
-    store = Store(db) if keep else None  # a bad --db fails before minutes of measuring
+    if request.fingerprint_only:
+        view.json(fingerprint())
+        return
+    target = resolve_device(request.device)
+    disk = Path(request.disk) if request.disk else None
+    store = Store(request.db) if request.store else None  # a bad --db fails before minutes of measuring
     try:
         with view.err.status("measuring") as status:
             record = survey(fingerprint(), target, disk=disk,

@@ -19,14 +19,17 @@ from typing import Callable
 
 from rich.console import Console
 
+from dlbench import scratch
+from dlbench.errors import UserError
 from dlbench.launch import isolated
 from dlbench.launch.interrupts import Interrupts
 from dlbench.launch.view import SuiteView, Terminal
 from dlbench.models import registry
-from dlbench.options import Options, option
-from dlbench.results.record import Result, now
-from dlbench.results.store import Store, default_path
-from dlbench.spec import BenchmarkSpec
+from dlbench.options import MAX_TIMEOUT_S, Options, option, shown
+from dlbench.paths import check_new_folder
+from dlbench.results.record import RUN_ID, Result, now
+from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, default_path
+from dlbench.spec import BenchmarkSpec, check_device
 from dlbench.suites import Suite, spec_key
 from dlbench.suites.estimate import Estimate, estimate, format_seconds, history
 
@@ -61,6 +64,8 @@ def make_plan(suite: Suite, store: Store | None, host: str | None, *, resume: bo
               run: str | None = None) -> Plan:
     """What to run: with `resume`, the given run (else the newest of this suite here) minus its ok specs."""
     earlier = store.results() if store is not None else []
+    if resume and run is not None:
+        _check_resumable(run, suite, earlier)
     if resume and run is None:
         run = latest_run([r for r in earlier if r.suite == suite.name], host)
     resumed = resume and run is not None
@@ -70,6 +75,18 @@ def make_plan(suite: Suite, store: Store | None, host: str | None, *, resume: bo
     done = [s for s in suite.specs if resumed and spec_key(s) in ok]
     times = history(earlier, host)
     return Plan(suite, run, todo, done, [estimate(s, times) for s in todo], resumed)
+
+
+def _check_resumable(run: str, suite: Suite, earlier: list[Result]) -> None:
+    """`--resume --run ID` continues a run of this suite that the store holds, never a new one."""
+    suites_of_run = {r.suite for r in earlier if r.run == run}
+    if not suites_of_run:
+        known = sorted({r.run for r in earlier if r.run and r.suite == suite.name})
+        listed = f"; runs of suite {suite.name}: {', '.join(known[-5:])}" if known else f"; suite {suite.name} has none"
+        raise UserError(f"--resume --run {run}: the store holds no suite run {run}{listed}")
+    if suite.name not in suites_of_run:
+        raise UserError(f"--resume --run {run}: that is a run of suite {', '.join(sorted(map(str, suites_of_run)))}, "
+                        f"not of {suite.name}")
 
 
 def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, default_timeout: float,
@@ -104,44 +121,61 @@ def _interrupted(spec: BenchmarkSpec, system: dict, job: isolated.Job, signal_na
 DEFAULT_TIMEOUT_S = 3600.0  # per benchmark, when neither the spec nor its suite sets one
 
 
-@dataclass(frozen=True)
+def check_run_id(text: str) -> None:
+    # A run id names a folder under --slurm-dir: letters, digits, '.', '_' and '-' only, so it
+    # can never reach outside it.
+    if not RUN_ID.fullmatch(text):
+        raise UserError(f"bad --run {shown(text)}: a run id has letters, digits, '.', '_' and '-' "
+                        f"(e.g. {new_run_id()})")
+
+
+@dataclass(frozen=True, kw_only=True)
 class SuiteRequest(Options):
-    """What `dlbench suite` (or plain `dlbench`) asks for; numbers are checked like every option."""
-    name: str | None = None  # None: the default suite for this machine
-    device: str = "auto"
-    db: Path | None = None
-    tag: str | None = None
-    list_only: bool = False
-    resume: bool = False
-    run_id: str | None = None
+    """Run a suite of benchmarks, each in its own process; store every result and print the report.
+
+    A crash, out-of-memory error or hang of one benchmark is stored (error, oom, timeout) and the suite goes on. Ctrl-C stores the running benchmark as interrupted and stops (press it again to stop at once); `--resume` then runs only what is missing.
+    """  # noqa: E501 - one paragraph, or --help breaks it where the source does
+    name: str | None = option(None, "Built-in suite name (quick, cnn-benchmarks, ...) or a suite YAML file. Default: "
+                                    "quick on a GPU machine, smoke (a short CPU check) without one; with --list and "
+                                    "no name: the built-in suites.", argument=True)
+    device: str = option("auto", "Run every spec on this device: auto, cpu, cuda or cuda:N.", parse=check_device)
+    db: str | None = option(None, DB_HELP)
+    tag: str | None = option(None, TAG_HELP)
+    list_only: bool = option(False, "Show the expanded specs with an estimate of the time, and exit.", flag="--list")
+    resume: bool = option(False, "Continue the newest run of this suite on this machine (or --run ID): skip specs "
+                                 "that already have an ok result in it.")
+    run_id: str | None = option(None, "Suite-run id (default: a new one; with --resume: the newest).", flag="--run",
+                                parse=check_run_id)
     timeout: float | None = option(None, "Seconds before a benchmark is stopped and stored as timeout, when neither "
-                                         "it nor its suite sets one (default 3600).", unit="s", low=0, low_open=True)
-    slurm: str | None = None
-    slurm_dir: Path = Path("dlbench-slurm")
-    wait: bool = True
+                                         "it nor its suite sets one (default 3600).", unit="s", low=0, low_open=True,
+                                   high=MAX_TIMEOUT_S)
+    slurm: str | None = option(None, "Submit one SLURM job per spec with submitit: partition=P,gpus=N,time=MIN"
+                                     "[,cpus=N,mem=64G,account=A,qos=Q,constraint=C]; cluster=local runs the jobs "
+                                     "on this machine.")
+    slurm_dir: str = option("dlbench-slurm", "Folder on the shared file system for job logs and record files (one "
+                                             "subfolder per suite run).")
+    wait: bool = option(True, "With --slurm: wait for the jobs and merge their records into the store (else merge "
+                              "later with `dlbench import DIR`).")
 
 
 def suite_command(request: SuiteRequest, view: Terminal) -> int:
     """Plan, then list, run here or submit to SLURM; the exit status (1: a benchmark failed, 130: stopped)."""
     from dlbench import suites
-    from dlbench.launch import slurm
     from dlbench.system.info import fingerprint
 
     if request.name is None and request.list_only:
         view.suites([(name, suites.load(name).description) for name in suites.builtin_names()])
         return 0
-    name = request.name or default_suite(view)
-    options = slurm.parse_options(request.slurm) if request.slurm is not None else None
-    if options is not None:
-        slurm.check(options)  # before anything slow or anything written
-    loaded = suites.load(name, {"device": request.device} if request.device != "auto" else None)
+    loaded, options = _load(request, view)
     host = fingerprint()["host"]
     default_timeout = request.timeout or DEFAULT_TIMEOUT_S
     if request.list_only:
         view.plan(_plan_without_writing(loaded, request, host), default_timeout)
         return 0
+    check_writable(request.db)
     if options is None:
         loaded.specs = _runnable(loaded.specs, view)  # compute nodes, not this machine, decide under --slurm
+        scratch.clean_stale()  # what killed runs left behind
     with Store(request.db) as store:
         plan = make_plan(loaded, store, host, resume=request.resume, run=request.run_id)
         total = format_seconds(sum(e.seconds for e in plan.estimates))
@@ -150,6 +184,19 @@ def suite_command(request: SuiteRequest, view: Terminal) -> int:
         if options is not None:
             return _submit(plan, store, options, request, default_timeout, view)
         return _run_here(plan, store, request, default_timeout, view)
+
+
+def _load(request: SuiteRequest, view: Terminal) -> tuple[Suite, dict | None]:
+    """The suite and the SLURM options (None: run here), checked before anything slow or written."""
+    from dlbench import suites
+    from dlbench.launch import slurm
+
+    options = slurm.parse_options(request.slurm) if request.slurm is not None else None
+    if options is not None:
+        slurm.check(options)
+        check_new_folder(request.slurm_dir, "job files to")
+    name = request.name or default_suite(view)
+    return suites.load(name, {"device": request.device} if request.device != "auto" else None), options
 
 
 def default_suite(view: Terminal) -> str:
@@ -166,7 +213,7 @@ def default_suite(view: Terminal) -> str:
 
 def _plan_without_writing(loaded: Suite, request: SuiteRequest, host: str) -> Plan:
     path = Path(request.db) if request.db else default_path()
-    store = Store(path) if path.exists() else None  # listing never creates a store
+    store = Store(path, read_only=True) if path.exists() else None  # listing never creates or changes a store
     try:
         return make_plan(loaded, store, host, resume=request.resume, run=request.run_id)
     finally:
@@ -175,9 +222,12 @@ def _plan_without_writing(loaded: Suite, request: SuiteRequest, host: str) -> Pl
 
 
 def _runnable(specs: list[BenchmarkSpec], view: Terminal) -> list[BenchmarkSpec]:
-    """Specs this machine can run; a device it lacks is a user error, too few GPUs skips the spec."""
+    """Specs this machine can run; a device it lacks is a user error, too few GPUs skips the spec.
+    Each kept spec passes the checks of `dlbench run` (input shape, files, data), so a
+    mistake anywhere in the suite stops it before its first benchmark."""
     import torch
 
+    from dlbench.launch.runs import preflight
     from dlbench.suites import title
     from dlbench.workloads.runtime import resolve_device
 
@@ -188,6 +238,10 @@ def _runnable(specs: list[BenchmarkSpec], view: Terminal) -> list[BenchmarkSpec]
         if visible is not None and spec.gpus > visible:
             view.message(f"skipped {title(spec)}: needs {spec.gpus} GPUs, {visible} visible")
             continue
+        try:
+            preflight(spec, view)
+        except UserError as error:
+            raise UserError(f"{title(spec)}: {error}") from None
         kept.append(spec)
     return kept
 

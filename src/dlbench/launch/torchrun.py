@@ -6,9 +6,9 @@ import json
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+from dlbench import scratch
 from dlbench.errors import UserError
 from dlbench.models import registry
 from dlbench.results.record import Result, now
@@ -25,8 +25,8 @@ def command(spec_file: Path, result_file: Path, nprocs: int, rendezvous: list[st
 def run(spec: BenchmarkSpec, system: dict, *, suite: str | None = None, tag: str | None = None,
         timeout: float | None = None) -> Result:
     """Launch `spec.gpus` processes and return rank 0's result (an error result if none came back)."""
-    with tempfile.TemporaryDirectory(prefix="dlbench-") as tmp:
-        spec_file, result_file = Path(tmp) / "spec.json", Path(tmp) / "result.json"
+    with scratch.folder("torchrun") as tmp:
+        spec_file, result_file = tmp / "spec.json", tmp / "result.json"
         spec_file.write_text(json.dumps({"spec": spec.to_dict(), "suite": suite, "tag": tag}), encoding="utf-8")
         try:
             proc = subprocess.run(command(spec_file, result_file, spec.gpus), capture_output=True, text=True,

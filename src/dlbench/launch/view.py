@@ -24,6 +24,21 @@ from dlbench.suites.estimate import Estimate, format_seconds
 
 STYLE = {"ok": "green", "oom": "yellow", "interrupted": "yellow"}
 
+# What never reaches the terminal from stored or imported text: C0 and C1 control characters
+# (escape sequences can move the cursor, retitle the window, hide text) and the Unicode
+# direction overrides that make text read differently than it is stored. Newlines and tabs stay.
+_CONTROLS = dict.fromkeys(c for c in [*range(0x20), 0x7F, *range(0x80, 0xA0), *range(0x202A, 0x202F),
+                                      *range(0x2066, 0x206A)] if c not in (0x09, 0x0A))
+
+
+def clean(text: str) -> str:
+    """`text` without control characters (newlines and tabs stay)."""
+    return str(text).translate(_CONTROLS)
+
+
+def one_line(text: str) -> str:
+    return " ".join(clean(text).split())
+
 
 class Heartbeat:
     """Where no live bar can be drawn (a log, a pipe), a progress line every few seconds."""
@@ -35,7 +50,7 @@ class Heartbeat:
         if self.console.is_terminal or time.monotonic() - self.last < self.every_s:
             return
         self.last = time.monotonic()
-        self.console.print(line, highlight=False, markup=False)
+        self.console.print(clean(line), highlight=False, markup=False)
 
 
 class _Bars(Progress):
@@ -69,7 +84,7 @@ class SuiteView:
 
     def start(self, index: int, spec: BenchmarkSpec, timeout: float | None) -> None:
         self.index, self.started, self.timeout = index, time.monotonic(), timeout
-        label = title(spec)
+        label = clean(title(spec))
         self.bars.update(self.current, description=label, completed=0, total=1)
         if not self.console.is_terminal:
             self.console.print(f"[{index + 1}/{len(self.estimates)}] {label} …", highlight=False, markup=False)
@@ -90,6 +105,7 @@ class SuiteView:
 
     def finish(self, result: Result, line: str) -> None:
         self.spent += time.monotonic() - self.started
+        line = clean(line)
         self.bars.last = Text(f"last: {line}", style=STYLE.get(result.status, "red"))
         self.bars.update(self.overall, completed=self.index + 1, info=self._eta(0.0, finished=1))
         self.console.print(Text(line, style=STYLE.get(result.status, "red")))
@@ -115,24 +131,31 @@ def _console(stderr: bool) -> Console:
 
 class Terminal:
     """What the launchers tell the user: messages and results on stderr, tables and reports on
-    stdout. The command line makes one; launchers only call it."""
+    stdout. The command line makes one; launchers only call it. Everything shown passes
+    `clean`: results can come from anyone's export file."""
 
     def __init__(self, out: Console | None = None, err: Console | None = None) -> None:
         self.out = out or _console(stderr=False)
         self.err = err or _console(stderr=True)
 
     def message(self, text: str) -> None:
-        self.err.print(text, highlight=False, markup=False, soft_wrap=True)
+        self.err.print(clean(text), highlight=False, markup=False, soft_wrap=True)
+
+    def error(self, text: str) -> int:
+        """A user error: one line on stderr; returns the exit status for it (2)."""
+        self.err.print(f"error: {one_line(text)}", highlight=False, markup=False, soft_wrap=True)
+        return 2
 
     def warning(self, text: str) -> None:
-        self.err.print(f"warning: {text}", style="yellow", highlight=False, markup=False)
+        self.err.print(f"warning: {clean(text)}", style="yellow", highlight=False, markup=False)
 
     def result(self, result: Result, stdout: bool = False) -> None:
         """One line about a result: on stdout when it is what the command was asked for
         (`dlbench run … > result.txt`), else on stderr beside the progress."""
         from dlbench.launch.execute import describe
 
-        (self.out if stdout else self.err).print(Text(describe(result), style=STYLE.get(result.status, "red")))
+        line = Text(clean(describe(result)), style=STYLE.get(result.status, "red"))
+        (self.out if stdout else self.err).print(line)
 
     @contextlib.contextmanager
     def progress(self, description: str, total: int, unit: str) -> Iterator[Callable[[int, int], None]]:
@@ -141,7 +164,7 @@ class Terminal:
 
         columns = ("{task.description}", BarColumn(), "{task.completed}/{task.total} " + unit, TimeRemainingColumn())
         with Progress(*columns, console=self.err) as bar:
-            task = bar.add_task(description, total=total)
+            task = bar.add_task(clean(description), total=total)
             yield lambda done, _total: bar.update(task, completed=done)
 
     @contextlib.contextmanager
@@ -165,7 +188,12 @@ class Terminal:
 
     def text(self, text: str) -> None:
         """A report or table as text, on stdout."""
-        self.out.print(text, highlight=False, markup=False, soft_wrap=True)
+        self.out.print(clean(text), highlight=False, markup=False, soft_wrap=True)
+
+    def json(self, data: dict) -> None:
+        import json
+
+        self.out.print_json(json.dumps(data))  # JSON escapes every control character
 
     def write(self, text: str, output: Path | None) -> None:
         """A report to a file (one line says so), or to stdout."""
@@ -182,7 +210,7 @@ class Terminal:
         """The built-in suites with their descriptions."""
         width = max(len(name) for name, _ in named)
         for name, description in named:
-            self.out.print(Text(f"{name:{width}}  {' '.join(description.split())}"))
+            self.out.print(Text(f"{name:{width}}  {one_line(description)}"))
         self.out.print("run one with `dlbench suite NAME`; `dlbench suite NAME --list` shows its benchmarks",
                        highlight=False)
 
@@ -193,7 +221,7 @@ class Terminal:
         table = Table("#", "benchmark", "timeout", "estimate", "from", box=None)
         for index, (spec, guess) in enumerate(zip(plan.todo, plan.estimates), 1):
             limit = format_seconds(spec.timeout) if spec.timeout else f"{format_seconds(default_timeout)} (default)"
-            table.add_row(str(index), Text(title(spec)), limit, format_seconds(guess.seconds), guess.source)
+            table.add_row(str(index), Text(clean(title(spec))), limit, format_seconds(guess.seconds), guess.source)
         self.out.print(table)
         measured = sum(1 for e in plan.estimates if e.measured)
         total = format_seconds(sum(e.seconds for e in plan.estimates))
@@ -222,5 +250,5 @@ class Terminal:
                          else f"{r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}")
             cells = (r.id[:8], r.started[:16].replace("T", " "), r.status, benchmark, r.system_label,
                      f"{total:.2f}" if total else "-", r.tag or "")
-            table.add_row(*(Text(c) for c in cells))  # Text: stored strings are never read as markup
+            table.add_row(*(Text(clean(c)) for c in cells))  # Text: stored strings are never read as markup
         self.out.print(table)

@@ -2,3 +2,6 @@
 when imported here; `dlbench models` lists them in this order."""
 
 from dlbench.models import classifiers, unet3d, unet2d  # noqa: F401, I001 - imported to register
+from dlbench.models import registry  # noqa: E402
+
+registry.BUILT_IN.extend([*registry.MODELS.values(), *registry.FAMILIES.values()])  # before any plug-in's

@@ -33,6 +33,7 @@ MODELS: dict[str, ModelEntry] = {}
 ALIASES: dict[str, str] = {}  # other spellings of an entry's name
 # Families whose names carry settings ('unet3d:f=16,d=3'): prefix -> entry builder.
 FAMILIES: dict[str, Callable[[str], ModelEntry]] = {}
+BUILT_IN: list[object] = []  # the entries and families of dlbench itself (dlbench.models fills it)
 
 
 def register(entry: ModelEntry, aliases: tuple[str, ...] = ()) -> ModelEntry:
@@ -121,6 +122,64 @@ def title(name: str) -> str:
         return resolve(name).title
     except UserError:
         return name
+
+
+LAYOUTS = {3: "CxHxW", 4: "CxZxYxX"}
+
+
+def check_input(entry: ModelEntry, shape: tuple[int, ...]) -> None:
+    """An input shape (without the batch) has the model's rank and channels; a model file's
+    expectations are unknown until it is loaded, so it is not checked here."""
+    if entry.task == "file":
+        return
+    want, given = entry.input_shape, "x".join(map(str, shape))
+    example = "x".join(map(str, want))
+    if len(shape) != len(want):
+        layout = LAYOUTS.get(len(want), f"{len(want)} sizes")
+        raise UserError(f"--input-shape {given} has {len(shape)} sizes, but {entry.name} takes {len(want)} "
+                        f"({layout}, e.g. {example})")
+    if shape[0] != want[0]:
+        raise UserError(f"--input-shape {given} has {shape[0]} channel{'s' if shape[0] > 1 else ''}, but "
+                        f"{entry.name} takes {want[0]} (e.g. {example})")
+
+
+_SHAPE_WORDS = ("size", "shape", "channel", "dimension", "height", "width")
+
+
+def check_fits(name: str, shape: tuple[int, ...], batch: int) -> None:
+    """Run the model on the meta device (no memory, no arithmetic) to refuse, before anything
+    runs, sizes it cannot take: too small for its pooling, not what its layers expect.
+    Failures that are not about sizes (an operation without a meta implementation) say
+    nothing about the input and are left to the real run."""
+    import torch
+
+    entry = resolve(name)
+    if not _safe_to_build(name) or tuple(shape) == tuple(entry.input_shape):
+        return
+    try:
+        with torch.device("meta"):
+            model = entry.build().eval()
+            with torch.no_grad():
+                model(torch.empty(batch, *shape))
+    except (RuntimeError, ValueError, AssertionError) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        about_sizes = isinstance(error, AssertionError) or any(word in first.lower() for word in _SHAPE_WORDS)
+        if "meta" in first.lower() or not about_sizes:
+            return
+        raise UserError(f"--input-shape {'x'.join(map(str, shape))} does not fit {name}: {first}") from None
+    except Exception:  # noqa: BLE001 - the check cannot judge this model; the run will
+        return
+
+
+def _safe_to_build(name: str) -> bool:
+    """Whether the launcher may build `name` to check it: a plug-in's model or a model file may
+    do anything when built or run (abort, hang), which only the benchmark's own process may risk."""
+    name = ALIASES.get(name, name)
+    family = name.partition(":")[0]
+    if name in MODELS or family in FAMILIES:
+        ours = MODELS[name] if name in MODELS else FAMILIES[family]
+        return any(ours is built_in for built_in in BUILT_IN)
+    return name.startswith("timm:") or name in _torchvision_classifiers()
 
 
 def build(name: str) -> nn.Module:

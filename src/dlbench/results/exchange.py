@@ -21,22 +21,38 @@ def write_jsonl(results: Iterable[Result], out: TextIO) -> int:
 
 
 def flat_row(r: Result) -> dict[str, object]:
+    """One result as a flat row: its own columns first, then spec fields and scalar metrics
+    (which never replace the result's own columns, whatever a crafted record names them)."""
     row: dict[str, object] = {
         "id": r.id, "started": r.started, "status": r.status, "suite": r.suite, "run": r.run, "tag": r.tag,
         "system": r.system_label, "host": r.system.get("host"),
     }
+    own = set(row)
     for key, value in r.spec.items():
-        if key != "options":
+        if key != "options" and key not in own:
             row[key] = "x".join(map(str, value)) if isinstance(value, list) else value
     for key, value in r.metrics.items():
-        if isinstance(value, (int, float, str, bool)) or value is None:
+        if (isinstance(value, (int, float, str, bool)) or value is None) and key not in own:
             row[key] = value
     return row
 
 
+# A spreadsheet reads a cell that starts with one of these as a formula (which can run
+# commands or send data away); a leading single quote makes it text, as spreadsheets expect.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def cell(value: object) -> object:
+    """A CSV cell that no spreadsheet evaluates: text starting like a formula gets a leading
+    quote; numbers stay numbers (a negative number is a number, not a formula)."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def write_csv(results: Iterable[Result], out: TextIO) -> int:
-    rows = [flat_row(r) for r in results]
-    columns: dict[str, None] = {}
+    rows = [{cell(k): cell(v) for k, v in flat_row(r).items()} for r in results]
+    columns: dict[object, None] = {}
     for row in rows:
         columns.update(dict.fromkeys(row))
     writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
@@ -47,6 +63,8 @@ def write_csv(results: Iterable[Result], out: TextIO) -> int:
 
 def read_jsonl(path: Path) -> list[Result]:
     """Every record in an export file; any line that is not a dlbench result rejects the whole file."""
+    if Path(path).exists() and not Path(path).is_file():  # a FIFO or a device would be read forever
+        raise UserError(f"import file {path} is not a regular file")
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -59,7 +77,7 @@ def read_jsonl(path: Path) -> list[Result]:
             continue
         try:
             results.append(Result.from_dict(json.loads(line)))
-        except (ValueError, TypeError) as error:
+        except (ValueError, TypeError, RecursionError) as error:  # RecursionError: absurdly nested JSON
             raise UserError(f"{path} is not a dlbench export (line {number}: {error})") from None
     if not results:
         raise UserError(f"{path} holds no dlbench results")
@@ -67,11 +85,6 @@ def read_jsonl(path: Path) -> list[Result]:
 
 
 WRITERS = {"jsonl": write_jsonl, "csv": write_csv}
-
-
-def check_format(format: str) -> None:
-    if format not in WRITERS:
-        raise UserError(f"unknown export format {format!r}; choose {' or '.join(WRITERS)}")
 
 
 def read_all(paths: list[Path]) -> list[Result]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlbench.options import shown
 from dlbench.results.titles import legacy_title
 
 # 2: status 'timeout' and the suite-run id `run`; records of schema 1 load unchanged.
@@ -46,17 +48,19 @@ class Result:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Result":
-        """Rebuild a record; raises ValueError when `data` is not a dlbench result."""
+        """Rebuild a record; raises ValueError when `data` is not a well-formed dlbench result
+        (records arrive from other machines' export files, which anyone can edit)."""
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError("not a dlbench result record")
-        if not isinstance(data.get("schema"), int) or data["schema"] > SCHEMA_VERSION:
-            raise ValueError(f"result schema {data.get('schema')!r} is newer than this dlbench understands ({SCHEMA_VERSION})")
-        known = {f.name for f in dataclasses.fields(cls)}
+        schema = data.get("schema")
+        if not isinstance(schema, int) or isinstance(schema, bool) or not 1 <= schema <= SCHEMA_VERSION:
+            raise ValueError(f"result schema {shown(schema)} is not one this dlbench understands "
+                             f"(1 to {SCHEMA_VERSION})")
         missing = {"id", "spec", "system", "status"} - set(data)
         if missing:
             raise ValueError(f"result record lacks {', '.join(sorted(missing))}")
-        if data["status"] not in STATUSES:
-            raise ValueError(f"unknown result status {data['status']!r}")
+        check_record(data)
+        known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in _migrate(data).items() if k in known})
 
     # Derived labels used by the store's index columns and by reports.
@@ -73,6 +77,87 @@ class Result:
         return system_label(self.system, self.metrics.get("device", self.spec.get("device", "")))
 
 
+_ID = re.compile(r"[0-9A-Za-z_.-]{1,64}")
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # names a folder under --slurm-dir: never '..' or '/'
+MAX_LABEL = 256  # names that reports print in every row: model, workload, host, GPU, ...
+_MAPPINGS = ("spec", "system", "metrics", "samples", "traces")
+_TEXTS = ("error", "title", "suite", "run", "tag", "finished")
+
+
+def check_record(data: dict[str, Any]) -> None:
+    """The fields reports and the store rely on have the types they expect; ValueError if not."""
+    if not isinstance(data["id"], str) or not _ID.fullmatch(data["id"]):
+        raise ValueError(f"bad result id {shown(data['id'])}: 1 to 64 letters, digits, '.', '_' or '-'")
+    if data["status"] not in STATUSES:
+        raise ValueError(f"unknown result status {shown(data['status'])}")
+    for key in _MAPPINGS:
+        if not isinstance(data.get(key, {}), dict):
+            raise ValueError(f"result field {key!r} must be a mapping, got {shown(data[key])}")
+    for key in _TEXTS:
+        if not isinstance(data.get(key), (str, type(None))):
+            raise ValueError(f"result field {key!r} must be text, got {shown(data[key])}")
+    if data.get("run") is not None and not RUN_ID.fullmatch(str(data["run"])):
+        raise ValueError(f"bad suite-run id {shown(data['run'])}: letters, digits, '.', '_' and '-'")
+    _label(data.get("title"), "result 'title'")
+    _check_started(data.get("started", ""))
+    _check_spec(data["spec"])
+    _check_system(data["system"])
+    _check_numbers(data.get("metrics", {}), data.get("samples", {}))
+
+
+def _check_started(started: Any) -> None:
+    try:
+        dt.datetime.fromisoformat(started)
+    except (TypeError, ValueError):
+        raise ValueError(f"result field 'started' must be an ISO date and time, got {shown(started)}") from None
+
+
+def _label(value: Any, what: str) -> None:
+    if value is not None and (not isinstance(value, str) or len(value) > MAX_LABEL):
+        raise ValueError(f"{what} must be text of at most {MAX_LABEL} characters, got {shown(value)}")
+
+
+def _check_spec(spec: dict[str, Any]) -> None:
+    for key in ("workload", "model", "precision", "device"):
+        _label(spec.get(key), f"spec {key!r}")
+    batch = spec.get("batch")
+    if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 0):
+        raise ValueError(f"spec 'batch' must be a whole number, got {shown(batch)}")
+    shape = spec.get("input_shape")
+    if shape is not None and (not isinstance(shape, list) or not all(type(s) is int for s in shape)):
+        raise ValueError(f"spec 'input_shape' must be a list of whole numbers, got {shown(shape)}")
+    if not isinstance(spec.get("options", {}), dict):
+        raise ValueError(f"spec 'options' must be a mapping, got {shown(spec['options'])}")
+
+
+def _check_system(system: dict[str, Any]) -> None:
+    _label(system.get("host"), "system 'host'")
+    gpus = system.get("gpus", [])
+    if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus):
+        raise ValueError(f"system 'gpus' must be a list of mappings, got {shown(gpus)}")
+    for gpu in gpus:
+        _label(gpu.get("name"), "GPU 'name'")
+    if not isinstance(system.get("cpu", {}), dict):
+        raise ValueError(f"system 'cpu' must be a mapping, got {shown(system['cpu'])}")
+    _label(system.get("cpu", {}).get("model"), "CPU 'model'")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_UNITS = ("_ms", "_s", "_per_s", "_per_min", "throughput")  # metrics that reports compute with
+
+
+def _check_numbers(metrics: dict[str, Any], samples: dict[str, Any]) -> None:
+    for key, value in metrics.items():
+        if str(key).endswith(_UNITS) and value is not None and not _number(value):
+            raise ValueError(f"metric {shown(key)} must be a number, got {shown(value)}")
+    for key, values in samples.items():
+        if not isinstance(values, list) or not all(_number(v) for v in values):
+            raise ValueError(f"samples {shown(key)} must be a list of numbers")
+
+
 def _migrate(data: dict[str, Any]) -> dict[str, Any]:
     """An older record in the current schema."""
     if data["schema"] < 3:
@@ -84,9 +169,9 @@ def _migrate(data: dict[str, Any]) -> dict[str, Any]:
 def system_label(system: dict[str, Any], device: str) -> str:
     """How reports name the machine a result ran on: the GPU, or 'CPU: <model>'."""
     if str(device).startswith("cuda") and system.get("gpus"):
-        index = int(str(device).partition(":")[2] or 0)
+        index = str(device).partition(":")[2]
         gpus = system["gpus"]
-        return gpus[min(index, len(gpus) - 1)]["name"]
+        return str(gpus[min(int(index) if index.isdigit() else 0, len(gpus) - 1)].get("name", "GPU"))
     cpu = system.get("cpu", {})
     cores = f" ({cpu['cores']} cores)" if cpu.get("cores") else ""
     return f"CPU: {cpu.get('model', 'unknown')}{cores}"

@@ -2,6 +2,10 @@
 
 WAL mode lets many processes write at once and readers never block writers; a killed
 writer leaves at most its own unfinished transaction behind, which SQLite rolls back.
+
+Commands that only read (results, report, compare, export, doctor) open the store read-only:
+they never create or change it, so an archived store (a file without write permission, a
+read-only folder or mount) can be read; commands that write refuse such a store up front.
 """
 
 from __future__ import annotations
@@ -13,9 +17,13 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from dlbench.errors import UserError
+from dlbench.options import shown
+from dlbench.paths import read_only_reason
 from dlbench.results.record import Result
 
 DEFAULT_DB = "dlbench.db"
+DB_HELP = "Result store (SQLite). Default: $DLBENCH_DB or ./dlbench.db."
+TAG_HELP = "Free text stored with every result, to find runs later."
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
     id TEXT PRIMARY KEY,
@@ -38,26 +46,40 @@ def default_path() -> Path:
 
 
 class Store:
-    def __init__(self, path: str | os.PathLike | None = None) -> None:
+    def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False) -> None:
         self.path = Path(path) if path else default_path()
-        if self.path.is_dir():
-            raise UserError(f"store {self.path} is a directory, not a dlbench database")
-        if self.path.exists():
-            self._check_header()
+        self.read_only = read_only
+        if not read_only:
+            check_writable(self.path)
+        elif not self.path.exists():
+            raise UserError(f"no store at {self.path}: no results yet (run a benchmark first, or give --db)")
+        else:
+            _check_file(self.path)
         try:
-            self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA busy_timeout=60000")
-            self._db.executescript(_SCHEMA)
+            self._db = self._open_read_only() if read_only else self._open_for_writing()
         except sqlite3.DatabaseError as error:
             raise UserError(f"store {self.path} is not a usable dlbench database: {error}") from None
 
-    def _check_header(self) -> None:
-        # Refuse a file that is not SQLite before SQLite touches it.
-        with open(self.path, "rb") as f:
-            header = f.read(16)
-        if header and header != b"SQLite format 3\x00":
-            raise UserError(f"store {self.path} is not a SQLite database (use --db to choose another file)")
+    def _open_for_writing(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA busy_timeout=60000")
+        db.executescript(_SCHEMA)
+        return db
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        uri = self.path.absolute().as_uri()
+        if read_only_reason(self.path) or read_only_reason(self.path.absolute().parent):
+            # An archive: read as it is on disk (SQLite could not make its -wal and -shm files
+            # beside it, and must not). Results a killed writer left in a -wal file are not seen.
+            db = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None)
+        else:  # read-write but without creating anything, so SQLite tidies its WAL files on close
+            db = sqlite3.connect(f"{uri}?mode=rw", uri=True, timeout=60.0, isolation_level=None)
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and "results" not in tables:
+            raise UserError(f"store {self.path} is a SQLite database but not a dlbench store (it has no results table)")
+        self._empty = not tables
+        return db
 
     def close(self) -> None:
         self._db.close()
@@ -82,19 +104,64 @@ class Store:
 
     def results(self, *, workload: str | None = None, suite: str | None = None, status: str | None = None) -> list[Result]:
         """Stored results, oldest first."""
-        query, args = "SELECT record FROM results WHERE 1=1", []
+        query, args = "SELECT id, record FROM results WHERE 1=1", []
         for column, value in (("workload", workload), ("suite", suite), ("status", status)):
             if value is not None:
                 query += f" AND {column} = ?"
                 args.append(value)
         query += " ORDER BY started, rowid"
-        return [Result.from_dict(json.loads(row[0])) for row in self._db.execute(query, args)]
+        return [self._record(key, text) for key, text in self._query(query, args)]
+
+    def _query(self, query: str, args: list) -> list[tuple]:
+        if self.read_only and self._empty:  # an empty SQLite file: a store with nothing in it yet
+            return []
+        try:
+            return self._db.execute(query, args).fetchall()
+        except sqlite3.DatabaseError as error:
+            raise UserError(f"store {self.path} is damaged or not a dlbench store: {error}") from None
+
+    def _record(self, key: object, text: object) -> Result:
+        try:
+            return Result.from_dict(json.loads(text))  # type: ignore[arg-type]
+        except (ValueError, TypeError, RecursionError) as error:
+            raise UserError(f"store {self.path} holds a damaged record ({shown(key)}): {error}") from None
 
     def __iter__(self) -> Iterator[Result]:
         return iter(self.results())
 
     def count(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        rows = self._query("SELECT COUNT(*) FROM results", [])
+        return rows[0][0] if rows else 0
+
+
+def _check_file(path: Path) -> None:
+    if path.is_dir():
+        raise UserError(f"store {path} is a directory, not a dlbench database")
+    # Refuse a file that is not SQLite before SQLite touches it.
+    try:
+        with open(path, "rb") as f:
+            header = f.read(16)
+    except OSError as error:
+        raise UserError(f"cannot read store {path}: {error.strerror or error}") from None
+    if header and header != b"SQLite format 3\x00":
+        raise UserError(f"store {path} is not a SQLite database (use --db to choose another file)")
+
+
+def check_writable(path: str | os.PathLike | None) -> None:
+    """A writing command can open this store: refused before any work when it cannot."""
+    path = Path(path) if path else default_path()
+    if path.exists() or path.is_dir():
+        _check_file(path)
+    folder = path.absolute().parent
+    if not folder.is_dir():
+        raise UserError(f"cannot create store {path}: folder {folder} does not exist")
+    reason = read_only_reason(path) if path.exists() else None
+    if reason is None and read_only_reason(folder):
+        # WAL writes a -wal and a -shm file beside the store, so its folder must be writable too.
+        reason = f"its folder {folder}: {read_only_reason(folder)}"
+    if reason:
+        raise UserError(f"store {path} is read-only ({reason}): results, report, compare and export can read it; "
+                        f"to add results, copy it or give another --db")
 
 
 class _transaction:

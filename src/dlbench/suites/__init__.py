@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -21,12 +22,31 @@ from typing import Any
 import yaml
 
 from dlbench.errors import UserError
-from dlbench.options import fields_of
+from dlbench.options import fields_of, shown
 from dlbench.spec import BenchmarkSpec
 from dlbench.units import suggest
 
 _KEYS = {"name", "description", "include", "timeout", "defaults", "matrix", "specs"}
 _GENERAL = {f.name for f in dataclasses.fields(BenchmarkSpec)}
+MAX_SPECS = 10_000  # a matrix beyond this is a mistake (an axis too many), not a plan anyone runs
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML without duplicate keys: PyYAML keeps the last of two equal keys silently, so a
+    suite that sets `batch` twice would run something its author did not read."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: its keys may be overridden
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) or key is None:
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {shown(key)}", key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 @dataclass
@@ -87,7 +107,7 @@ def _load(ref: str, overrides: dict[str, Any], chain: tuple[tuple[str, str], ...
         names = [shown for _, shown in chain] + [source]
         raise UserError(f"suite include cycle: {' -> '.join(names)}")
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
@@ -100,14 +120,17 @@ def parse(data: Any, source: str, overrides: dict[str, Any], *,
           _chain: tuple[tuple[str, str], ...] = (), _base: Path | None = None) -> Suite:
     if not isinstance(data, dict):
         raise UserError(f"suite {source} must be a mapping with keys {', '.join(sorted(_KEYS))}")
-    unknown = sorted(set(data) - _KEYS)
+    unknown = sorted(set(data) - _KEYS, key=str)
     if unknown:
-        raise UserError(f"suite {source}: unknown key {unknown[0]!r}{suggest(unknown[0], sorted(_KEYS))}; "
+        raise UserError(f"suite {source}: unknown key {shown(unknown[0])}{suggest(str(unknown[0]), sorted(_KEYS))}; "
                         f"known keys: {', '.join(sorted(_KEYS))}")
     timeout = _timeout(data.get("timeout"), source)
     specs = [s for ref in _includes(data.get("include"), source)
              for s in _load(ref, overrides, _chain, _base).specs]
     specs += [_spec(entry, source, overrides) for entry in _entries(data, source, bool(specs))]
+    if len(specs) > MAX_SPECS:
+        raise UserError(f"suite {source} expands to {len(specs):,} benchmarks with its includes; at most "
+                        f"{MAX_SPECS:,} are allowed")
     if timeout is not None:
         specs = [s if s.timeout is not None else dataclasses.replace(s, timeout=timeout) for s in specs]
     unique = {spec_key(s): s for s in reversed(specs)}  # the first of identical specs wins
@@ -125,7 +148,12 @@ def _entries(data: dict[str, Any], source: str, included: bool) -> list[dict[str
     if matrix:
         axes = {k: v if isinstance(v, list) else [v] for k, v in matrix.items()}
         if any(not values for values in axes.values()):
-            raise UserError(f"suite {source}: matrix axis {next(k for k, v in axes.items() if not v)!r} is empty")
+            raise UserError(f"suite {source}: matrix axis {shown(next(k for k, v in axes.items() if not v))} is empty")
+        size = math.prod(len(values) for values in axes.values())
+        if size + len(explicit) > MAX_SPECS:
+            sizes = " x ".join(str(len(values)) for values in axes.values())
+            raise UserError(f"suite {source}: the matrix expands to {size:,} benchmarks ({sizes}); at most "
+                            f"{MAX_SPECS:,} are allowed")
         for combination in itertools.product(*axes.values()):
             entries.append(_combine(dict(zip(axes, combination))))
     entries += [_mapping(e, source, "specs entry") for e in explicit]
@@ -151,7 +179,7 @@ def _spec(entry: dict[str, Any], source: str, overrides: dict[str, Any]) -> Benc
     except UserError as error:
         raise UserError(f"suite {source}: {error}") from None
     except TypeError as error:
-        raise UserError(f"suite {source}: bad spec {entry}: {error}") from None
+        raise UserError(f"suite {source}: bad spec {shown(entry)}: {error}") from None
 
 
 def _includes(value: Any, source: str) -> list[str]:

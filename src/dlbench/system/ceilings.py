@@ -190,15 +190,15 @@ def _allreduce_worker(rank: int, world: int, backend: str, nbytes: int, init_fil
 def allreduce(world: int, backend: str = "nccl", nbytes: int = 1 << 28) -> Ceiling:
     """All-reduce bus bandwidth across `world` local ranks: (bytes / time) · 2(n-1)/n, the
     figure nccl-tests reports, comparable across GPU counts."""
-    import tempfile
-
     import torch.multiprocessing as mp
+
+    from dlbench import scratch
 
     if world < 2:
         raise Unmeasured(f"{world} GPU(s): all-reduce needs two or more")
     if backend == "nccl" and not (torch.cuda.is_available() and torch.distributed.is_nccl_available()):
         raise Unmeasured("NCCL is not available")
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.folder("allreduce") as tmp:
         out_file = os.path.join(tmp, "seconds")
         mp.spawn(_allreduce_worker, args=(world, backend, nbytes, os.path.join(tmp, "init"), out_file),
                  nprocs=world, join=True)

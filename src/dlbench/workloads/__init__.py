@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from dlbench.errors import UserError
-from dlbench.options import Options
+from dlbench.options import Options, shown
 from dlbench.units import suggest
 
 if TYPE_CHECKING:
@@ -62,9 +62,11 @@ def names() -> list[str]:
 
 
 def get(name: str) -> Workload:
+    if not isinstance(name, str):
+        raise UserError(f"workload must be a name, got {shown(name)}")
     if name not in _LOADED:
         if name not in _BUILTIN:
             known = names()
-            raise UserError(f"unknown workload {name!r}{suggest(str(name), known)}; known: {', '.join(known)}")
+            raise UserError(f"unknown workload {shown(name)}{suggest(name, known)}; known: {', '.join(known)}")
         register(importlib.import_module(_BUILTIN[name]).WORKLOAD)
     return _LOADED[name]

@@ -31,7 +31,7 @@ from dlbench.errors import UserError
 from dlbench.figures import fixed, ms, sig
 from dlbench.measure.loop import Progress, synchronize
 from dlbench.models import registry
-from dlbench.options import Options, option
+from dlbench.options import MAX_SECONDS, MAX_STEPS, Options, option
 from dlbench.workloads import Workload, distributed, losses, optimize
 
 @dataclass(frozen=True)
@@ -40,17 +40,18 @@ class ConvergeOptions(Options):
                                     "EM-like set in memory.", parse=segmentation.pairs)
     target_dice: float = option(0.89, "Stop a fold when the validation DICE reaches this.", low=0, low_open=True,
                                 high=1)
-    folds: int = option(5, "k of k-fold cross-validation.", low=2)
-    fold_limit: int | None = option(None, "Run only the first N folds.", low=1)
-    eval_every: int = option(100, "Evaluate the validation DICE every E steps.", low=1)
-    max_steps: int = option(4000, "Step budget per fold.", low=1)
+    folds: int = option(5, "k of k-fold cross-validation.", low=2, high=1000)
+    fold_limit: int | None = option(None, "Run only the first N folds.", low=1, high=1000)
+    eval_every: int = option(100, "Evaluate the validation DICE every E steps.", low=1, high=MAX_STEPS)
+    max_steps: int = option(4000, "Step budget per fold.", low=1, high=MAX_STEPS)
     max_seconds: float | None = option(None, "Time budget per fold (checked at each evaluation).", unit="s", low=0,
-                                       low_open=True)
+                                       low_open=True, high=MAX_SECONDS)
     lr: float = option(3e-4, "Adam learning rate.", low=0, low_open=True)
-    features: int | None = option(None, "Filters of the U-Net's first level (default 64).", low=1)
+    features: int | None = option(None, "Filters of the U-Net's first level (default 64).", low=1, high=4096)
     augment: bool = option(True, "Random flips and rotations of the training crops.")
-    synthetic_n: int = option(30, "Images in the generated set (without --data; the ISBI 2012 set has 30).", low=1)
-    synthetic_size: int = option(512, "Their width and height in pixels (without --data).", low=16)
+    synthetic_n: int = option(30, "Images in the generated set (without --data; the ISBI 2012 set has 30).", low=1,
+                              high=100_000)
+    synthetic_size: int = option(512, "Their width and height in pixels (without --data).", low=16, high=65536)
 
 
 LOSS = losses.loss_for("segment-dice")

@@ -52,7 +52,8 @@ class TrainOptions(data.DataOptions):
     augment: str = option("auto", "Where volume patches are elastically deformed and flipped: auto (gpu on a GPU, "
                                   "else cpu), cpu (in the workers), gpu (grid_sample on the device; the workers only "
                                   "read) or none.", choices=data.AUGMENT_MODES)
-    extrapolate_iters: int = option(100_000, "3D models: report the days to this many training iterations.", low=1)
+    extrapolate_iters: int = option(100_000, "3D models: report the days to this many training iterations.", low=1,
+                                   high=10**12)
 
 
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")

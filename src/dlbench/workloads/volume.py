@@ -19,7 +19,6 @@ import contextlib
 import os
 import queue
 import shutil
-import tempfile
 import threading
 import time
 from collections import deque
@@ -31,8 +30,9 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from dlbench import scratch
 from dlbench.data.blocking import Block, Blocking, auto_candidates
-from dlbench.data.prediction_store import DTYPES, PredictionStore
+from dlbench.data.prediction_store import DTYPES, PredictionStore, check_output_name
 from dlbench.data.volumes import Volume, open_volume
 from dlbench.errors import UserError
 from dlbench.figures import fixed, percent, sig
@@ -41,7 +41,7 @@ from dlbench.measure.loop import Progress, common_metrics, synchronize
 from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.measure.timer import Spans, record_event
 from dlbench.models import registry
-from dlbench.options import Options, option
+from dlbench.options import Options, option, shown
 from dlbench.units import parse_count, parse_shape
 from dlbench.workloads import Workload, distributed, optimize
 from dlbench.workloads.runtime import is_oom
@@ -51,9 +51,14 @@ def parse_voxels(text: str) -> float:
     return parse_count(text, "--extrapolate")
 
 
+def _zyx(text: str) -> None:
+    if len(parse_shape(text)) != 3:
+        raise UserError(f"bad shape {shown(text)}: a volume's blocks and sizes are ZxYxX (3 sizes)")
+
+
 def _block(text: str) -> None:
     if text != "auto":
-        parse_shape(text)
+        _zyx(text)
 
 
 @dataclass(frozen=True)
@@ -61,21 +66,21 @@ class VolumeOptions(Options):
     input: str | None = option(None, "Volume to predict, PATH[:KEY] (.h5/.hdf5, .zarr, .n5; key default "
                                      "volumes/raw). Default: generate --volume-shape on local disk.")
     output: str | None = option(None, "Prediction, PATH[:KEY] (.zarr or .n5; key default 'prediction'). "
-                                      "Default: a temporary output, deleted after the run.")
+                                      "Default: a temporary output, deleted after the run.", parse=check_output_name)
     block: str = option("32x384x384", "Output block ZxYxX (one output chunk each), or 'auto': the largest that "
                                       "fits the GPU.", parse=_block)
     halo: str = option("16x64x64", "Context added on each side of a block (reflected at the border).",
-                       parse=parse_shape)
+                       parse=_zyx)
     resume: bool = option(False, "Complete an interrupted output: skip blocks already written.")
     overwrite: bool = option(False, "Replace an existing output.")
     dtype: str = option("uint8", "Output type: uint8 (probability x 255) or float16.", choices=tuple(DTYPES))
     extrapolate: str = option("8.1T", "Report hours for a volume of this many voxels (8.1T: the Platynereis "
                                       "volume of the 3D U-Net benchmarks).", parse=parse_voxels)
     volume_shape: str = option("200x3072x3072", "Size of the generated volume when no --input is given (the "
-                                                "padded CREMI volume, 1.9 gigavoxel).", parse=parse_shape)
-    readers: int = option(8, "Reader threads.", low=1)
-    writers: int = option(4, "Writer threads.", low=1)
-    queue: int = option(8, "Tiles in flight on each side of the GPU.", low=1)
+                                                "padded CREMI volume, 1.9 gigavoxel).", parse=_zyx)
+    readers: int = option(8, "Reader threads.", low=1, high=1024)
+    writers: int = option(4, "Writer threads.", low=1, high=1024)
+    queue: int = option(8, "Tiles in flight on each side of the GPU.", low=1, high=1024)
 
 
 # ---------------------------------------------------------------- model
@@ -319,7 +324,7 @@ def _input(opts: VolumeOptions, seed: int, group: distributed.Group, progress: P
     from dlbench.data.generate_volume import generate
 
     shape = parse_shape(opts.volume_shape)
-    folder = tempfile.mkdtemp(prefix="dlbench-volume-") if group.rank == 0 else None
+    folder = scratch.make("volume") if group.rank == 0 else None
     try:
         if group.rank == 0:
             generate(Path(folder) / "volume.zarr", shape, "zarr", seed=seed, labels=False,
@@ -423,7 +428,7 @@ def _output(opts: VolumeOptions, group: distributed.Group) -> Iterator[str]:
     if opts.output:
         yield opts.output
         return
-    folder = tempfile.mkdtemp(prefix="dlbench-prediction-") if group.rank == 0 else None
+    folder = scratch.make("prediction") if group.rank == 0 else None
     folder = group.broadcast(folder)
     try:
         yield str(Path(folder) / "prediction.zarr")

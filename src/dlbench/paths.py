@@ -1,0 +1,64 @@
+"""Checks on the paths dlbench writes, made before any work so that a mistyped or read-only
+path costs nothing and leaves nothing half-written.
+
+Write permission is judged from the permission bits as well as `os.access`: root passes
+every `os.access` check, but a file or folder that nobody may write (`chmod a-w`, an
+archive) is treated as read-only for root too, and so is anything on a read-only mount.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from dlbench.errors import UserError
+
+
+def read_only_reason(path: Path) -> str | None:
+    """Why the existing file or folder `path` cannot be written, or None when it can."""
+    try:
+        mode = path.stat().st_mode
+        mounted_read_only = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError as error:
+        return error.strerror or str(error)
+    if mounted_read_only:
+        return "it is on a read-only file system"
+    if not stat.S_IMODE(mode) & 0o222 or not os.access(path, os.W_OK):
+        return "it has no write permission"
+    return None
+
+
+def check_folder_of(path: str | os.PathLike, what: str) -> None:
+    """The folder that `path` goes into exists and is writable (enough to create `path`, or
+    to remove and create it again)."""
+    path = Path(path)
+    folder = path.absolute().parent
+    if not folder.is_dir():
+        problem = "does not exist" if not folder.exists() else "is not a folder"
+        raise UserError(f"cannot write {what} {path}: folder {folder} {problem}")
+    reason = read_only_reason(folder)
+    if reason:
+        raise UserError(f"cannot write {what} {path}: folder {folder} is read-only ({reason})")
+
+
+def check_new_file(path: str | os.PathLike, what: str) -> None:
+    """`path` can be created or replaced as a file; a UserError saying why not otherwise."""
+    _check_target(Path(path), what, folder=False)
+
+
+def check_new_folder(path: str | os.PathLike, what: str) -> None:
+    """`path` is a folder dlbench may write into, or one it can create (its parent exists)."""
+    _check_target(Path(path), what, folder=True)
+
+
+def _check_target(path: Path, what: str, folder: bool) -> None:
+    if not path.exists():
+        check_folder_of(path, what)
+        return
+    if path.is_dir() != folder:
+        problem = "it is a folder; give a file name" if path.is_dir() else "it exists and is not a folder"
+        raise UserError(f"cannot write {what} {path}: {problem}")
+    reason = read_only_reason(path)
+    if reason:
+        raise UserError(f"cannot write {what} {path}: {reason}")
