@@ -8,11 +8,10 @@ from decimal import Decimal
 import pytest
 
 from conftest import cli, make_result
-from dlbench.report import derived, published, render, render_markdown
+from dlbench.report import derived, published, render
 from dlbench.report import cnn, images, medical, training3d
 from dlbench.report.doctor import diagnose, load_references, render as render_doctor
 from dlbench.figures import add, fixed, ms, percent, sig
-from dlbench.results.record import Result
 from dlbench.results.store import Store
 
 H200 = {"host": "gpu01", "gpus": [{"name": "NVIDIA H200"}], "gpu_count": 1, "cuda": "13.0", "cudnn": "9.19.0",
