@@ -413,3 +413,13 @@ def test_the_shape_check_never_builds_a_plug_in_model(monkeypatch):
     monkeypatch.setitem(registry.MODELS, "resnet18", entry)  # a plug-in that replaces a built-in name
     registry.check_fits("resnet18", (3, 8, 8), 2)
     assert built == []
+
+
+def test_markdown_report_neutralises_crafted_names(db):
+    crafted = "[click](javascript:alert(1))\r\nx|y<img src=x>\x1b[2J"
+    with Store(db) as store:
+        store.add(make_result(tag=crafted, title=crafted, system={"host": crafted}))
+    text = cli("report", "--db", db).stdout
+    assert "](javascript:" not in text  # the parenthesis is escaped: never a link
+    assert "\r" not in text and "\x1b" not in text and "<img" not in text
+    assert "[click]\\(javascript:alert(1))" in text

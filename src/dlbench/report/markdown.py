@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import html
+import re
 from typing import Sequence
+
+# Control characters (CR included) would break a line or hide text; `](` would let a crafted
+# name render as a link (`[click](javascript:...)`), so its parenthesis is escaped.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def cell(value: object) -> str:
-    text = "-" if value is None else str(value)
-    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
+    text = _CONTROL.sub(" ", "-" if value is None else str(value))
+    text = html.escape(text, quote=False).replace("|", "\\|")
+    return text.replace("](", "]\\(")
 
 
 def table(header: Sequence[str], align: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

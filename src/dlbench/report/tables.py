@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 
-from dlbench.report.markdown import table
+from dlbench.report.markdown import cell, table
 from dlbench.results.record import Result
 from dlbench.results.titles import legacy_title
 
@@ -33,7 +32,7 @@ class Table:
 
 
 def _text(value: str) -> str:
-    return html.escape(str(value), quote=False).replace("\n", " ")
+    return cell(value).replace("\\|", "|")
 
 
 def markdown(tables: list[Table]) -> str:
