@@ -267,7 +267,7 @@ def _export_line(**changes) -> str:
     (_export_line(spec__batch="16"), "spec 'batch' must be a whole number, got '16'"),
     (_export_line(spec__input_shape=[3, "x"]), "spec 'input_shape' must be a list of whole numbers"),
     (_export_line(spec__model="m" * 5000), "spec 'model' must be text of at most 256 characters"),
-    (_export_line(metrics__total_ms="fast"), "metric 'total_ms' must be a number, got 'fast'"),
+    (_export_line(metrics__total_ms="fast"), "metric 'total_ms' must be a number or a mapping of numbers, got 'fast'"),
     (_export_line(samples={"step": [0.1, "x"]}), "samples 'step' must be a list of numbers"),
     (_export_line(started="yesterday"), "'started' must be an ISO date and time"),
     (_export_line(tag=["a"]), "result field 'tag' must be text"),

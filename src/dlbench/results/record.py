@@ -146,13 +146,18 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _figure(value: Any) -> bool:
+    """A number, or named numbers of one unit (a volume run's seconds per phase)."""
+    return _number(value) or (isinstance(value, dict) and all(_number(v) for v in value.values()))
+
+
 _UNITS = ("_ms", "_s", "_per_s", "_per_min", "throughput")  # metrics that reports compute with
 
 
 def _check_numbers(metrics: dict[str, Any], samples: dict[str, Any]) -> None:
     for key, value in metrics.items():
-        if str(key).endswith(_UNITS) and value is not None and not _number(value):
-            raise ValueError(f"metric {shown(key)} must be a number, got {shown(value)}")
+        if str(key).endswith(_UNITS) and value is not None and not _figure(value):
+            raise ValueError(f"metric {shown(key)} must be a number or a mapping of numbers, got {shown(value)}")
     for key, values in samples.items():
         if not isinstance(values, list) or not all(_number(v) for v in values):
             raise ValueError(f"samples {shown(key)} must be a list of numbers")
