@@ -134,18 +134,18 @@ def _phase_row(r: Result) -> _Row:
 def _seed002(model: str) -> list[_Row]:
     from dlbench.report import published
 
-    if model != published.data()["seed002"]["model"]:
-        return []
-    out = []
-    for row in published.seed002():
-        c = row.cells
-        phases = [published.seconds_to_ms(c[k]) for k in ("data_s", "processing_s", "forward_s", "backward_s")]
-        shown = [p for p in phases if p is not None]
-        cells = [c["cluster"], c["dataset"], c["benchmark"], c["device"], int(c["devices"]), int(c["workers"]),
-                 phases[0], phases[1], row.mark("Forward Time", phases[2]), phases[3], None, add(*shown), None]
-        out.append(_Row(cells, {"Precision": "fp32", "Batch": None, "Input": "3x224x224", "Tag": None},
-                        "seed 002", row.check_text()))
-    return out
+    rows = published.seed002() if published.measured_with("seed002", model) else []
+    return [_seed002_row(row, published.seconds_to_ms) for row in rows]
+
+
+def _seed002_row(row, to_ms) -> _Row:
+    c = row.cells
+    phases = [to_ms(c[k]) for k in ("data_s", "processing_s", "forward_s", "backward_s")]
+    shown = [p for p in phases if p is not None]
+    cells = [c["cluster"], c["dataset"], c["benchmark"], c["device"], int(c["devices"]), int(c["workers"]),
+             phases[0], phases[1], row.mark("Forward Time", phases[2]), phases[3], None, add(*shown), None]
+    return _Row(cells, {"Precision": "fp32", "Batch": None, "Input": "3x224x224", "Tag": None},
+                "seed 002", row.check_text())
 
 
 # ---- seed 003: throughput and weak scaling -------------------------------------------------
@@ -216,7 +216,7 @@ def _setup(r: Result) -> tuple:
 def _is_seed003(model: str) -> bool:
     from dlbench.report import published
 
-    return model == published.data()["seed003"]["model"]
+    return published.measured_with("seed003", model)
 
 
 def _seed003_training() -> list[dict]:

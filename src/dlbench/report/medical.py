@@ -136,18 +136,18 @@ def _speedup_for(row: _Row, column: str) -> object:
 def _published(model: str) -> list[_Row]:
     from dlbench.report import published
 
-    if model != published.data()["seed003"]["model"]:
-        return []
-    out = []
-    for row in published.seed003_accuracy():
-        c = row.cells
-        full = row.extra["full"]
-        cells: dict[str, object] = {"System": c["system"], "GPUs": int(c["gpus"]), "Batch size / GPU": int(c["batch"]),
-                                    f"Accuracy - {NAMES[full]}": c[f"accuracy_{full}"],
-                                    f"Accuracy - {NAMES['fp16']}": c["accuracy_fp16"],
-                                    f"Time to train - {NAMES[full]} [min]": c[f"minutes_{full}"],
-                                    f"Time to train - {NAMES['fp16']} [min]": c["minutes_fp16"],
-                                    f"Time to train speedup ({NAMES[full]} to {NAMES['fp16']})":
-                                        row.mark("Time to train speedup", c["speedup"])}
-        out.append(_Row(cells, {"Data": "ISBI 2012 (5 folds)", "Tag": None}, "seed 003", row.check_text()))
-    return out
+    rows = published.seed003_accuracy() if published.measured_with("seed003", model) else []
+    return [_published_row(row) for row in rows]
+
+
+def _published_row(row) -> _Row:
+    c = row.cells
+    full = row.extra["full"]
+    cells: dict[str, object] = {"System": c["system"], "GPUs": int(c["gpus"]), "Batch size / GPU": int(c["batch"]),
+                                f"Accuracy - {NAMES[full]}": c[f"accuracy_{full}"],
+                                f"Accuracy - {NAMES['fp16']}": c["accuracy_fp16"],
+                                f"Time to train - {NAMES[full]} [min]": c[f"minutes_{full}"],
+                                f"Time to train - {NAMES['fp16']} [min]": c["minutes_fp16"],
+                                f"Time to train speedup ({NAMES[full]} to {NAMES['fp16']})":
+                                    row.mark("Time to train speedup", c["speedup"])}
+    return _Row(cells, {"Data": "ISBI 2012 (5 folds)", "Tag": None}, "seed 003", row.check_text())

@@ -91,6 +91,11 @@ def data() -> dict[str, Any]:
     return yaml.safe_load(text)
 
 
+def measured_with(seed: str, model: str) -> bool:
+    """Whether `model` is the model whose published rows `seed` holds."""
+    return model == data()[seed]["model"]
+
+
 def datasheet_name(printed: str) -> str | None:
     names = data()["gpus"]
     if printed.startswith("CPU"):
@@ -255,54 +260,53 @@ def seed003_systems() -> dict[str, dict[str, str]]:
     return data()["seed003"]["systems"]
 
 
+def _check_ratio(row: Row, column: str, printed: str, top: str, bottom: str) -> None:
+    """Marks the printed ratio as a slip where the row's own figures, top / bottom, do not give it."""
+    computed = float(top) / float(bottom)
+    if not _same(printed, computed):
+        row.slips.append(Slip(column, printed, fixed(computed, 2), f"{top} / {bottom}"))
+
+
+def _row003(system: str, gpus: str, figures: dict[str, str]) -> Row:
+    """A row of seed 003's training or accuracy table; extra["full"] names the system's full precision."""
+    info = seed003_systems()[system]
+    return Row("003", info["source"], {"system": system, "gpus": gpus, **figures},
+               gpu=datasheet_name(system), gpus=int(gpus), extra={"full": info["full"]})
+
+
 def seed003_training() -> list[Row]:
     """GPUs | Batch | throughput per precision | speedup | weak scaling per precision."""
     d = data()["seed003"]
     rows = []
     for system, block in d["training"].items():
-        info = d["systems"][system]
-        full = info["full"]
+        full = d["systems"][system]["full"]
         parsed = cells(block)
         single = {(r[1]): r for r in parsed if r[0] == "1"}
         for gpus, batch, t_full, t_mixed, speedup, w_full, w_mixed in parsed:
-            row = Row("003", info["source"], {"system": system, "gpus": gpus, "batch": batch, f"throughput_{full}": t_full,
-                                              f"throughput_{MIXED}": t_mixed, "speedup": speedup,
-                                              f"weak_{full}": w_full, f"weak_{MIXED}": w_mixed},
-                      gpu=datasheet_name(system), gpus=int(gpus), extra={"full": full})
-            computed = float(t_mixed) / float(t_full)
-            if not _same(speedup, computed):
-                row.slips.append(Slip(f"Throughput speedup ({NAMES[full]} - mixed precision)", speedup,
-                                      fixed(computed, 2), f"{t_mixed} / {t_full}"))
+            row = _row003(system, gpus, {"batch": batch, f"throughput_{full}": t_full, f"throughput_{MIXED}": t_mixed,
+                                         "speedup": speedup, f"weak_{full}": w_full, f"weak_{MIXED}": w_mixed})
+            _check_ratio(row, f"Throughput speedup ({NAMES[full]} - mixed precision)", speedup, t_mixed, t_full)
             one = single.get(batch)
             for precision, weak, value, index in ((full, w_full, t_full, 2), (MIXED, w_mixed, t_mixed, 3)):
-                if weak == "-" or one is None:
-                    continue
-                scaling = derived.weak_scaling(float(value), float(one[index]))
-                if not _same(weak, scaling):
-                    row.slips.append(Slip(f"Weak scaling - {NAMES[precision]}", weak, fixed(scaling, 2),
-                                          f"{value} / {one[index]}"))
+                if weak != "-" and one is not None:  # weak scaling: N GPUs over 1 at the same batch
+                    _check_ratio(row, f"Weak scaling - {NAMES[precision]}", weak, value, one[index])
             rows.append(row)
     return rows
 
 
 def seed003_accuracy() -> list[Row]:
-    d = data()["seed003"]
-    rows = []
-    for system, block in d["accuracy"].items():
-        if system == "iterations":
-            continue
-        info = d["systems"][system]
-        full = info["full"]
-        for gpus, batch, a_full, a_mixed, m_full, m_mixed, speedup in cells(block):
-            row = Row("003", info["source"], {"system": system, "gpus": gpus, "batch": batch,
-                                              f"accuracy_{full}": a_full, f"accuracy_{MIXED}": a_mixed,
-                                              f"minutes_{full}": m_full, f"minutes_{MIXED}": m_mixed, "speedup": speedup},
-                      gpu=datasheet_name(system), gpus=int(gpus), extra={"full": full})
-            computed = float(m_full) / float(m_mixed)
-            if not _same(speedup, computed):
-                row.slips.append(Slip("Time to train speedup", speedup, fixed(computed, 2), f"{m_full} / {m_mixed}"))
-            rows.append(row)
-    return rows
+    """GPUs | Batch | accuracy per precision | minutes to train per precision | speedup."""
+    blocks = data()["seed003"]["accuracy"]
+    return [_accuracy_row(system, *c) for system, block in blocks.items() if system != "iterations" for c in cells(block)]
+
+
+def _accuracy_row(system: str, gpus: str, batch: str, a_full: str, a_mixed: str, m_full: str, m_mixed: str,
+                  speedup: str) -> Row:
+    full = seed003_systems()[system]["full"]
+    row = _row003(system, gpus, {"batch": batch, f"accuracy_{full}": a_full, f"accuracy_{MIXED}": a_mixed,
+                                 f"minutes_{full}": m_full, f"minutes_{MIXED}": m_mixed, "speedup": speedup})
+    _check_ratio(row, "Time to train speedup", speedup, m_full, m_mixed)
+    return row
 
 
 def seed003_inference() -> list[Row]:
