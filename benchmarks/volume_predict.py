@@ -1,9 +1,10 @@
 """Blockwise prediction on one GPU: the model alone vs dlbench `volume` end to end vs a plain loop.
 
-All three run in this process on the same generated volume and the same tiles
-(block + 2 x halo; 32x384x384 + 2 x 16x64x64 = 64x512x512 by default):
+All three run in this process on the same generated volume; dlbench and the model alone on the
+same tiles (block + 2 x halo; 32x384x384 + 2 x 16x64x64 = 64x512x512 by default, or what
+`--block auto` chose, precision and layout included), the plain loop on --plain-block:
 
-  model alone   random tile already on the GPU, forward only (bf16, channels-last-3d), as
+  model alone   random tile already on the GPU, forward only, as
                 many forward passes as the volume has blocks (a sustained run, like end to
                 end). Reported two ways: per whole block (the model's own rate), and the
                 volume's voxels over the time for all its tiles: the ceiling for end to end,
@@ -19,6 +20,7 @@ Prints Mvox/s for each, the time for the generated volume (the seed's 1.9 gigavo
 
   python benchmarks/volume_predict.py                      # the full benchmark, one H200, < 8 min
   python benchmarks/volume_predict.py --shape 40x1024x1024 # quicker
+  python benchmarks/volume_predict.py --block auto         # dlbench chooses block, layout, half type
 """
 
 from __future__ import annotations
@@ -51,7 +53,10 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--shape", default="200x3072x3072", help="generated volume ZxYxX (default: the seed's 1.9 Gvox)")
-    p.add_argument("--block", default="32x384x384", help="output block ZxYxX")
+    p.add_argument("--block", default="32x384x384", help="output block ZxYxX of dlbench and the model alone, or 'auto'")
+    p.add_argument("--plain-block", default="32x384x384", help="output block ZxYxX of the plain loop")
+    p.add_argument("--precision", default="bf16", help="dlbench's precision (with --block auto it may choose the other "
+                                                       "half type)")
     p.add_argument("--halo", default="16x64x64", help="halo ZxYxX on each side")
     p.add_argument("--model", default="unet3d", help="registry model")
     p.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu (cpu only to try the script)")
@@ -70,12 +75,15 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def model_alone(name: str, blocking: Blocking, device: torch.device, iters: int) -> float:
-    """Seconds per forward pass on a random tile already on the device (bf16, channels-last-3d)."""
+def model_alone(name: str, blocking: Blocking, device: torch.device, iters: int, precision: str = "bf16",
+                channels_last: bool = True) -> float:
+    """Seconds per forward pass on a random tile already on the device."""
     torch.manual_seed(0)
-    model = registry.build(name).to(device).eval().to(memory_format=torch.channels_last_3d)
-    x = torch.rand((1, 1, *blocking.tile), device=device).contiguous(memory_format=torch.channels_last_3d)
-    with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16):
+    fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
+    model = registry.build(name).to(device).eval().to(memory_format=fmt)
+    x = torch.rand((1, 1, *blocking.tile), device=device).contiguous(memory_format=fmt)
+    dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+    with torch.no_grad(), torch.autocast(device.type, dtype=dtype):
         for _ in range(3):
             model(x)
         sync(device)
@@ -90,15 +98,16 @@ def model_alone(name: str, blocking: Blocking, device: torch.device, iters: int)
     return seconds
 
 
-def dlbench_volume(args, volume: str, output: str, level: str) -> dict:
-    spec = BenchmarkSpec(workload="volume", model=args.model, batch=1, precision="bf16", channels_last=True,
+def dlbench_volume(args, volume: str, output: str, level: str) -> tuple[dict, dict]:
+    """The run's metrics and its spec as recorded (what --block auto chose)."""
+    spec = BenchmarkSpec(workload="volume", model=args.model, batch=1, precision=args.precision, channels_last=True,
                          device=args.device, warmup=2, optimize=level,
                          options={"input": volume, "output": output, "block": args.block, "halo": args.halo,
                                   "dtype": "uint8", "readers": min(8, os.cpu_count() or 1), "writers": 4, "queue": 8})
     result = execute(spec, {})
     if result.status != "ok":
         raise SystemExit(f"dlbench volume failed: {result.status} {result.error}")
-    return result.metrics
+    return result.metrics, result.spec
 
 
 def plain_loop(args, volume_path: str, output: str, blocking: Blocking, device: torch.device) -> tuple[float, int]:
@@ -135,7 +144,7 @@ def main() -> None:
     args = parse_args()
     device = resolve_device(args.device)
     shape = parse_shape(args.shape)
-    blocking = Blocking(shape, parse_shape(args.block), parse_shape(args.halo))
+    halo = parse_shape(args.halo)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="dlbench-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     volume = workdir / "volume.zarr"
@@ -145,16 +154,21 @@ def main() -> None:
             generate(volume, shape, "zarr", labels=False, workers=min(12, os.cpu_count() or 1))
         print(f"generated {args.shape} in {time.perf_counter() - start:.1f} s on {device}", flush=True)
 
-        per_tile = model_alone(args.model, blocking, device, args.model_iters or len(blocking))
+        runs, ran = {}, {}
+        for level in args.levels.split(","):
+            runs[level], ran = dlbench_volume(args, str(volume), str(workdir / f"dlbench-{level}.zarr"), level)
+            print(f"dlbench volume {level}: {runs[level]['mvox_per_s']:.1f} Mvox/s, {runs[level]['total_s']:.1f} s"
+                  + (f"; --block auto: {runs[level]['block_choice']}" if "block_choice" in runs[level] else ""), flush=True)
+        block = tuple(runs[level]["block"]) if args.block == "auto" else parse_shape(args.block)
+        blocking = Blocking(shape, block, halo)
+        precision, cl = ran.get("precision", args.precision), ran.get("channels_last", True)
+        per_tile = model_alone(args.model, blocking, device, args.model_iters or len(blocking), precision, cl)
         whole = np.prod(blocking.block) / per_tile / 1e6
         alone = np.prod(shape) / (per_tile * len(blocking)) / 1e6
-        print(f"model alone: {per_tile * 1e3:.2f} ms a tile, {whole:.1f} Mvox/s of whole blocks, {alone:.1f} Mvox/s "
-              f"over this volume's {len(blocking)} tiles (blocks {blocking.fill:.1%} filled)", flush=True)
-        runs = {}
-        for level in args.levels.split(","):
-            runs[level] = dlbench_volume(args, str(volume), str(workdir / f"dlbench-{level}.zarr"), level)
-            print(f"dlbench volume {level}: {runs[level]['mvox_per_s']:.1f} Mvox/s, {runs[level]['total_s']:.1f} s", flush=True)
-        plain, blocks = plain_loop(args, str(volume), str(workdir / "plain.zarr"), blocking, device)
+        print(f"model alone ({precision}): {per_tile * 1e3:.2f} ms a tile, {whole:.1f} Mvox/s of whole blocks, "
+              f"{alone:.1f} Mvox/s over this volume's {len(blocking)} tiles (blocks {blocking.fill:.1%} filled)", flush=True)
+        plain_blocking = Blocking(shape, parse_shape(args.plain_block), halo)
+        plain, blocks = plain_loop(args, str(volume), str(workdir / "plain.zarr"), plain_blocking, device)
         print(f"plain loop: {plain:.1f} Mvox/s over {blocks} blocks", flush=True)
     finally:
         if not args.keep:
@@ -163,13 +177,13 @@ def main() -> None:
     voxels = int(np.prod(shape))
     n = args.gpus_extrapolate
     header = ["method", "Mvox/s", f"{args.shape} [s]", "8.1 Tvox 1 GPU [h]", f"8.1 Tvox {n} GPUs [h]"]
-    rows = [row("model alone, whole blocks (bf16, cl3d)", whole, voxels, n),
+    rows = [row(f"model alone, whole blocks ({precision})", whole, voxels, n),
             row("model alone, this volume's tiles", alone, voxels, n),
-            *[row(f"dlbench volume {level} (bf16, cl3d)", m["mvox_per_s"], voxels, n) for level, m in runs.items()],
-            row("plain sync loop (fp16)", plain, voxels, n)]
+            *[row(f"dlbench volume {level} ({precision})", m["mvox_per_s"], voxels, n) for level, m in runs.items()],
+            row(f"plain sync loop (fp16, block {args.plain_block})", plain, voxels, n)]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     print()
-    print(f"{args.model}, tile {'x'.join(map(str, blocking.tile))} (block {args.block} + halo {args.halo}), "
+    print(f"{args.model}, tile {'x'.join(map(str, blocking.tile))} (block {'x'.join(map(str, block))} + halo {args.halo}), "
           f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}")
     for r in [header, *rows]:
         print(" | ".join(c.rjust(w) for c, w in zip(r, widths)))

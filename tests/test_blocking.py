@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from dlbench.data.blocking import Blocking, auto_candidates
+from dlbench.data.blocking import Blocking
 from dlbench.errors import UserError
 
 CASES = [((13, 17, 19), (4, 5, 6), (2, 3, 4)), ((8, 8, 8), (8, 8, 8), (0, 0, 0)), ((10, 33, 7), (3, 32, 7), (1, 5, 6)),
@@ -50,12 +50,6 @@ def test_bad_blockings():
         Blocking((10, 10, 10), (5, 5, 5), (1, 10, 1))
     with pytest.raises(UserError, match="need 3 sizes"):
         Blocking((10, 10, 10), (5, 5), (1, 1, 1))
-
-
-def test_auto_candidates_fit_the_volume():
-    candidates = auto_candidates((20, 300, 5000), (4, 8, 8))
-    assert all(c[0] <= 20 and c[1] <= 300 for c in candidates)
-    assert candidates == sorted(candidates, key=np.prod, reverse=True)
 
 
 def test_fill_and_kept_shares_count_cut_blocks_and_halos():

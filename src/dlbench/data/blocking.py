@@ -106,14 +106,3 @@ def _reflect(index: np.ndarray, size: int) -> np.ndarray:
 def _fmt(shape: tuple[int, ...]) -> str:
     return "x".join(map(str, shape))
 
-
-def auto_candidates(shape: tuple[int, ...], halo: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """Block shapes for `--block auto`, largest first, cut to the volume."""
-    bases = [(128, 1024, 1024), (96, 768, 768), (64, 512, 512), (48, 384, 384), (32, 384, 384),
-             (32, 256, 256), (16, 192, 192), (16, 128, 128), (8, 64, 64)]
-    seen: list[tuple[int, ...]] = []
-    for base in bases:
-        block = tuple(min(b, s) for b, s in zip(base, shape))
-        if block not in seen:
-            seen.append(block)
-    return seen

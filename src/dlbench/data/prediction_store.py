@@ -75,6 +75,13 @@ class PredictionStore:
         else:
             check_folder_of(self.path, "output")  # it is made, or removed and made again
 
+    def settings(self) -> dict | None:
+        """The settings an existing output was written with (None: no completion record)."""
+        try:
+            return json.loads((self.record / "run.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
     def create(self, settings: dict, shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str,
                resume: bool, overwrite: bool) -> None:
         """Make (or, for --resume, check and reopen) the output; call on one process only."""
@@ -83,7 +90,7 @@ class PredictionStore:
         if self.exists() and overwrite:
             shutil.rmtree(self.path) if self.path.is_dir() else self.path.unlink()
         if self.exists() and resume:
-            stored = json.loads((self.record / "run.json").read_text(encoding="utf-8"))
+            stored = self.settings()
             if stored != settings:
                 changed = sorted(k for k in set(stored) | set(settings) if stored.get(k) != settings.get(k))
                 raise UserError(f"output {self.path} was written with other settings ({', '.join(changed)} differ): "

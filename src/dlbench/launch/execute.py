@@ -31,6 +31,7 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
         with precision(spec.precision, device), optimize.switches(spec.optimize):
             metrics, samples = workload.run(optimize.effective_spec(spec), device, progress)
         result.traces.update(metrics.pop("traces", {}))
+        _settle(result, metrics.pop("settled", {}))
         result.metrics.update(metrics)
         result.samples = samples
     except UserError:
@@ -49,6 +50,15 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
         release_memory(device)
     result.finished = now()
     return result
+
+
+def _settle(result: Result, chosen: dict) -> None:
+    """Spec fields a workload chose itself (volume's --block auto: precision, layout) are what the
+    record says ran; what was asked stays in the metrics."""
+    asked = {k: result.spec.get(k) for k, v in chosen.items() if result.spec.get(k) != v}
+    if asked:
+        result.spec.update(chosen)
+        result.metrics["asked"] = asked
 
 
 def parameter_count(model: str) -> int | None:

@@ -5,7 +5,8 @@ Levels (`spec.optimize`):
   eager    the model as built;
   compile  torch.compile of the model (forward and, in training, the backward through AOTAutograd);
   graphs   CUDA graphs of the model's forward (and backward in training: make_graphed_callables),
-           static inputs, warmed up on a side stream before capture;
+           static inputs, warmed up on a side stream before capture; fwdbwd captures its whole
+           step instead, forward and backward as two graphs (StepGraphs, `capture_step`);
   max      channels-last, cuDNN timing its algorithms for each convolution (cudnn.benchmark),
            torch.compile with autotuned matrix multiplications, replayed as CUDA graphs
            (MAX_OPTIONS), and a fused optimizer (`optimizer_kwargs`).
@@ -114,11 +115,17 @@ class Optimized(nn.Module):
         self.fast = fast
 
     def forward(self, *args, **kwargs):
-        from torch.utils._python_dispatch import _get_current_dispatch_mode
-
-        if _get_current_dispatch_mode() is not None:
+        if counting():
             return self.eager(*args, **kwargs)
         return self.fast(*args, **kwargs)
+
+
+def counting() -> bool:
+    """Whether a dispatch mode (FLOP counting) is watching: it sees nothing of compiled kernels or
+    graph replays, so the eager path must run."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    return _get_current_dispatch_mode() is not None
 
 
 class _StepMarked:
@@ -169,6 +176,43 @@ class _ForwardGraph:
         self.static_in.copy_(x)
         self.graph.replay()
         return self.static_out
+
+
+class StepGraphs:
+    """A training step's forward (with its loss) and backward captured as two CUDA graphs that
+    share one memory pool and replay in capture order, as make_graphed_callables does for a
+    module, here for the whole step: between the kernels there is no Python, no autograd engine
+    and no allocator, and a timer still marks the phases between the two replays. Gradients are
+    captured from None, so each backward replay writes them afresh (no reset). `example` is the
+    static input: the caller fills it in place."""
+
+    def __init__(self, model: nn.Module, example: torch.Tensor, loss: Loss, warmup: int = 3) -> None:
+        self.model, self.example, self.loss = model, example, loss
+        self.out: Any = None
+        phases = (self._forward, self._backward)
+        device = example.device
+        current, side = torch.cuda.current_stream(device), torch.cuda.Stream(device)
+        side.wait_stream(current)
+        with torch.cuda.stream(side):  # cuDNN autotuning and allocator growth happen before capture
+            for _ in range(warmup):
+                for phase in phases:
+                    phase()
+                model.zero_grad(set_to_none=True)
+        current.wait_stream(side)
+        pool = torch.cuda.graph_pool_handle()
+        self.graphs = []
+        for phase in phases:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                phase()
+            self.graphs.append(graph)
+        self.forward, self.backward = (graph.replay for graph in self.graphs)
+
+    def _forward(self) -> None:
+        self.out = self.model(self.example)
+
+    def _backward(self) -> None:
+        self.loss(self.out).backward()
 
 
 def _autocast_enabled(device_type: str) -> bool:
@@ -293,6 +337,33 @@ class _DropoutOff:
 def _synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def capture_step(spec, model: nn.Module, example: torch.Tensor, loss: Loss) -> tuple[StepGraphs, dict[str, Any]]:
+    """The step captured as StepGraphs (`--optimize graphs` of fwdbwd) and checked against eager
+    as `prepare` checks a model: output, loss and gradients of one replay on `example`."""
+    reference = copy.deepcopy(model)
+    reference_params = list(reference.parameters())
+    with _DropoutOff(model, reference) as dropout:
+        want = _run_once(reference, reference_params, example, loss)
+        noise = compare(want, _run_once(reference, reference_params, nudged(example, spec.precision), loss))
+        _synchronize(example.device)
+        start = time.perf_counter()
+        graphs = StepGraphs(model, example, loss)
+        graphs.forward()
+        graphs.backward()
+        _synchronize(example.device)
+        compile_s = time.perf_counter() - start
+        grads = [p.grad.detach().float().flatten() for p in model.parameters() if p.grad is not None]
+        got = {"outputs": _first_tensor(graphs.out).detach().float().clone(),
+               "loss": loss(graphs.out).detach().float().clone(), "gradients": torch.cat(grads)}
+    del reference, reference_params
+    errors, allowed = compare(want, got), allowed_errors(noise, spec.precision)
+    verdict(errors, allowed, spec.precision, "graphs")
+    if dropout:  # the checked graphs had dropout off; capture the real step
+        graphs = StepGraphs(model, example, loss)
+    return graphs, {"optimize": "graphs", "compile_s": compile_s, "check_error": errors, "check_noise": noise,
+                    "check_allowed": allowed, "check_tolerance": TOLERANCE[spec.precision], "step_graphs": True}
 
 
 def prepare(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None = None,

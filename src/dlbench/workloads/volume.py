@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from dlbench import scratch
-from dlbench.data.blocking import Block, Blocking, auto_candidates
+from dlbench.data.blocking import Block, Blocking
 from dlbench.data.prediction_store import DTYPES, PredictionStore, check_output_name
 from dlbench.data.volumes import Volume, open_volume
 from dlbench.errors import UserError
@@ -43,7 +43,7 @@ from dlbench.measure.timer import Spans, record_event
 from dlbench.models import registry
 from dlbench.options import Options, option, shown
 from dlbench.units import parse_count, parse_shape
-from dlbench.workloads import Workload, distributed, optimize
+from dlbench.workloads import Workload, block_choice, distributed, optimize
 from dlbench.workloads.runtime import is_oom
 
 
@@ -67,8 +67,9 @@ class VolumeOptions(Options):
                                      "volumes/raw). Default: generate --volume-shape on local disk.")
     output: str | None = option(None, "Prediction, PATH[:KEY] (.zarr or .n5; key default 'prediction'). "
                                       "Default: a temporary output, deleted after the run.", parse=check_output_name)
-    block: str = option("32x384x384", "Output block ZxYxX (one output chunk each), or 'auto': the largest that "
-                                      "fits the GPU.", parse=_block)
+    block: str = option("32x384x384", "Output block ZxYxX (one output chunk each), or 'auto': the blocking with "
+                                      "the fewest computed voxels that fits the GPU, and the faster layout and half "
+                                      "precision (fp16/bf16) by a short timed probe.", parse=_block)
     halo: str = option("16x64x64", "Context added on each side of a block (reflected at the border).",
                        parse=_zyx)
     resume: bool = option(False, "Complete an interrupted output: skip blocks already written.")
@@ -350,31 +351,6 @@ def preflight(spec) -> list[str]:
     return []
 
 
-def choose_block(opts: VolumeOptions, shape: tuple[int, ...], halo: tuple[int, ...], model, device, channels_last) -> tuple[int, ...]:
-    if opts.block != "auto":
-        return parse_shape(opts.block)
-    candidates = auto_candidates(shape, halo)
-    if device.type != "cuda":
-        return next((c for c in candidates if np.prod(c) <= 32 * 256 * 256), candidates[-1])
-    total = torch.cuda.get_device_properties(device).total_memory
-    for block in candidates:
-        tile = tuple(b + 2 * h for b, h in zip(block, halo))
-        try:
-            torch.cuda.reset_peak_memory_stats(device)
-            x = to_input(torch.rand(tile, device=device), channels_last)
-            forward(model, x, tile)
-            torch.cuda.synchronize(device)
-            # Room for the pipeline's second tile in flight and the allocator's slack.
-            if torch.cuda.max_memory_allocated(device) < 0.7 * total:
-                return block
-        except Exception as error:  # noqa: BLE001
-            if not is_oom(error):
-                raise
-        finally:
-            torch.cuda.empty_cache()
-    raise UserError("--block auto found no block that fits this GPU's memory; give --block")
-
-
 def _warmup(model, blocking: Blocking, volume: Volume, device, channels_last: bool, repeats: int) -> tuple[int, float, float]:
     """Run the first tile `repeats` times: compilation and autotuning stay out of the measurement."""
     tile = scale(host_tile(blocking.read_tile(volume.read, blocking[0])).to(device), volume.dtype)
@@ -408,11 +384,46 @@ def tile_flops(model, tile: tuple[int, ...], device, channels_last: bool) -> int
     return count_flops(lambda: forward(model, x, tile))
 
 
-def _settings(spec, volume: Volume, blocking: Blocking, channels: int, dtype: str) -> dict:
+def _settings(spec, volume: Volume, blocking: Blocking, channels: int, dtype: str, precision: str) -> dict:
     """What the output depends on; --resume must match all of it."""
     return {"input": volume.name, "input_shape": list(volume.shape), "model": spec.model, "seed": spec.seed,
-            "precision": spec.precision, "block": list(blocking.block), "halo": list(blocking.halo),
+            "precision": precision, "block": list(blocking.block), "halo": list(blocking.halo),
             "channels": channels, "dtype": dtype}
+
+
+def _choose(opts: VolumeOptions, spec, store: PredictionStore, shape, halo, model, device,
+            group: distributed.Group) -> block_choice.Choice:
+    """The given block; for 'auto', what an output being resumed was written with, else what rank 0's
+    probe chooses (every rank predicts with the same)."""
+    if opts.block != "auto":
+        return block_choice.Choice(parse_shape(opts.block), spec.precision, spec.channels_last, "given")
+    stored = store.settings() if opts.resume else None
+    if stored and stored.get("halo") == list(halo):
+        return block_choice.Choice(tuple(stored["block"]), stored["precision"], spec.channels_last,
+                                   "as the output being resumed")
+    choice = block_choice.choose(shape, halo, spec.precision, spec.channels_last, model, device) \
+        if group.rank == 0 else None
+    choice = group.broadcast(choice)
+    block_choice.set_layout(model, choice.channels_last)
+    return choice
+
+
+class _Autocast(torch.nn.Module):
+    """The model under another half-precision type than the run's (a choice of --block auto)."""
+
+    def __init__(self, model: torch.nn.Module, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.model, self.dtype = model, dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(x.device.type, dtype=self.dtype, cache_enabled=False):
+            return self.model(x)
+
+
+def _in_precision(model, precision: str, asked: str, device) -> torch.nn.Module:
+    if precision == asked:
+        return model
+    return _Autocast(model, torch.float16 if precision == "fp16" else torch.bfloat16)
 
 
 def run(spec, device: torch.device, progress: Progress):
@@ -446,22 +457,24 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     volume = open_volume(input_key)
     halo = parse_shape(opts.halo)
     model = load_model(spec.model, device, spec.channels_last, spec.seed)
-    block = choose_block(opts, volume.shape, halo, model, device, spec.channels_last)
-    blocking = Blocking(volume.shape, block, halo)
-    model, optimized = optimize.prepare(spec, model, to_input(torch.rand(blocking.tile, device=device), spec.channels_last))
+    progress("choose block", 0, 1)
+    choice = _choose(opts, spec, store, volume.shape, halo, model, device, group)
+    cl, precision = choice.channels_last, choice.precision
+    model = _in_precision(model, precision, spec.precision, device)
+    blocking = Blocking(volume.shape, choice.block, halo)
+    model, optimized = optimize.prepare(spec, model, to_input(torch.rand(blocking.tile, device=device), cl))
     progress("warm-up", 0, 1)
-    channels, warmup_s, warmup_tile_s = _warmup_checked(spec.model, model, blocking, volume, device,
-                                                         spec.channels_last, spec.warmup)
+    channels, warmup_s, warmup_tile_s = _warmup_checked(spec.model, model, blocking, volume, device, cl, spec.warmup)
     progress("count FLOPs", 0, 1)
-    flops = tile_flops(model, blocking.tile, device, spec.channels_last)
+    flops = tile_flops(model, blocking.tile, device, cl)
     if group.rank == 0:
-        store.create(_settings(spec, volume, blocking, channels, opts.dtype), (channels, *volume.shape),
-                     (channels, *block), opts.dtype, resume, overwrite)
+        store.create(_settings(spec, volume, blocking, channels, opts.dtype, precision), (channels, *volume.shape),
+                     (channels, *blocking.block), opts.dtype, resume, overwrite)
     group.barrier()
     store.open()
     finished = store.done()
     mine = [blocking[i] for i in range(group.rank, len(blocking), group.world) if i not in finished]
-    pipeline = Pipeline(blocking, volume, store, model, device, dtype=opts.dtype, channels_last=spec.channels_last,
+    pipeline = Pipeline(blocking, volume, store, model, device, dtype=opts.dtype, channels_last=cl,
                         readers=opts.readers, writers=opts.writers, queue=opts.queue)
     with Monitor(device) as monitor:  # clocks, power and throttling while the blocks run
         wall = pipeline.run(mine, progress)
@@ -472,6 +485,9 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     group.barrier()
     metrics = _metrics(opts, volume, blocking, per_rank, group.world, len(finished), warmup_s, warmup_tile_s, store)
     metrics.update(optimized)
+    if opts.block == "auto":
+        metrics.update(block_choice=block_choice.describe(choice), block_probe=choice.probes,
+                       settled={"precision": precision, "channels_last": cl})
     metrics.update(_common_metrics(pipeline.log.samples()["step"], flops, monitor.data, voxels))
     return metrics, pipeline.log.samples()
 
@@ -522,8 +538,9 @@ def describe(metrics: dict) -> str:
     fill = metrics.get("block_fill", 1.0)
     cut = (f"; the far border cuts blocks: {percent(1 - fill)} of the model's work is outside the volume"
            if fill < 0.95 else "")
+    chosen = f"; --block auto: {metrics['block_choice']}" if metrics.get("block_choice") else ""
     return (f"{sig(metrics['voxels'] / 1e6)} Mvox in {sig(metrics['total_s'])} s = {sig(metrics['mvox_per_s'])} Mvox/s "
-            f"({metrics['blocks']} blocks, {metrics['blocks_skipped']} already done){extra}{cut}")
+            f"({metrics['blocks']} blocks, {metrics['blocks_skipped']} already done){extra}{cut}{chosen}")
 
 
 WORKLOAD = Workload(

@@ -1,0 +1,89 @@
+"""--block auto: blockings ranked by computed voxels, the 32-bit bound, the probe's choice."""
+
+import math
+
+import pytest
+import torch
+
+from dlbench.data.blocking import Blocking
+from dlbench.launch.execute import _settle
+from dlbench.models import registry
+from dlbench.results.record import Result
+from dlbench.workloads import block_choice
+from dlbench.workloads.block_choice import Plan, axis_blocks, choose, convolution_width, largest_tile, plans
+
+SEED = (200, 3072, 3072)
+HALO = (16, 64, 64)
+
+
+def test_axis_blocks_split_the_axis_in_equal_parts_of_multiples_of_eight():
+    sizes = axis_blocks(200)
+    assert sizes[0] == 200 and 104 in sizes and 72 in sizes  # 1, 2 and 3 parts: 200, 100 -> 104, 67 -> 72
+    assert all(s % 8 == 0 for s in sizes[1:])
+    assert sizes == sorted(sizes, reverse=True)
+    assert axis_blocks(5) == [5]
+
+
+def test_plans_come_fewest_computed_voxels_first_and_fit_the_bound():
+    bound = largest_tile(32)
+    ranked = plans(SEED, HALO, bound)
+    assert ranked and all(math.prod(p.tile) <= bound for p in ranked)
+    assert [p.computed for p in ranked] == sorted(p.computed for p in ranked)
+    best = ranked[0]
+    # The plan's own count matches the blocking the run will use.
+    blocking = Blocking(SEED, best.block, HALO)
+    assert best.tiles == len(blocking) and best.kept == pytest.approx(blocking.kept)
+    # Far better than the default block, whose tiles keep 28% of what the model computes.
+    assert best.kept > 1.6 * Blocking(SEED, (32, 384, 384), HALO).kept
+
+
+def test_the_32_bit_bound_is_computed_from_the_widest_convolution():
+    model = registry.build("unet3d:f=4,d=2").eval()
+    assert convolution_width(model, torch.device("cpu")) == 4  # level 0 has 4 features; the output 1
+    assert largest_tile(4) * 4 < 2**31 <= (largest_tile(4) + 1) * 4
+    # A 128x896x896 tile of unet3d (32 features) is over the bound; 96x768x768 is under.
+    assert 128 * 896 * 896 > largest_tile(32) >= 96 * 768 * 768
+
+
+def test_an_opaque_model_counts_as_wide():
+    scripted = torch.jit.script(torch.nn.Conv3d(1, 4, 3, padding=1))
+    assert convolution_width(scripted, torch.device("cpu")) == 64
+
+
+def test_without_a_gpu_the_fewest_computed_voxels_in_small_tiles_and_no_probe():
+    choice = choose((10, 30, 34), (2, 2, 2), "bf16", True, registry.build("unet3d:f=4,d=2"), torch.device("cpu"))
+    assert choice.block == (10, 30, 34) and choice.precision == "bf16" and choice.channels_last
+    assert choice.probes == [] and "not timed" in choice.why
+
+
+def _timer(rates):
+    """A probe clock: seconds per tile from Mvox/s of tile voxels per (precision, layout)."""
+    return lambda tile, precision, cl: math.prod(tile) / (rates[(precision, cl)] * 1e6)
+
+
+def test_the_probe_takes_the_fastest_half_precision_and_layout_and_says_why():
+    plan = Plan(SEED, (104, 616, 512), HALO)
+    rates = {("fp16", True): 416, ("fp16", False): 322, ("bf16", True): 386, ("bf16", False): 309}
+    choice = block_choice._probe(plan, "bf16", True, _timer(rates), 32)
+    assert (choice.precision, choice.channels_last) == ("fp16", True)
+    assert len(choice.probes) == 4
+    best = max(r["mvox_per_s"] for r in choice.probes)
+    assert best == pytest.approx(416 * plan.kept)
+    assert "60 tiles of 136x744x640" in choice.why and "+8%" in choice.why
+    assert block_choice.describe(choice).startswith("block 104x616x512, fp16, channels-last-3d")
+
+
+def test_a_full_precision_run_keeps_its_precision_and_probes_the_layout_only():
+    plan = Plan((64, 64, 64), (32, 32, 32), (4, 4, 4))
+    choice = block_choice._probe(plan, "fp32", True, _timer({("fp32", True): 50, ("fp32", False): 80}), 32)
+    assert (choice.precision, choice.channels_last) == ("fp32", False)
+    assert len(choice.probes) == 2
+
+
+def test_the_record_says_what_ran_and_keeps_what_was_asked():
+    result = Result(spec={"workload": "volume", "precision": "bf16", "channels_last": True}, system={})
+    _settle(result, {"precision": "fp16", "channels_last": True})
+    assert result.spec["precision"] == "fp16" and result.metrics["asked"] == {"precision": "bf16"}
+    same = Result(spec={"workload": "volume", "precision": "bf16", "channels_last": True}, system={})
+    _settle(same, {"precision": "bf16", "channels_last": True})
+    assert "asked" not in same.metrics
