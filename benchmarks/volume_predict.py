@@ -103,7 +103,8 @@ def dlbench_volume(args, volume: str, output: str, level: str) -> tuple[dict, di
     spec = BenchmarkSpec(workload="volume", model=args.model, batch=1, precision=args.precision, channels_last=True,
                          device=args.device, warmup=2, optimize=level,
                          options={"input": volume, "output": output, "block": args.block, "halo": args.halo,
-                                  "dtype": "uint8", "readers": min(8, os.cpu_count() or 1), "writers": 4, "queue": 8})
+                                  "dtype": "uint8", "readers": min(8, os.cpu_count() or 1), "writers": 4, "queue": 8,
+                                  "overwrite": True})
     result = execute(spec, {})
     if result.status != "ok":
         raise SystemExit(f"dlbench volume failed: {result.status} {result.error}")

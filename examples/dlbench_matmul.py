@@ -19,16 +19,11 @@ class MatmulOptions(Options):
 
 def run(spec, device, progress):
     a = torch.randn(spec.opts.size, spec.opts.size, device=device)
-
-    def step(timer):
-        torch.mm(a, a)
-        timer.mark("matmul")
-
-    measured = run_steps(step, device, warmup=spec.warmup, warmup_seconds=0.0, steps=spec.steps, min_seconds=0.0,
-                         progress=progress)
-    tflops = 2 * spec.opts.size**3 * len(measured.samples["step"]) / sum(measured.samples["step"]) / 1e12
-    return {"throughput": tflops, "throughput_unit": "TFLOP/s"}, measured.samples
+    measured = run_steps(lambda timer: torch.mm(a, a), device, warmup=spec.warmup, warmup_seconds=0.0,
+                         steps=spec.steps, min_seconds=0.0, progress=progress)
+    metrics = measured.common_metrics(items_per_step=1, unit="matmul")  # counted FLOPs and GPU monitor, as built-ins
+    return {**metrics, "throughput": metrics["achieved_tflops"], "throughput_unit": "TFLOP/s"}, measured.samples
 
 
-register(Workload("matmul", "Square matrix products in TFLOP/s.", run, lambda m: f"{m['throughput']:.3g} TFLOP/s",
+register(Workload("matmul", "Square matrix products in TFLOP/s.", run, lambda m: f"{m['flops_per_step']:.3g} FLOP each",
                   MatmulOptions, general=("device", "warmup", "steps", "seed")))

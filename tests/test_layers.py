@@ -35,3 +35,37 @@ def test_optimisation_levels_agree_across_layers():
 def test_reading_results_needs_no_torch():
     # Reports run where results are gathered, often a laptop without torch.
     assert _run("import dlbench.report, sys; print('torch' in sys.modules)") == "False"
+
+
+IMPORT_CLI = """
+import os, sys
+before = dict(os.environ)
+import dlbench.cli
+print('torch' in sys.modules, os.environ == before)
+"""
+
+
+def test_importing_the_command_line_loads_no_torch_and_sets_nothing():
+    # `dlbench results` should answer at once, and an import should not change the environment.
+    assert _run(IMPORT_CLI) == "False True"
+
+
+READ_STORE = """
+import contextlib, io, sys
+from dlbench import cli
+for command in ("results", "report"):
+    sys.argv = ["dlbench", "--db", sys.argv[1], command]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        cli.main()
+print('torch' in sys.modules)
+"""
+
+
+def test_reading_the_store_from_the_command_line_loads_no_torch(tmp_path):
+    from conftest import make_result
+    from dlbench.results.store import Store
+
+    Store(tmp_path / "results.db").add(make_result())
+    done = subprocess.run([sys.executable, "-c", READ_STORE, str(tmp_path / "results.db")],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False", done.stderr

@@ -44,3 +44,12 @@ def test_plugin_model_and_suite_schema(tmp_path):
     suite.write_text("name: s\nspecs:\n  - {workload: matmul, sise: 16}\n")
     bad = dlbench("suite", suite, "--list", cwd=tmp_path)
     assert bad.returncode == 2 and "unknown spec key 'sise' (did you mean size?)" in bad.stderr
+
+
+def test_the_documented_plugin_is_the_example_file():
+    # docs/architecture.md shows the plug-in the tests run: a change to one must reach the other.
+    doc = (EXAMPLES.parent / "docs" / "architecture.md").read_text()
+    block = doc.split("```python\n")[1:]
+    code = (EXAMPLES / "dlbench_matmul.py").read_text()
+    assert any(b.split("```\n")[0] == code for b in block), "docs/architecture.md's plug-in differs from the example"
+    assert sum(1 for line in code.splitlines() if line.strip()) <= 22

@@ -13,7 +13,7 @@ from dlbench.data.generate_volume import generate
 from dlbench.data.targets import affinities
 from dlbench.models import registry
 from dlbench.report import render_markdown
-from dlbench.report.markdown import fmt
+from dlbench.figures import fixed
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
@@ -66,7 +66,7 @@ def test_tiny_volume_training_is_stored_with_iteration_metrics(volumes, tmp_path
     report = render_markdown([result])
     assert f"## {registry.title(model)}: training and prediction" in report and "(patch 4x24x24)" in report
     # training in the seeds' single table: no prediction of this model, so Inference [s] is '-'
-    assert f"|{fmt(1001 * m['iteration_mean_s'])}|-|{fmt(m['iters_per_min'])}|" in report
+    assert f"|{fixed(1001 * m['iteration_mean_s'], 1)}|-|{fixed(m['iters_per_min'], 1)}|" in report
 
 
 def test_iteration_metrics_reproduce_the_seed():

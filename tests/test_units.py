@@ -5,7 +5,7 @@ import pytest
 
 from dlbench import units
 from dlbench.errors import UserError
-from dlbench.report.markdown import fmt
+from dlbench.figures import DASH, fixed
 from dlbench.units import parse_count, parse_shape, suggest
 
 
@@ -43,22 +43,22 @@ SEED_000_TRAINING = {
 @pytest.mark.parametrize("system", sorted(SEED_000_TRAINING))
 def test_iters_per_min_matches_seed_000(system):
     seconds, printed = SEED_000_TRAINING[system]
-    assert fmt(units.iters_per_min(1001, seconds)) == printed
+    assert fixed(units.iters_per_min(1001, seconds), 1) == printed
 
 
 def test_seed_000_1080ti_x2_iters_per_min_is_a_typo():
     # 1001 iterations in 2053.8 s is 29.2 iterations/min; the seed prints 29.4.
-    assert fmt(units.iters_per_min(1001, 2053.8)) == "29.2"
+    assert fixed(units.iters_per_min(1001, 2053.8), 1) == "29.2"
 
 
 def test_days_to_100k_matches_seed_001():
     per_min = units.iters_per_min(1001, 1754.2)
-    assert fmt(units.days_to(100_000, per_min)) == "2.0"
+    assert fixed(units.days_to(100_000, per_min), 1) == "2.0"
     printed = {"29.4": "2.4", "26.8": "2.6", "23.5": "3.0", "29.0": "2.4", "32.2": "2.2", "29.8": "2.3"}
     for rate, days in printed.items():
-        assert fmt(units.days_to(100_000, float(rate))) == days
+        assert fixed(units.days_to(100_000, float(rate)), 1) == days
 
 
 def test_missing_inputs_give_none_which_prints_as_dash():
     assert units.iters_per_min(1001, None) is None and units.days_to(100_000, 0) is None
-    assert fmt(None) is None
+    assert fixed(None, 1) == DASH

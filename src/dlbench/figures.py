@@ -74,14 +74,11 @@ def phase_sum(metrics: dict, phases: tuple[str, ...]) -> str:
     return f"{named} = {add(*values)} ms (phase medians; median step {ms(metrics['step_ms'])} ms"
 
 
-def ratio(value: float | None) -> str:
-    """A speed-up, scaling or efficiency: two places like seed 003 (2.15, 0.71)."""
-    return fixed(value, 2)
-
-
 def percent(share: float | None) -> str:
-    if share is None:
+    """A share as a whole percent, with one significant digit below 1% (0.001 -> '0.1%')."""
+    if share is None or (isinstance(share, float) and math.isnan(share)):
         return DASH
-    if share != 0 and abs(share) < 0.005:
+    text = f"{share:.0%}"
+    if share != 0 and text in ("0%", "-0%"):  # 0.005 rounds half to even: '0%'
         return f"{sig(share * 100, 1)}%"
-    return f"{share:.0%}"
+    return text

@@ -13,6 +13,7 @@ import re
 from dlbench.errors import UserError
 
 SECONDS_PER_DAY = 86_400.0
+SEED003_ITERATIONS = 40_000  # seed 003: "5-fold cross-validation training for 40,000 iterations"
 _SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 _COUNT = re.compile(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgtp]?)\s*(?:vox)?\s*")
 
@@ -30,6 +31,15 @@ def parse_shape(text: str | list | tuple) -> tuple[int, ...]:
     if not shape or any(s <= 0 for s in shape):
         raise UserError(f"bad shape {text!r}: every size must be a positive integer")
     return shape
+
+
+def parse_zyx(text: str | list | tuple, what: str) -> tuple[int, int, int]:
+    """'32x384x384' -> (32, 384, 384): a volume's size, blocks, halos, chunks and patches.
+    `what` names the flag or key in the UserError."""
+    shape = parse_shape(text)
+    if len(shape) != 3:
+        raise UserError(f"{what} must be ZxYxX (3 sizes), got {'x'.join(map(str, shape))}")
+    return shape  # type: ignore[return-value]
 
 
 def parse_count(text: str | float | int, option: str) -> float:
@@ -61,3 +71,8 @@ def iters_per_min(iterations: float | None, seconds: float | None) -> float | No
 def days_to(iterations: float | None, per_min: float | None) -> float | None:
     """Days to reach `iterations` at `per_min` iterations per minute (seed 001: 100k iterations)."""
     return iterations / per_min * 60.0 / SECONDS_PER_DAY if positive(iterations, per_min) else None
+
+
+def hours_for(voxels: float | None, mvox_s: float | None, gpus: int = 1) -> float | None:
+    """Hours to predict `voxels` at `mvox_s` per GPU on `gpus` GPUs (prediction scales linearly)."""
+    return voxels / (mvox_s * 1e6 * gpus) / 3600.0 if positive(voxels, mvox_s, gpus) else None

@@ -17,6 +17,7 @@ import numpy as np
 
 from dlbench.data.volumes import LABEL_KEY, RAW_KEY
 from dlbench.errors import UserError
+from dlbench.units import parse_zyx
 
 FORMATS = ("hdf5", "zarr", "n5")
 CELL = (10, 48, 48)  # mean cell size in voxels (z, y, x): anisotropic like CREMI
@@ -156,14 +157,11 @@ def check(path: Path, shape: tuple[int, ...], fmt: str | None, chunks: tuple[int
     fmt = fmt or {".h5": "hdf5", ".hdf5": "hdf5", ".zarr": "zarr", ".n5": "n5"}.get(path.suffix.lower(), "")
     if fmt not in FORMATS:
         raise UserError(f"unknown volume format {fmt!r}: choose hdf5, zarr or n5 (or name the file .h5, .zarr, .n5)")
-    if len(shape) != 3:
-        raise UserError(f"volume shape must have 3 sizes (ZxYxX), got {'x'.join(map(str, shape))}")
-    chunks = tuple(chunks or default_chunks(shape))  # type: ignore[arg-type]
-    if len(chunks) != 3:
-        raise UserError("chunks must have 3 sizes (ZxYxX)")
+    shape = parse_zyx(shape, "volume shape")
+    chunks = parse_zyx(chunks or default_chunks(shape), "chunks")
     if path.exists() and not overwrite:
         raise UserError(f"{path} already exists: pass --overwrite to replace it")
-    return fmt, chunks  # type: ignore[return-value]
+    return fmt, chunks
 
 
 def generate(path: Path, shape: tuple[int, ...], fmt: str | None = None, *, chunks: tuple[int, ...] | None = None,

@@ -20,6 +20,7 @@ from dlbench.data.prefetch import DevicePrefetch
 from dlbench.data.targets import OFFSETS, TARGETS, make_target
 from dlbench.data.volumes import LABEL_KEY, Volume, check_fits, open_pair
 from dlbench.errors import UserError
+from dlbench.units import parse_zyx
 
 
 def normalize(raw: np.ndarray) -> np.ndarray:
@@ -62,16 +63,14 @@ class PatchDataset(IterableDataset):
 
 def check_source(path_key: str, patch: tuple, label_key: str = LABEL_KEY) -> tuple[int, int, int]:
     """Open raw and labels and check the patch fits: every bad path, key or shape is one UserError."""
-    patch = tuple(int(p) for p in patch)
-    if len(patch) != 3 or min(patch) < 1:
-        raise UserError(f"patch must have 3 positive sizes (ZxYxX), got {'x'.join(map(str, patch))}")
+    patch = parse_zyx(patch, "patch")
     raw, labels = open_pair(path_key, label_key)
     try:
         check_fits(raw, patch)
     finally:
         raw.close()
         labels.close()
-    return patch  # type: ignore[return-value]
+    return patch
 
 
 def make_patch_loader(path_key: str, patch: tuple, batch: int, target: str, workers: int, augment: bool,

@@ -36,7 +36,3 @@ def make_target(labels: np.ndarray, target: str) -> np.ndarray:
     if target == "mask":
         return foreground(labels)
     raise ValueError(f"unknown target {target!r}")
-
-
-def channels(target: str) -> int:
-    return len(OFFSETS) if target == "affinities" else 1

@@ -26,6 +26,7 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
     result = Result(spec=spec.to_dict(), system=system, suite=suite, tag=tag, title=registry.title(spec.model))
     result.metrics.update(device=str(device), parameters=parameter_count(spec.model))
     if device.type == "cuda":
+        torch.cuda.init()  # the memory statistics refuse a device before CUDA has started
         torch.cuda.reset_peak_memory_stats(device)
     try:
         with precision(spec.precision, device), optimize.switches(spec.optimize):

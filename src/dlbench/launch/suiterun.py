@@ -15,16 +15,14 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from rich.console import Console
 
 from dlbench import scratch
 from dlbench.errors import UserError
-from dlbench.launch import isolated
 from dlbench.launch.interrupts import Interrupts
 from dlbench.launch.view import SuiteView, Terminal
-from dlbench.models import registry
 from dlbench.options import MAX_TIMEOUT_S, Options, option, shown
 from dlbench.paths import check_new_folder
 from dlbench.results.record import RUN_ID, Result, now
@@ -32,6 +30,9 @@ from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, defa
 from dlbench.spec import BenchmarkSpec, check_device
 from dlbench.suites import Suite, spec_key
 from dlbench.suites.estimate import Estimate, estimate, format_seconds, history
+
+if TYPE_CHECKING:  # isolated runs import the models, and so torch: only a suite that runs needs them
+    from dlbench.launch import isolated
 
 
 @dataclass
@@ -92,6 +93,8 @@ def _check_resumable(run: str, suite: Suite, earlier: list[Result]) -> None:
 def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, default_timeout: float,
               console: Console, describe: Callable[[Result], str]) -> Outcome:
     """Run the plan's specs one after another, each isolated; KeyboardInterrupt on a second signal."""
+    from dlbench.launch import isolated
+
     outcome = Outcome()
     job = isolated.Job(plan.suite.name, plan.run, tag)
     with Interrupts() as interrupts, SuiteView(console, plan.suite.name, plan.estimates) as view:
@@ -113,6 +116,8 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
 
 
 def _interrupted(spec: BenchmarkSpec, system: dict, job: isolated.Job, signal_name: str | None) -> Result:
+    from dlbench.models import registry
+
     return Result(spec=spec.to_dict(), system=system, status="interrupted", title=registry.title(spec.model),
                   suite=job.suite, run=job.run, tag=job.tag, finished=now(),
                   error=f"stopped at once by a second {signal_name or 'signal'}")

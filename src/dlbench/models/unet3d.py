@@ -130,10 +130,6 @@ def parse_name(name: str) -> UNetConfig:
     return replace(config, **changes)
 
 
-def build(name: str) -> UNet3D:
-    return UNet3D(parse_name(name))
-
-
 def entry_for(name: str) -> ModelEntry:
     """A registry entry for any unet3d / unet3d-aniso name (with or without settings)."""
     config = parse_name(name)

@@ -320,9 +320,10 @@ def regressions(comparison: Comparison, fail_above_pct: float) -> list[str]:
         slowdown = (r.ratio - 1.0) * 100.0  # ratio = candidate time / baseline time
         beyond_noise = r.low > 1.0 if r.has_interval else True
         if slowdown > fail_above_pct and beyond_noise:
-            interval = (f" ({(r.low - 1) * 100:.1f}% to {(r.high - 1) * 100:.1f}%)" if r.has_interval
+            # fixed(): a slowdown under 0.05% (threshold 0) never reads "0.0% slower"
+            interval = (f" ({fixed((r.low - 1) * 100, 1)}% to {fixed((r.high - 1) * 100, 1)}%)" if r.has_interval
                         else " (no samples: noise unknown)")
-            found.append(f"{r.benchmark}: {cand} is {slowdown:.1f}% slower than {base}{interval}")
+            found.append(f"{r.benchmark}: {cand} is {fixed(slowdown, 1)}% slower than {base}{interval}")
     return found
 
 

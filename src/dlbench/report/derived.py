@@ -1,5 +1,5 @@
 """Quantities the reports derive from measured times, beside those the workloads also need
-(`dlbench.units`: iterations per minute, days to a number of iterations).
+(`dlbench.units`: iterations per minute, days to a number of iterations, hours for a volume).
 
 Every helper takes plain numbers so any report section can call it, and returns None when an
 input is missing, so a missing cell prints as `-`.
@@ -7,7 +7,7 @@ input is missing, so a missing cell prints as `-`.
 
 from __future__ import annotations
 
-from dlbench.units import days_to, iters_per_min, positive
+from dlbench.units import days_to, hours_for, iters_per_min, positive
 
 __all__ = ["days_to", "hours_for", "iters_per_min", "mvox_per_s", "scaling_efficiency", "weak_scaling"]
 
@@ -15,11 +15,6 @@ __all__ = ["days_to", "hours_for", "iters_per_min", "mvox_per_s", "scaling_effic
 def mvox_per_s(voxels: float | None, seconds: float | None) -> float | None:
     """Megavoxels per second: seed 000's 1.9 gigavoxel volume in 215.3 s -> 8.8 Mvox/s."""
     return voxels / seconds / 1e6 if positive(voxels, seconds) else None
-
-
-def hours_for(voxels: float | None, mvox_s: float | None, gpus: int = 1) -> float | None:
-    """Hours to predict `voxels` at `mvox_s` per GPU on `gpus` GPUs (prediction scales linearly)."""
-    return voxels / (mvox_s * 1e6 * gpus) / 3600.0 if positive(voxels, mvox_s, gpus) else None
 
 
 def weak_scaling(throughput_n: float | None, throughput_1: float | None) -> float | None:

@@ -155,10 +155,6 @@ def _batch_problem(ref: Reference, r: Result) -> str | None:
     return None
 
 
-def _matches(ref: Reference, r: Result) -> bool:
-    return _same_benchmark(ref, r) and _batch_problem(ref, r) is None
-
-
 # ---- expectation -------------------------------------------------------------------------
 
 def _peak(gpu_name: str, precision: str) -> float | None:
@@ -325,7 +321,7 @@ def launch_bound(r: Result, record: Result | None) -> Cause | None:
     if util is None or util >= LAUNCH_BOUND_UTIL or (share and share[0] >= INPUT_BOUND_SHARE):
         return None
     step = _median(r.samples.get("step"))
-    return Cause("launch-bound", f"GPU busy only {util:.0f}% of the measured window at batch "
+    return Cause("launch-bound", f"GPU busy only {percent(util / 100)} of the measured window at batch "
                                  f"{r.spec.get('batch')} with no data wait (median step "
                                  f"{ms((step or 0) * 1e3)} ms): kernels too small or too few to fill it; "
                                  f"try a larger batch, CUDA graphs or torch.compile")
@@ -336,7 +332,7 @@ def throttled(r: Result, record: Result | None) -> Cause | None:
     if not r.metrics.get("throttled") and not reasons:
         return None
     parts = [f"throttle reasons {', '.join(reasons) or 'reported'} in "
-             f"{r.metrics.get('throttled_share', 0):.0%} of the monitor readings"]
+             f"{percent(r.metrics.get('throttled_share', 0))} of the monitor readings"]
     clock, top = r.metrics.get("sm_clock_mean_mhz"), _facts(r, record).get("sm_clock_max_mhz")
     if clock:
         parts.append(f"SM clock {clock:.0f} MHz" + (f" of {top} MHz max" if top else ""))

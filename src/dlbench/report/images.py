@@ -161,38 +161,30 @@ def throughput_tables(results: list[Result], published: bool = False) -> list[Ta
             groups.setdefault((r.workload, r.model, unit), []).append(r)
     out = []
     for (workload, model, unit), rs in groups.items():
-        latest = _latest(rs, lambda r: (_setup(r), r.spec.get("gpus", 1), r.spec["batch"], r.spec.get("precision", "fp32")))
+        # A row per setup and tag; weak scaling looks past the tag for its 1-GPU run (_one_gpu).
+        latest = _latest(rs, lambda r: ((_setup(r), r.tag or ""), r.spec.get("gpus", 1), r.spec["batch"],
+                                        r.spec.get("precision", "fp32")))
         seeds = _seed003_training() if published and workload == "train" and _is_seed003(model) else []
         present = {k[3] for k in latest} | {p for s in seeds for p in s["values"]}
         precisions = [p for p in PRECISION if p in present]
         fulls = [p for p in precisions if p in FULL]
         mixeds = [p for p in precisions if p in MIXED]
-        header = ["System", "GPUs", "Batch size / GPU"] + [f"Throughput - {PRECISION[p]} [{unit}]" for p in precisions]
+        terms = _count_terms(list(latest.values()), bool(seeds))
+        header = ["System", *terms[:2]] + [f"Throughput - {PRECISION[p]} [{unit}]" for p in precisions]
         header += [f"Throughput speedup ({PRECISION[f]} - {PRECISION[m]})" for f in fulls for m in mixeds]
         header += [f"Weak scaling - {PRECISION[p]}" for p in precisions]
         header += [f"Scaling efficiency - {PRECISION[p]}" for p in precisions]
         rows: list[_Row] = []
-        setups = sorted({k[0] for k in latest}, key=str)
-        for setup in setups:
-            points = {k[1:]: r for k, r in latest.items() if k[0] == setup}
+        for run in sorted({k[0] for k in latest}, key=str):
+            points = {k[1:]: r for k, r in latest.items() if k[0] == run}
             for gpus, batch in sorted({(g, b) for g, b, _ in points}):
-                value = {p: points[(gpus, batch, p)].metrics["throughput"] for p in precisions if (gpus, batch, p) in points}
-                single = {p: points[(1, batch, p)].metrics["throughput"] for p in precisions if (1, batch, p) in points}
-                any_result = next(points[(gpus, batch, p)] for p in precisions if (gpus, batch, p) in points)
-                cells = [rowinfo.system(any_result, gpus=False, precision=False), gpus, batch]
-                cells += [fixed(value.get(p)) for p in precisions]
-                cells += [fixed(value[m] / value[f]) if f in value and m in value else DASH for f in fulls for m in mixeds]
-                cells += [fixed(weak_scaling(value.get(p), single.get(p))) if gpus > 1 else DASH for p in precisions]
-                cells += [fixed(scaling_efficiency(value.get(p), single.get(p), gpus)) if gpus > 1 else DASH
-                          for p in precisions]
-                rows.append(_Row(cells, {"Data": dataset(any_result), "Tag": any_result.tag,
-                                         "Input": _input(any_result)}))
+                rows.append(_throughput_row(points, gpus, batch, _one_gpu(latest, run, batch), precisions, fulls, mixeds))
         for s in seeds:
             rows.append(_seed003_row(s, precisions, fulls, mixeds))
         what = "patches" if unit.startswith("patch") else "images"
         notes = [f"Throughput: {what} over total measured time, all processes together. Weak scaling: throughput on N "
-                 "GPUs over throughput on 1 GPU at the same batch per GPU (perfect: N); scaling efficiency: weak "
-                 "scaling / N (perfect: 1.00)."]
+                 f"{terms[2]} over throughput on 1 {terms[3]} at the same batch per {terms[3]} (perfect: N); scaling "
+                 "efficiency: weak scaling / N (perfect: 1.00)."]
         if seeds:
             notes.append("Rows from seed 003 are its published figures (TF1 20.06, mixed precision = TF-AMP fp16, "
                          "ISBI 2012 EM data with augmentation).")
@@ -202,14 +194,49 @@ def throughput_tables(results: list[Result], published: bool = False) -> list[Ta
     return out
 
 
+def _throughput_row(points: dict, gpus: int, batch: int, single: dict, precisions: list[str], fulls: list[str],
+                    mixeds: list[str]) -> _Row:
+    """One system, GPU count and batch: throughput per precision, speed-up, weak scaling, efficiency."""
+    value = {p: points[(gpus, batch, p)].metrics["throughput"] for p in precisions if (gpus, batch, p) in points}
+    any_result = next(points[(gpus, batch, p)] for p in precisions if (gpus, batch, p) in points)
+    cells = [rowinfo.system(any_result, gpus=False, precision=False), gpus, batch]
+    cells += [fixed(value.get(p)) for p in precisions]
+    cells += [fixed(value[m] / value[f]) if f in value and m in value else DASH for f in fulls for m in mixeds]
+    cells += [fixed(weak_scaling(value.get(p), single.get(p))) if gpus > 1 else DASH for p in precisions]
+    cells += [fixed(scaling_efficiency(value.get(p), single.get(p), gpus)) if gpus > 1 else DASH for p in precisions]
+    return _Row(cells, {"Data": dataset(any_result), "Tag": any_result.tag, "Input": _input(any_result)})
+
+
+def _one_gpu(latest: dict, run: tuple, batch: int) -> dict[str, float]:
+    """Throughput on one GPU per precision, the base of weak scaling: same setup and batch per
+    GPU whatever the tag (a 1-GPU run tagged 'baseline' is the base of an 8-GPU run tagged
+    'scale'); the row's own tag wins, then the latest run."""
+    setup, tag = run
+    found = sorted(((t == tag, r.started, p, r) for ((s, t), g, b, p), r in latest.items()
+                    if s == setup and g == 1 and b == batch), key=lambda x: x[:2])
+    return {p: r.metrics["throughput"] for _, _, p, r in found}
+
+
+def _count_terms(results: list[Result], seeds: bool) -> tuple[str, str, str, str]:
+    """The count and batch headers and the words of the notes: GPUs as in seed 003; processes
+    where every row ran on a CPU (several processes share one CPU, there is no 'GPU' to count)."""
+    cpu = [r for r in results if not rowinfo.on_gpu(r)]
+    if not cpu:
+        return "GPUs", "Batch size / GPU", "GPUs", "GPU"
+    if len(cpu) == len(results) and not seeds:
+        return "Processes", "Batch size / process", "processes", "process"
+    return "GPUs or processes", "Batch size / GPU or process", "GPUs (processes on a CPU)", "GPU (process)"
+
+
 def _input(r: Result) -> str:
     """The input without the batch (the model's default where the spec gives none)."""
     return rowinfo.shape_text(r.spec.get("input_shape") or (r.metrics.get("input_shape") or [None])[1:])
 
 
 def _setup(r: Result) -> tuple:
-    """Everything but GPUs, batch and precision that makes rows different machines or runs."""
-    return (r.system_label, r.tag or "", dataset(r), str(r.spec.get("input_shape")), r.spec.get("channels_last", False),
+    """Everything but GPUs, batch and precision that makes rows measure different things. Not
+    the tag: it names a run, not a setup, and has its own column."""
+    return (r.system_label, dataset(r), str(r.spec.get("input_shape")), r.spec.get("channels_last", False),
             r.spec.get("optimize") or "eager")
 
 
@@ -258,7 +285,7 @@ def latency_tables(results: list[Result], published: bool = False) -> list[Table
             groups.setdefault((r.model, r.spec.get("precision", "fp32")), []).append(r)
     out = []
     for (model, precision), rs in groups.items():
-        latest = _latest(rs, lambda r: (_setup(r), r.spec["batch"]))
+        latest = _latest(rs, lambda r: ((_setup(r), r.tag or ""), r.spec["batch"]))
         rows = []
         for key in sorted(latest, key=lambda k: (str(k[0]), k[1])):
             r = latest[key]

@@ -22,12 +22,3 @@ def table(header: Sequence[str], align: Sequence[str], rows: Sequence[Sequence[o
     lines = ["|" + "|".join(cell(h) for h in header) + "|", "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
     lines += ["|" + "|".join(cell(v) for v in row) + "|" for row in rows]
     return "\n".join(lines)
-
-
-def ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def fmt(value: float | None, digits: int = 1) -> str | None:
-    """A figure rounded like the seeds, or None (rendered `-`)."""
-    return None if value is None else f"{value:.{digits}f}"

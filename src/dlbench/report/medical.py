@@ -21,11 +21,11 @@ from dlbench.report import rows as rowinfo
 from dlbench.report.tables import Table, model_title
 from dlbench.figures import DASH, fixed
 from dlbench.results.record import Result
+from dlbench.units import SEED003_ITERATIONS
 
 ORDER = ("fp32", "tf32", "fp16", "bf16")
 NAMES = {"fp32": "FP32", "tf32": "TF32", "fp16": "mixed precision", "bf16": "mixed precision (bf16)"}
 FULL, MIXED = ("fp32", "tf32"), ("fp16", "bf16")
-ITERATIONS = 40_000  # seed 003: "5-fold cross-validation training for 40,000 iterations"; time per fold
 
 
 @dataclass
@@ -74,8 +74,8 @@ def _table(key: tuple, setups: dict[tuple, dict[str, Result]], published: bool) 
         if len({str(v) for v in values}) > 1 or (name == "Tag" and any(values)):
             header, align, body = header + [name], align + "l", [b + [v] for b, v in zip(body, values)]
     notes = [f"(DICE target {target}, {folds}-fold cross-validation; accuracy: mean final DICE over the folds run; "
-             f"Time to train: minutes for one fold of {ITERATIONS:,} iterations (the seed's definition) at the measured "
-             f"time per training step, evaluations excluded; Time to {target_text}: mean minutes per fold to reach it, "
+             f"Time to train: minutes for one fold of {SEED003_ITERATIONS:,} iterations (the seed's definition) at the "
+             f"measured time per training step, evaluations excluded; Time to {target_text}: mean minutes per fold to reach it, "
              f"evaluations and warm-up included, * where a fold missed it and its whole budget counts; the speed-up "
              f"divides the Time to train figures)"]
     if published:
@@ -108,7 +108,7 @@ def _row(key: tuple, by_precision: dict[str, Result], target) -> _Row:
         cells[f"DICE per fold - {name}"] = ", ".join(fixed(d, 4) for d in m.get("dice_per_fold") or []) or DASH
         step_s = _step_seconds(m)
         if step_s is not None:
-            minutes[p] = ITERATIONS * step_s / 60
+            minutes[p] = SEED003_ITERATIONS * step_s / 60  # time per fold
             cells[f"Time to train - {name} [min]"] = fixed(minutes[p], 1)
         to_target = m.get("time_to_train_s")
         cells[f"Time to {target_text} - {name} [min]"] = (

@@ -82,11 +82,12 @@ def throughput_of(r: Result) -> tuple[float, str] | None:
 
 
 def latest_ok(results: list[Result]) -> list[Result]:
-    """The latest successful benchmark result per benchmark and system (machine records aside)."""
+    """The latest successful benchmark result per benchmark, system and tag (machine records
+    aside): a tag names a run someone wants to see beside another, as in the tables."""
     chosen: dict[tuple, Result] = {}
     for r in sorted(results, key=lambda r: r.started):
         if r.status == "ok" and r.workload != "system":
-            chosen[(benchmark_key(r), r.system_label)] = r
+            chosen[(benchmark_key(r), r.system_label, r.tag or "")] = r
     return list(chosen.values())
 
 
@@ -94,12 +95,24 @@ def _input(r: Result) -> str:
     return rowinfo.shape_text(r.spec.get("input_shape") or (r.metrics.get("input_shape") or [None])[1:])
 
 
+def _count(r: Result) -> str:
+    """' x2GPU' on GPUs, ' 2 processes' on a CPU, nothing for one."""
+    n = r.spec.get("gpus", 1) or 1
+    if n == 1:
+        return ""
+    return f" x{n}GPU" if rowinfo.on_gpu(r) else f" {n} processes"
+
+
+def _level(r: Result) -> str:
+    return str(r.spec.get("optimize") or r.metrics.get("optimize") or "eager")
+
+
 def _short(r: Result, among: list[Result] | None = None) -> str:
-    """Model, batch, precision and GPUs; the workload, input shape and data source too where the
-    results drawn together differ in them."""
+    """Model, batch, precision and GPUs; the workload, input shape, data source, memory layout,
+    optimisation level and tag too where the results drawn together differ in them (a label
+    is a bar's key: two runs with one label would overwrite each other's bar)."""
     spec = r.spec
-    text = f"{model_title(r)} b{spec.get('batch')} {spec.get('precision', 'fp32')}" + \
-        (f" x{spec['gpus']}GPU" if spec.get("gpus", 1) != 1 else "")
+    text = f"{model_title(r)} b{spec.get('batch')} {spec.get('precision', 'fp32')}{_count(r)}"
     among = among or [r]
     if rowinfo.differing(among, lambda x: x.workload):
         text = f"{r.workload} {text}"
@@ -107,6 +120,12 @@ def _short(r: Result, among: list[Result] | None = None) -> str:
         text += f" {_input(r)}"
     if rowinfo.differing(among, rowinfo.data_source):
         text += f" {rowinfo.data_source(r)}"
+    if rowinfo.differing(among, lambda x: bool(x.spec.get("channels_last"))):
+        text += " channels-last" if spec.get("channels_last") else " channels-first"
+    if rowinfo.differing(among, _level):
+        text += f" {_level(r)}"
+    if rowinfo.differing(among, rowinfo.tag):
+        text += f" [{r.tag}]" if r.tag else " [untagged]"
     return text
 
 
@@ -149,25 +168,26 @@ def _sweep_label(r: Result, field: str) -> str:
     text = f"{r.system_label}: {model_title(r)} {spec.get('precision', 'fp32')}"
     if field != "batch":
         text += f" b{spec.get('batch')}"
-    if field != "gpus" and spec.get("gpus", 1) != 1:
-        text += f" x{spec['gpus']}GPU"
+    if field != "gpus":
+        text += _count(r)
     return text
 
 
 def _sweep_plots(results: list[Result], field: str, name: str, title: str, xlabel: str,
                  caption: str, ideal: bool) -> list[Plot]:
     """Throughput against one spec field (gpus or batch): a line per system and benchmark."""
-    lines: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    lines: dict[tuple, dict[float, float]] = defaultdict(dict)
     labels: dict[tuple, str] = {}
-    for r in latest_ok(results):
+    # A sweep runs across tags (a 1-GPU 'baseline', an 8-GPU 'scale'); at one point the latest wins.
+    for r in sorted(latest_ok(results), key=lambda r: r.started):
         found = throughput_of(r)
         if not found:
             continue
         rest = {k: v for k, v in r.spec.items() if k != field}
         key = (found[1], r.system_label, benchmark_key(Result(spec=rest, system={})))
-        lines[key].append((float(r.spec.get(field, 1) or 1), found[0]))
+        lines[key][float(r.spec.get(field, 1) or 1)] = found[0]
         labels[key] = _sweep_label(r, field)
-    sweeps = {k: sorted(v) for k, v in lines.items() if len({x for x, _ in v}) > 1}
+    sweeps = {k: sorted(v.items()) for k, v in lines.items() if len(v) > 1}
     units = sorted({k[0] for k in sweeps})
     return [_sweep_plot({k: v for k, v in sweeps.items() if k[0] == unit}, labels, unit,
                         name + (f"-{''.join(c if c.isalnum() else '-' for c in unit)}" if len(units) > 1 else ""),

@@ -25,7 +25,6 @@ ITERATIONS_000 = 1001  # seed 000: "the time for 1001 iterations" (seed 001 says
 TARGET_ITERATIONS = 100_000  # seed 001's "100k Iters [d]"
 CREMI_PADDED = (200, 3072, 3072)  # the "~1.9 gigavoxel" volume: 1.887e9 voxels
 PLATYNEREIS = 8.1e12
-SEED003_ITERATIONS = 40_000  # seed 003: "5-fold cross-validation training for 40,000 iterations"
 MIXED = "fp16"  # the seeds' "mixed precision" is TF-AMP / apex fp16
 NAMES = {"fp32": "FP32", "tf32": "TF32", "fp16": "mixed precision", "bf16": "mixed precision (bf16)"}
 

@@ -4,6 +4,7 @@ tag in a column of its own, and CUDA/cuDNN only where a GPU ran it."""
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Sequence
 
 from dlbench.results.record import Result
@@ -84,7 +85,7 @@ def data_source(r: Result) -> str:
     """Where the inputs came from: synthetic, dummy, a folder or a volume (its file name)."""
     from pathlib import Path
 
-    source = str((r.spec.get("options") or {}).get("data") or r.metrics.get("data") or "synthetic")
+    source = _resolved(str((r.spec.get("options") or {}).get("data") or r.metrics.get("data") or "synthetic"), r)
     for prefix in ("folder:", "volume:"):
         if source.startswith(prefix):
             source = source[len(prefix):]
@@ -94,6 +95,24 @@ def data_source(r: Result) -> str:
         gpu = " (GPU decode)" if (r.spec.get("options") or {}).get("decode") == "gpu" else ""
         return name + gpu
     return source.capitalize() if source in ("synthetic", "dummy") else source
+
+
+_VARIABLE = re.compile(r"\$(\w+|\{\w+\})")
+# Metrics a workload may store with the path it actually read (the spec keeps the option as typed).
+RESOLVED_KEYS = ("data_path", "volume_path", "dataset", "volume", "data")
+
+
+def _resolved(source: str, r: Result) -> str:
+    """`source` as stored, or, where it names an environment variable ('$DLBENCH_TRAIN_VOLUME'),
+    the path the run resolved it to when its metrics hold one. Never this machine's environment:
+    the report may be read far from where the run was."""
+    if not _VARIABLE.search(source):
+        return source
+    for key in RESOLVED_KEYS:
+        value = r.metrics.get(key)
+        if isinstance(value, str) and value and not _VARIABLE.search(value):
+            return value
+    return source
 
 
 def shape_text(shape: Sequence[int] | None, sep: str = "x") -> str:

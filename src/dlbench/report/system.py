@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlbench.figures import percent
 from dlbench.report.tables import Table
 from dlbench.results.record import Result
 from dlbench.system.records import is_system_record, machine_key
@@ -47,7 +48,7 @@ def ceilings_table(record: Result) -> Table:
     rows = []
     for name, ceiling in record.metrics.get("ceilings", {}).items():
         peak = sheet.get(name)
-        ratio = f"{ceiling['value'] / peak:.0%}" if peak else "-"
+        ratio = percent(ceiling["value"] / peak) if peak else "-"
         rows.append([_LABELS.get(name, name), _number(ceiling["value"]), ceiling["unit"],
                      _number(peak) if peak else "-", ratio, ceiling["method"]])
     notes = [f"Measured {record.started[:16].replace('T', ' ')} UTC, record {record.id[:8]}."]

@@ -32,10 +32,6 @@ SEED_MODEL = "unet3d-aniso"  # the seeds' CREMI network
 HEADER = ["System", "CUDA", "pytorch", "Training [s]", "Inference [s]", "Iters / Min", "Megavox / s", "100k Iters [d]"]
 
 
-def system_name(r: Result) -> str:
-    return rowinfo.system(r)
-
-
 def is_3d(r: Result) -> bool:
     """Training or prediction of a 3D U-Net (its variants `unet3d-aniso:f=8` are other networks)."""
     return r.model.startswith("unet3d") and r.workload in ("train", "volume")

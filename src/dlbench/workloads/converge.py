@@ -32,6 +32,7 @@ from dlbench.figures import fixed, ms, sig
 from dlbench.measure.loop import Progress, synchronize
 from dlbench.models import registry
 from dlbench.options import MAX_SECONDS, MAX_STEPS, Options, option
+from dlbench.units import SEED003_ITERATIONS
 from dlbench.workloads import Workload, distributed, losses, optimize
 
 @dataclass(frozen=True)
@@ -360,7 +361,8 @@ def describe(metrics: dict) -> str:
     target = f"target {metrics['target_dice']:g} reached in {reached}/{metrics['folds_run']} folds"
     runs = [f for f in metrics.get("per_fold") or [] if f.get("steps")]
     step_s = sum(f["train_s"] / f["steps"] for f in runs) / len(runs) if runs else None
-    fixed_time = (f", {fixed(40_000 * step_s / 60, 1)} min per 40,000 iterations (step {ms(step_s * 1e3)} ms)"
+    fixed_time = (f", {fixed(SEED003_ITERATIONS * step_s / 60, 1)} min per {SEED003_ITERATIONS:,} iterations "
+                  f"(step {ms(step_s * 1e3)} ms)"
                   if step_s else "")
     return (f"mean DICE {fixed(metrics['mean_dice'], 4)} (per fold {folds or '-'}; {target}), time to target "
             f"{fixed(metrics['time_to_train_s'] / 60, 2)} min per fold{fixed_time}, "

@@ -17,6 +17,7 @@ time per iteration (mean, std, min, max), iterations per minute and days to
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -27,18 +28,11 @@ from dlbench.measure.loop import Progress
 from dlbench.measure.stats import summarize
 from dlbench.models import registry
 from dlbench.options import option
-from dlbench.units import days_to, iters_per_min, parse_shape
+from dlbench.units import days_to, iters_per_min, parse_zyx
 from dlbench.workloads import Workload, distributed, losses, optimize
 from dlbench.workloads.fwdbwd import primary_output
 from dlbench.workloads.pipeline import Feeder, data_metrics, metrics_from_ranks, rank_payload
 from dlbench.workloads.runtime import memory_format, random_input, resolve_device
-
-
-def parse_patch(text: str) -> tuple[int, ...]:
-    patch = parse_shape(text)
-    if len(patch) != 3:
-        raise UserError(f"--patch must be ZxYxX (3 sizes), got {text!r}")
-    return patch
 
 
 @dataclass(frozen=True)
@@ -48,7 +42,7 @@ class TrainOptions(data.DataOptions):
     lr: float | None = option(None, "Learning rate (default 0.01 for SGD, 0.001 for Adam and AdamW).",
                               low=0, low_open=True)
     patch: str | None = option(None, "Volume training patch ZxYxX, e.g. 40x432x432 (default: the model's input "
-                                     "shape).", parse=parse_patch)
+                                     "shape).", parse=partial(parse_zyx, what="--patch"))
     augment: str = option("auto", "Where volume patches are elastically deformed and flipped: auto (gpu on a GPU, "
                                   "else cpu), cpu (in the workers), gpu (grid_sample on the device; the workers only "
                                   "read) or none.", choices=data.AUGMENT_MODES)
@@ -92,7 +86,7 @@ def input_shape(spec, entry) -> tuple[int, ...]:
     shape = tuple(spec.input_shape or entry.input_shape)
     if spec.opts.patch is None:
         return shape
-    patch = parse_shape(spec.opts.patch)
+    patch = parse_zyx(spec.opts.patch, "--patch")
     if len(entry.input_shape) != 4:
         raise UserError(f"--patch is ZxYxX for 3D models (unet3d, unet3d-aniso); got {'x'.join(map(str, patch))} "
                         f"for {spec.model!r}")

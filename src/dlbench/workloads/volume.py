@@ -24,6 +24,7 @@ import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Iterator
 
@@ -41,8 +42,8 @@ from dlbench.measure.loop import Progress, common_metrics, synchronize
 from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.measure.timer import Spans, record_event
 from dlbench.models import registry
-from dlbench.options import Options, option, shown
-from dlbench.units import parse_count, parse_shape
+from dlbench.options import Options, option
+from dlbench.units import hours_for, parse_count, parse_shape, parse_zyx
 from dlbench.workloads import Workload, block_choice, distributed, optimize
 from dlbench.workloads.runtime import is_oom
 
@@ -51,14 +52,9 @@ def parse_voxels(text: str) -> float:
     return parse_count(text, "--extrapolate")
 
 
-def _zyx(text: str) -> None:
-    if len(parse_shape(text)) != 3:
-        raise UserError(f"bad shape {shown(text)}: a volume's blocks and sizes are ZxYxX (3 sizes)")
-
-
 def _block(text: str) -> None:
     if text != "auto":
-        _zyx(text)
+        parse_zyx(text, "--block")
 
 
 @dataclass(frozen=True)
@@ -71,14 +67,15 @@ class VolumeOptions(Options):
                                       "the fewest computed voxels that fits the GPU, and the faster layout and half "
                                       "precision (fp16/bf16) by a short timed probe.", parse=_block)
     halo: str = option("16x64x64", "Context added on each side of a block (reflected at the border).",
-                       parse=_zyx)
+                       parse=partial(parse_zyx, what="--halo"))
     resume: bool = option(False, "Complete an interrupted output: skip blocks already written.")
     overwrite: bool = option(False, "Replace an existing output.")
     dtype: str = option("uint8", "Output type: uint8 (probability x 255) or float16.", choices=tuple(DTYPES))
     extrapolate: str = option("8.1T", "Report hours for a volume of this many voxels (8.1T: the Platynereis "
                                       "volume of the 3D U-Net benchmarks).", parse=parse_voxels)
     volume_shape: str = option("200x3072x3072", "Size of the generated volume when no --input is given (the "
-                                                "padded CREMI volume, 1.9 gigavoxel).", parse=_zyx)
+                                                "padded CREMI volume, 1.9 gigavoxel).",
+                               parse=partial(parse_zyx, what="--volume-shape"))
     readers: int = option(8, "Reader threads.", low=1, high=1024)
     writers: int = option(4, "Writer threads.", low=1, high=1024)
     queue: int = option(8, "Tiles in flight on each side of the GPU.", low=1, high=1024)
@@ -483,7 +480,8 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     per_rank = group.gather({"voxels": voxels, "wall": wall, "blocks": len(mine),
                              "phases": {k: float(sum(v)) for k, v in pipeline.log.samples().items()}})
     group.barrier()
-    metrics = _metrics(opts, volume, blocking, per_rank, group.world, len(finished), warmup_s, warmup_tile_s, store)
+    metrics = _metrics(opts, volume, blocking, per_rank, group.world, len(finished), warmup_s, warmup_tile_s, store,
+                       device)
     metrics.update(optimized)
     if opts.block == "auto":
         metrics.update(block_choice=block_choice.describe(choice), block_probe=choice.probes,
@@ -500,15 +498,13 @@ def _common_metrics(steps: list[float], flops: int, monitor: MonitorData, voxels
 
 
 def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], world: int, skipped: int,
-             warmup_s: float, warmup_tile_s: float, store: PredictionStore) -> dict:
+             warmup_s: float, warmup_tile_s: float, store: PredictionStore, device: torch.device) -> dict:
     voxels = sum(r["voxels"] for r in per_rank)
     wall = max(r["wall"] for r in per_rank) or float("nan")
     mvox_s = voxels / wall / 1e6 if voxels else 0.0
-    per_gpu = mvox_s / world
     target = parse_voxels(opts.extrapolate)
     phases = {k: sum(r["phases"][k] for r in per_rank) for k in per_rank[0]["phases"]}
     compute = phases.get("compute") or float("nan")
-    hours = {str(n): target / (per_gpu * 1e6 * n) / 3600 if per_gpu else None for n in sorted({1, world, 8})}
     return {
         "throughput": mvox_s, "throughput_unit": "Mvox/s", "mvox_per_s": mvox_s,
         "total_s": wall, "voxels": voxels, "blocks": sum(r["blocks"] for r in per_rank), "blocks_skipped": skipped,
@@ -519,22 +515,24 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], wor
         "phase_s": phases, "data_wait_share": phases.get("wait", 0.0) / (wall * world) if voxels else 0.0,
         "model_mvox_per_s": voxels / compute / 1e6 if voxels else None,
         "warmup_s": warmup_s, "warmup_tile_s": warmup_tile_s,
-        "extrapolate_voxels": target, "extrapolate_hours": hours,
+        "extrapolate_voxels": target, "extrapolate_hours": _hours(target, mvox_s, world, device),
     }
+
+
+def _hours(target: float, mvox_s: float, world: int, device: torch.device) -> dict[str, float | None]:
+    """Hours for `target` voxels on 1 GPU, on this run's GPUs and on 8, from the rate per GPU. A CPU
+    run gives its own rate only: GPU counts would be made up."""
+    if device.type != "cuda":
+        return {"1": hours_for(target, mvox_s)}
+    return {str(n): hours_for(target, mvox_s / world, n) for n in sorted({1, world, 8})}
 
 
 def describe(metrics: dict) -> str:
     """Voxels, seconds and Mvox/s; the hours for the extrapolated volume on one GPU, or at this
     run's rate where it ran on a CPU (no "GPU" for a CPU run)."""
-    hours = metrics.get("extrapolate_hours", {})
-    target = metrics.get("extrapolate_voxels")
-    on_gpu = str(metrics.get("device", "cuda")).startswith("cuda")
-    if on_gpu and hours.get("1"):
-        extra = f", {sig(target / 1e12)} Tvox in {fixed(hours['1'], 1)} h on 1 GPU"
-    elif not on_gpu and target and metrics.get("mvox_per_s"):
-        extra = f", {sig(target / 1e12)} Tvox in {fixed(target / (metrics['mvox_per_s'] * 1e6) / 3600, 1)} h on this CPU"
-    else:
-        extra = ""
+    hours = metrics.get("extrapolate_hours", {}).get("1")
+    where = "1 GPU" if str(metrics.get("device", "cuda")).startswith("cuda") else "this CPU"
+    extra = f", {sig(metrics['extrapolate_voxels'] / 1e12)} Tvox in {fixed(hours, 1)} h on {where}" if hours else ""
     fill = metrics.get("block_fill", 1.0)
     cut = (f"; the far border cuts blocks: {percent(1 - fill)} of the model's work is outside the volume"
            if fill < 0.95 else "")
