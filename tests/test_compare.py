@@ -31,8 +31,7 @@ def test_ratio_and_interval_on_synthetic_samples():
     assert r.low < r.ratio < r.high and r.low == pytest.approx(2.3, rel=0.02) and r.high == pytest.approx(2.3, rel=0.02)
     assert r.high - r.low < 0.1 and not r.within_noise
     lines = cmp.conclusions(c)
-    found = re.fullmatch(r"H200 is (2\.\d+)x as fast as A100 on ResNet-50 fwdbwd \(batch 16, fp32, 3x224x224\), "
-                         r"95% CI (2\.\d+)–(2\.\d+)", lines[0])
+    found = re.fullmatch(r"H200 is (2\.\d+)x as fast as A100 on ResNet-50 fwdbwd, 95% CI (2\.\d+)–(2\.\d+)", lines[0])
     assert found and float(found[1]) == pytest.approx(r.ratio, abs=0.01)
     assert float(found[2]) == pytest.approx(r.low, abs=0.01) and float(found[3]) == pytest.approx(r.high, abs=0.01)
     assert found[2] != found[3]  # enough digits to show the interval
@@ -65,13 +64,33 @@ def test_matrix_has_both_directions_oom_and_missing_cells():
     only_a100 = _run("NVIDIA A100", 9.0, spec={"model": "resnet18"})
     c = cmp.compare([h200, a100, k80, only_h200, only_a100], ["NVIDIA H200", "NVIDIA A100", "Tesla K80"])
     tables = {t.title: t for t in cmp.tables(c)}
-    matrix = tables["ResNet-50 fwdbwd (batch 16, fp32, 3x224x224): relative speed"]
+    matrix = tables["ResNet-50 fwdbwd: relative speed"]
     assert matrix.header == ["", "NVIDIA H200", "NVIDIA A100", "Tesla K80"]
     assert matrix.rows[0][1] == "1.00x" and matrix.rows[0][2].startswith("2.00x (")
     assert matrix.rows[1][1].startswith("0.50x (") and matrix.rows[0][3] == "OOM" and matrix.rows[2][0] == "Tesla K80"
-    resnet18 = tables["ResNet-18 fwdbwd (batch 16, fp32, 3x224x224): relative speed"]
+    resnet18 = tables["ResNet-18 fwdbwd: relative speed"]
     assert resnet18.rows[0][3] is None  # K80 did not run it: rendered as '-'
     assert "Tesla K80 ran out of memory on ResNet-50" in " ".join(cmp.conclusions(c))
+
+
+def test_names_show_only_the_settings_that_differ():
+    runs = [_run(gpu, ms, spec=spec) for gpu, ms in (("NVIDIA H200", 10.0), ("NVIDIA A100", 20.0))
+            for spec in ({}, {"precision": "bf16"}, {"gpus": 2}, {"channels_last": True})]
+    names = set(cmp.compare(runs, ["H200", "A100"]).benchmarks.values())
+    assert names == {"ResNet-50 fwdbwd (fp32, 1 GPU, channels-first)", "ResNet-50 fwdbwd (bf16, 1 GPU, channels-first)",
+                     "ResNet-50 fwdbwd (fp32, 2 GPUs, channels-first)", "ResNet-50 fwdbwd (fp32, 1 GPU, channels-last)"}
+    shapes = [_run(gpu, 10.0, spec={"batch": 8, "input_shape": shape}) for gpu in ("NVIDIA H200", "NVIDIA A100")
+              for shape in ([3, 224, 224], [3, 96, 96])]
+    assert set(cmp.compare(shapes, ["H200", "A100"]).benchmarks.values()) == {
+        "ResNet-50 fwdbwd (3x224x224)", "ResNet-50 fwdbwd (3x96x96)"}
+    assert cmp.benchmark_name(runs[0]) == "ResNet-50 fwdbwd (batch 16, fp32, 3x224x224)"  # alone: every setting
+
+
+def test_names_that_would_be_alike_keep_every_setting():
+    a = _run("NVIDIA H200", 10.0, spec={"options": {"data": "synthetic"}})
+    b = _run("NVIDIA H200", 10.0, spec={"options": {"data": "synthetic"}, "extra": 1})
+    names = cmp.benchmark_names({cmp.benchmark_key(r): r for r in (a, b)})
+    assert len(names) == 2 and all("batch 16" in n for n in names.values())
 
 
 def test_seed_004_conclusions_from_its_own_totals():
@@ -116,7 +135,7 @@ def test_regression_needs_a_slowdown_beyond_both_threshold_and_noise():
     noisy = _run("NVIDIA H200", 10.6, seed=3, tag="noisy", sd=0.8)  # 6% slower median, very noisy
     results = [base, slower, noisy]
     (found,) = cmp.regressions(cmp.compare(results, ["base", "slower"]), 5.0)
-    assert re.search(r"ResNet-50 fwdbwd .*: slower is (9\.\d|10\.\d)% slower than base \(", found)
+    assert re.search(r"ResNet-50 fwdbwd: slower is (9\.\d|10\.\d)% slower than base \(", found)
     assert cmp.regressions(cmp.compare(results, ["base", "slower"]), 15.0) == []
     noisy_vs_base = cmp.compare(results, ["base", "noisy"])
     (r,) = noisy_vs_base.ratios.values()
@@ -130,7 +149,7 @@ def test_regression_exit_codes(db):
     _store(db, _run("NVIDIA H200", 10.0, seed=1, tag="base"), _run("NVIDIA H200", 11.0, seed=2, tag="slower"))
     failed = cli("compare", "base", "slower", "--fail-above", "5", "--db", db)
     assert failed.returncode == 1, failed.stderr
-    assert re.search(r"^regression: ResNet-50 fwdbwd .*: slower is \S+% slower than base", failed.stderr)
+    assert re.search(r"^regression: ResNet-50 fwdbwd: slower is \S+% slower than base", failed.stderr)
     assert "base is 1.10x as fast as slower on ResNet-50 fwdbwd" in failed.stdout
     passed = cli("compare", "base", "slower", "--fail-above", "15", "--db", db)
     assert passed.returncode == 0 and "no regression above 15% beyond noise" in passed.stderr

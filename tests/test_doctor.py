@@ -134,3 +134,19 @@ def test_degraded_link_from_the_system_record():
     [cause] = [c for c in d.causes if c.name == "degraded link"]
     assert "gen 3 while copying" in cause.evidence and "x8 of x16" in cause.evidence
     assert "6.0 GB/s, under half of gen 5 x16" in cause.evidence
+
+
+def test_doctor_markdown_strips_control_characters_and_renders_no_link(db):
+    hostile = {**V100, "host": "[x](javascript:alert(1))\rfake", "gpus": [{"name": "<b>GPU</b>\x1b[2J"}] * 4}
+    r = input_bound_result()
+    r = Result(spec={**r.spec, "options": {"data": "/d\r\n## [y](javascript:alert(2))", "workers": 2}},
+               system=hostile, metrics=r.metrics, samples=r.samples)
+    text = render(diagnose([r]))
+    assert "](javascript" not in text and "\r" not in text and "\x1b" not in text and "<b>" not in text
+    assert "## train resnet50 b64 fp32 on &lt;b&gt;GPU&lt;/b&gt; [2J ([x]\\(javascript:alert(1)) fake)\n" in text
+    assert not any(line.startswith("## [y]") for line in text.splitlines())  # no heading smuggled in
+    with Store(db) as store:
+        store.add(r)
+    proc = cli("doctor", "--db", db)
+    assert proc.returncode == 0, proc.stderr
+    assert "](javascript" not in proc.stdout and "\r" not in proc.stdout and "[x]\\(javascript" in proc.stdout

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from conftest import cli, make_result
+from dlbench.figures import ms
 from dlbench.results.store import Store
 from dlbench.suites.estimate import wall_seconds
 
@@ -51,6 +52,18 @@ def test_global_db_is_read_by_every_command(stocked, args, expect):
     assert not (work / "dlbench.db").exists()
 
 
+def test_two_different_stores_in_one_call_are_refused(stocked):
+    store_path, work = stocked
+    for args in (("results", "--db", work / "other.db"), ("export", "--db", work / "other.db")):
+        proc = here("--db", store_path, *args, cwd=work)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert proc.stderr.strip().splitlines()[-1].endswith("--db given twice with different stores "
+                                                            f"({store_path} before the command, {work / 'other.db'} "
+                                                            "after it): give one")
+    assert here("--db", store_path, "results", "--db", store_path, cwd=work).returncode == 0  # the same store twice
+    assert not (work / "other.db").exists()
+
+
 def test_global_db_is_written_by_run_and_import(stocked):
     store_path, work = stocked
     assert here("--db", store_path, *RUN, cwd=work).returncode == 0
@@ -74,6 +87,7 @@ def test_run_result_goes_to_stdout_and_to_a_json_file(tmp_path, db):
     assert row["parameters"] == 11_689_512  # ResNet-18
     assert row["flops_per_step"] > 0 and row["throughput"] > 0 and row["throughput_unit"] == "img/s"
     assert row["step_ms_p50"] <= row["step_ms_p99"] and row["steps"] >= 2
+    assert f"median step {ms(row['step_ms_median'])} ms" in proc.stdout  # one median step, wherever it is read
     assert row["peak_host_rss_mb"] > 0 and row["peak_memory_mb"] is None  # no GPU here
     assert row["system"]["label"].startswith("CPU") and row["system"]["torch"]
 

@@ -16,9 +16,12 @@ from conftest import make_result
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PLOTS = {"throughput-fwdbwd", "scaling", "batch-sweep", "latency", "gpu-traces", "ceiling"}
-# Added to a copy of the page only: records whether each image decoded, for --dump-dom to show.
+# Added to a copy of the page only: records whether each image decoded and whether the page is
+# wider than the window (a figure or a long name pushing it sideways), for --dump-dom to show.
 PROBE = """<script>window.addEventListener("load", () => { document.body.dataset.images = JSON.stringify(
-  Array.from(document.images, i => [i.closest("figure").id, i.complete, i.naturalWidth, i.naturalHeight])); });</script>"""
+  Array.from(document.images, i => [i.closest("figure").id, i.complete, i.naturalWidth, i.naturalHeight]));
+  document.body.dataset.overflow = document.documentElement.scrollWidth - document.documentElement.clientWidth; });
+</script>"""
 
 
 def _results():
@@ -70,6 +73,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert {figure for figure, *_ in images} == PLOTS
     for figure, complete, width, height in images:
         assert complete and width > 200 and height > 100, (figure, width, height)
+    assert int(re.search(r'data-overflow="(-?\d+)"', dom).group(1)) <= 0  # no sideways scrolling
     with Image.open(shot) as picture:
         assert picture.size == (1280, 2400)
         colours = np.asarray(picture.convert("L")).std()

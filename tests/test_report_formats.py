@@ -45,18 +45,49 @@ def _sample_results():
     ]
 
 
-def test_csv_and_json_hold_the_same_tables_as_markdown():
+def _cells(records, title, label, column):
+    return [r for r in records if r["title"] == title and r["label"] == label and r["column"] == column]
+
+
+def test_csv_and_json_hold_every_cell_of_the_tables_as_tidy_records():
     results = _sample_results()
     found = tables(results)
-    rows = list(csv.reader(io.StringIO(render(results, "csv"))))
-    resnet = rows.index(["ResNet-50"])
-    assert rows[resnet + 1] == ["GPU", "cuDNN", "Forward (ms)", "Backward (ms)", "Total (ms)", "Median step (ms)"]
-    assert rows[resnet + 2] == ["NVIDIA H200", "9.1.0", "5.00", "10.00", "15.00", "15.00"]
-    assert rows[resnet + 4] == ["GTX 1080", "9.1.0", "OOM", "OOM", "OOM", "OOM"]
+    rows = list(csv.DictReader(io.StringIO(render(results, "csv"))))
+    assert list(rows[0]) == ["table", "title", "row", "label", "column", "value", "unit", "text", "note"]
+    (forward,) = _cells(rows, "ResNet-50", "NVIDIA H200", "Forward (ms)")
+    assert (forward["value"], forward["unit"], forward["text"], forward["note"]) == ("5.0", "ms", "", "")
+    (cudnn,) = _cells(rows, "ResNet-50", "NVIDIA H200", "cuDNN")
+    assert (cudnn["value"], cudnn["text"]) == ("", "9.1.0")  # a version is text, not the number 9.1
+    assert [r["text"] for r in rows if r["label"] == "GTX 1080" and r["column"].endswith("(ms)")] == ["OOM"] * 4
     data = json.loads(render(results, "json"))
     assert [t["title"] for t in data["tables"]] == [t.title for t in found] and data["results"] == 3
-    (resnet_json,) = [t for t in data["tables"] if t["title"] == "ResNet-50"]
-    assert resnet_json["rows"][1] == ["Tesla K80", "9.1.0", "124.38", "274.43", "398.81", "398.81"]
+    assert data["tables"][1]["header"][:3] == ["GPU", "cuDNN", "Forward (ms)"]
+    (total,) = _cells(data["cells"], "ResNet-50", "Tesla K80", "Total (ms)")
+    assert total == {"table": 2, "title": "ResNet-50", "row": 2, "label": "Tesla K80", "column": "Total (ms)",
+                     "value": 398.81, "unit": "ms", "text": None, "note": None}
+    assert len(data["cells"]) == len(rows) == sum(len(t.rows) * (len(t.header) - 1) for t in found)
+
+
+def test_tidy_csv_reads_as_typed_columns():
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.read_csv(io.StringIO(render(_sample_results(), "csv")))
+    assert str(frame["value"].dtype) == "float64" and str(frame["row"].dtype) == "int64"
+    assert frame.loc[frame["column"] == "Forward (ms)", "value"].dropna().tolist() == [5.0, 124.38]
+    assert frame["text"].isna().sum() > 0 and "None" not in frame["text"].tolist()
+
+
+def test_figures_keep_their_marks_units_and_sign_apart_from_the_number():
+    from dlbench.report.formats import records
+    from dlbench.report.tables import Table
+
+    table = Table("T", ["System", "CUDA", "Total (ms)", "Speed", "Share", "Cores", "Phase (bf16)", "Gain"],
+                  "llrrrrrr",
+                  [["a", "12.4", "1,754.2 †", "4,000.0 img/s (x1.50)", "25%", 16896, "-0.5", float("nan")]])
+    got = {r["column"]: (r["value"], r["unit"], r["text"], r["note"]) for r in records([table])}
+    assert got == {"CUDA": (None, None, "12.4", None), "Total (ms)": (1754.2, "ms", None, "†"),
+                   "Speed": (4000.0, "img/s", None, "(x1.50)"), "Share": (25, "%", None, None),
+                   "Cores": (16896, None, None, None), "Phase (bf16)": (-0.5, None, None, None),
+                   "Gain": (None, None, None, None)}
 
 
 def test_filter_systems_by_label_or_host():
@@ -66,12 +97,35 @@ def test_filter_systems_by_label_or_host():
         filter_systems(results, ["V100"])
 
 
-def test_missing_cells_are_dashes_in_every_format():
+def test_missing_cells_are_dashes_in_markdown_and_empty_in_csv_and_json():
     no_backward = make_result(metrics={"backward_ms": None})
     # no backward time: no Total either (it is their sum), the median step stays
     assert "|NVIDIA H200|9.1.0|5.00|-|-|15.00|" in render([no_backward], "md")
-    assert "NVIDIA H200,9.1.0,5.00,-,-,15.00" in render([no_backward], "csv")
-    assert '"-"' in render([no_backward], "json")
+    rows = list(csv.DictReader(io.StringIO(render([no_backward], "csv"))))
+    (backward,) = _cells(rows, "ResNet-50", "NVIDIA H200", "Backward (ms)")
+    assert (backward["value"], backward["unit"], backward["text"], backward["note"]) == ("", "", "", "")
+    assert all(r[k] not in ("None", "-") for r in rows for k in r)
+    cells = json.loads(render([no_backward], "json"))["cells"]
+    (total,) = _cells(cells, "ResNet-50", "NVIDIA H200", "Total (ms)")
+    assert total["value"] is None and total["text"] is None
+    assert all(isinstance(c["value"], (int, float)) for c in cells if c["value"] is not None)
+
+
+def test_report_csv_never_starts_a_text_cell_like_a_formula(db):
+    evil = make_result(system={"gpus": [{"name": '=HYPERLINK("http://x","y")'}], "host": "@evil"}, tag="+cmd",
+                       metrics={"forward_ms": -0.5})
+    with Store(db) as store:
+        store.add(evil)
+    proc = cli("report", "--format", "csv", "--db", db)
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert all(not v.startswith(("=", "+", "@", "\t", "\r")) for r in rows for v in r.values())
+    assert {r["label"] for r in rows if r["title"] == "ResNet-50"} == {"'=HYPERLINK(\"http://x\",\"y\")"}
+    assert [r["text"] for r in rows if r["column"] == "Tag"] == ["'+cmd"]
+    (forward,) = [r for r in rows if r["column"] == "Forward (ms)"]
+    assert forward["value"] == "-0.5"  # a negative number stays a number
+    with Store(db) as store:
+        assert store.count() == 1
 
 
 def test_report_cli_formats_filters_and_errors(db, tmp_path):
@@ -110,13 +164,34 @@ def test_a_new_section_appears_in_every_format(tmp_path, monkeypatch):
     monkeypatch.setattr(report, "SECTIONS", [*report.SECTIONS, "extra_section"])
     results = [make_result(system={"gpus": [{"name": "A|<i>"}]})]
     assert "## Extra &lt;b&gt;\na note\n\n|System|Value|\n|---|---:|\n|A\\|&lt;i&gt;|-|" in render(results, "md")
-    assert "Extra <b>\nSystem,Value\nA|<i>,-\n" in render(results, "csv")
-    assert {"title": "Extra <b>", "notes": ["a note"], "header": ["System", "Value"], "rows": [["A|<i>", "-"]]} \
-        in json.loads(render(results, "json"))["tables"]
+    assert "Extra <b>,1,A|<i>,Value,,,,\n" in render(results, "csv")
+    data = json.loads(render(results, "json"))
+    assert {"title": "Extra <b>", "notes": ["a note"], "header": ["System", "Value"]} in \
+        [{k: t[k] for k in ("title", "notes", "header")} for t in data["tables"]]
+    assert {"title": "Extra <b>", "row": 1, "label": "A|<i>", "column": "Value", "value": None, "text": None} \
+        .items() <= next(c for c in data["cells"] if c["title"] == "Extra <b>").items()
     page = render(results, "html")
     assert "<h3>Extra &lt;b&gt;</h3>" in page and '<td class="l">A|&lt;i&gt;</td><td class="r">-</td>' in page
 
 
 def test_empty_report_says_what_to_run_in_every_format():
     assert "dlbench suite cnn-benchmarks" in render([], "md") and "dlbench suite cnn-benchmarks" in render([], "html")
-    assert json.loads(render([], "json")) == {"tables": [], "results": 0} and render([], "csv") == ""
+    assert json.loads(render([], "json")) == {"results": 0, "tables": [], "cells": []} and render([], "csv") == ""
+
+
+def test_output_suffix_chooses_the_format_and_a_contradiction_is_refused(db, tmp_path):
+    with Store(db) as store:
+        store.add_many(_sample_results())
+    for name in ("r.html", "r.csv", "r.json", "r.md", "plain"):
+        proc = cli("report", "-o", tmp_path / name, "--db", db)
+        assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+    assert next(csv.DictReader((tmp_path / "r.csv").open()))["table"] == "1"
+    assert json.loads((tmp_path / "r.json").read_text())["results"] == 3
+    assert (tmp_path / "r.md").read_text().startswith("## ") and (tmp_path / "plain").read_text().startswith("## ")
+    assert cli("report", "--format", "csv", "-o", tmp_path / "R.CSV", "--db", db).returncode == 0
+    assert_user_error(cli("report", "-o", tmp_path / "r.pdf", "--db", db),
+                      "r.pdf: .pdf names no report format; name it .md, .csv, .json or .html")
+    assert_user_error(cli("report", "--format", "md", "-o", tmp_path / "x.html", "--db", db),
+                      "x.html names html, but --format is md")
+    assert not (tmp_path / "r.pdf").exists() and not (tmp_path / "x.html").exists()

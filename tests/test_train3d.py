@@ -63,6 +63,7 @@ def test_tiny_volume_training_is_stored_with_iteration_metrics(volumes, tmp_path
     assert m["iters_per_min"] == pytest.approx(60 / m["iteration_mean_s"])
     assert m["days_to_extrapolate"] == pytest.approx(5000 * m["iteration_mean_s"] / 86400)
     assert 0 <= m["data_share"] <= 1 and m["flops_per_step"] > 0 and m["achieved_tflops"] > 0
+    assert m["data_path"].startswith(str(volumes[kind]).split(":")[0])  # what was read, for the report's Data column
     report = render_markdown([result])
     assert f"## {registry.title(model)}: training and prediction" in report and "(patch 4x24x24)" in report
     # training in the seeds' single table: no prediction of this model, so Inference [s] is '-'

@@ -108,13 +108,22 @@ def test_metrics_and_uint8_output(data, tmp_path):
     assert m["throughput_unit"] == "Mvox/s" and m["throughput"] > 0
     assert m["throughput"] == pytest.approx(m["voxels"] / m["total_s"] / 1e6)
     assert m["extrapolate_hours"]["1"] == pytest.approx(8.1e12 / (m["throughput"] * 1e6) / 3600)
-    assert m["extrapolate_hours"]["8"] == pytest.approx(m["extrapolate_hours"]["1"] / 8)
+    assert list(m["extrapolate_hours"]) == ["1"]  # a CPU run: its own rate, no GPU counts
     assert set(m["phase_s"]) >= {"read", "copy_in", "compute", "copy_out", "write"}
     assert m["warmup_s"] > 0 and len(result.samples["compute"]) == m["blocks"]
     u8 = stored(tmp_path / "u8.n5")
     assert u8.dtype == np.uint8 and u8.max() > 0
     expected = whole_volume(data, registry.build(data["model"]), (2, 2, 2))
     assert np.abs(u8.astype(np.float32) - expected * 255).max() <= 0.51
+
+
+def test_hours_on_gpus_scale_from_the_rate_per_gpu():
+    from dlbench.workloads.volume import _hours
+
+    hours = _hours(8.1e12, 2.0, 2, torch.device("cuda"))  # 2 Mvox/s on 2 GPUs: 1 Mvox/s each
+    assert set(hours) == {"1", "2", "8"}
+    assert hours["1"] == pytest.approx(8.1e12 / 1e6 / 3600) and hours["8"] == pytest.approx(hours["1"] / 8)
+    assert _hours(8.1e12, 2.0, 2, torch.device("cpu")) == {"1": pytest.approx(hours["2"])}
 
 
 def test_flops_per_tile_and_achieved_tflops_like_the_other_workloads(data, tmp_path):

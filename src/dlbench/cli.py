@@ -29,6 +29,7 @@ from dlbench.launch import datasets, runs, stored
 from dlbench.launch.suiterun import SuiteRequest, suite_command
 from dlbench.launch.view import Terminal
 from dlbench.options import Field, Options, fields_of
+from dlbench.results.store import GLOBAL_DB
 
 app = typer.Typer(
     help="Deep learning benchmarks for GPU machines. With no command, runs the default suite (`quick` on a "
@@ -52,7 +53,7 @@ def _default(ctx: typer.Context,
              version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                           help="Show the version and exit.")) -> None:
     if db is not None:  # `dlbench --db X results`: every command and every process it starts uses X
-        os.environ["DLBENCH_DB"] = str(db)
+        os.environ["DLBENCH_DB"] = os.environ[GLOBAL_DB] = str(db)
     if ctx.invoked_subcommand is None:
         raise typer.Exit(suite_command(SuiteRequest(), view))
 

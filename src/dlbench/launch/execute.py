@@ -9,7 +9,7 @@ import torch
 
 from dlbench import workloads
 from dlbench.errors import UserError
-from dlbench.figures import sig
+from dlbench.figures import percent, sig
 from dlbench.measure.loop import Progress, _no_progress
 from dlbench.models import registry
 from dlbench.results.record import Result, now
@@ -99,9 +99,9 @@ def common_suffix(metrics: dict) -> str:
     if metrics.get("achieved_tflops"):
         text = f"{sig(metrics['achieved_tflops'])} TFLOP/s"
         if metrics.get("ceiling_fraction") is not None:
-            text += f" ({metrics['ceiling_fraction']:.0%} of the measured ceiling)"
+            text += f" ({percent(metrics['ceiling_fraction'])} of the measured ceiling)"
         elif metrics.get("datasheet_fraction") is not None:
-            text += f" ({metrics['datasheet_fraction']:.0%} of the datasheet peak)"
+            text += f" ({percent(metrics['datasheet_fraction'])} of the datasheet peak)"
         parts.append(text)
     if metrics.get("energy_j_per_step") is not None:
         parts.append(f"{sig(metrics['energy_j_per_step'])} J/step")

@@ -15,7 +15,7 @@ from dlbench.launch.stored import output_file
 from dlbench.launch.view import Terminal
 from dlbench.options import MAX_BATCH, Options, option
 from dlbench.results.record import Result
-from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable
+from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, one_store
 from dlbench.spec import BenchmarkSpec, check_device
 
 
@@ -24,7 +24,7 @@ class RunExtras(Options):
     """The parameters of `dlbench run <workload>` beyond the spec: where results go."""
     max_batch: int = option(batchsize.SWEEP_MAX, "Largest batch a sweep or auto search tries.", low=1,
                             high=MAX_BATCH)
-    db: str | None = option(None, DB_HELP)
+    db: str | None = option(None, DB_HELP, parse=one_store)
     tag: str | None = option(None, TAG_HELP)
     results_file: str | None = option(None, "Also write the result as JSON: one object per run (throughput, step "
                                             "time percentiles, batch, shape, precision, parameters, FLOPs, peak "
@@ -120,7 +120,7 @@ class SystemRequest(Options):
     device: str = option("auto", "Device whose ceilings to measure: auto, cpu, cuda or cuda:N.", parse=check_device)
     disk: str | None = option(None, "Also measure the read bandwidth of this file or folder (e.g. your dataset).",
                               parse=_existing)
-    db: str | None = option(None, DB_HELP)
+    db: str | None = option(None, DB_HELP, parse=one_store)
     store: bool = option(True, "Store the record (reports and doctor use it).")
     fingerprint_only: bool = option(False, "Only print the fingerprint as JSON; measure nothing.",
                                     flag="--fingerprint")

@@ -18,7 +18,7 @@ from dlbench.launch.view import Terminal
 from dlbench.options import Options, option
 from dlbench.paths import check_new_file
 from dlbench.report import FORMATS
-from dlbench.results.store import DB_HELP, Store, check_writable, default_path
+from dlbench.results.store import DB_HELP, Store, check_writable, default_path, one_store
 
 OUTPUT_HELP = "Write to this file instead of stdout."
 
@@ -38,7 +38,7 @@ def output_file(path: str | None, db: str | None, what: str) -> Path | None:
 @dataclass(frozen=True, kw_only=True)
 class ResultsRequest(Options):
     """List stored results, newest last."""
-    db: str | None = option(None, DB_HELP)
+    db: str | None = option(None, DB_HELP, parse=one_store)
     limit: int = option(50, "Show the newest N results.", low=1, high=10**9)
     format: str = option("table", "table, or json: one object per result and line (throughput, step time "
                                   "percentiles, batch, shape, precision, parameters, FLOPs, peak memory, system).",
@@ -58,24 +58,45 @@ class ReportRequest(Options):
     suite_name: str | None = option(None, "Only results of this suite.", flag="--suite")
     systems: list[str] | None = option(None, "Only results of this system (GPU name as shown in the tables, or "
                                              "host name); repeatable.", flag="--system")
-    format: str = option("md", "md (Markdown, in the published reports' layouts), csv, json, or html (one "
-                               "self-contained file with plots; needs --output).", choices=FORMATS)
-    db: str | None = option(None, DB_HELP)
+    format: str | None = option(None, "md (Markdown, in the published reports' layouts; the default), csv or "
+                                      "json (one record per table cell, numbers as numbers), or html (one "
+                                      "self-contained file with plots; needs --output). Without it, --output's "
+                                      "suffix (.md, .csv, .json, .html) chooses.", choices=FORMATS)
+    db: str | None = option(None, DB_HELP, parse=one_store)
     output: str | None = option(None, OUTPUT_HELP, short="-o")
     with_references: bool = option(False, "Add the published reports' own rows, labelled with their source and "
                                           "their arithmetic checked, to the tables.")
 
 
+SUFFIXES = {f".{f}": f for f in FORMATS} | {".markdown": "md", ".htm": "html"}
+
+
+def report_format(given: str | None, output: str | None) -> str:
+    """The format --format names, else the one --output's suffix names, else Markdown. A suffix
+    that names no format, or another one than --format, is refused: `-o r.html` silently
+    holding Markdown is a file no browser shows right. A name without a suffix takes any format."""
+    suffix = Path(output).suffix.lower() if output is not None else ""
+    if not suffix:
+        return given or "md"
+    implied = SUFFIXES.get(suffix)
+    if implied is None:
+        raise UserError(f"--output {output}: {suffix} names no report format; name it .md, .csv, .json or .html")
+    if given is not None and given != implied:
+        raise UserError(f"--output {output} names {implied}, but --format is {given}: drop one or make them agree")
+    return implied
+
+
 def report(request: ReportRequest, view: Terminal) -> None:
     from dlbench.report import filter_systems, render
 
-    if request.format == "html" and request.output is None:
+    fmt = report_format(request.format, request.output)
+    if fmt == "html" and request.output is None:
         raise UserError("--format html writes a file: add --output report.html")
     output = output_file(request.output, request.db, "report")
     with Store(request.db, read_only=True) as store:
         chosen = filter_systems(store.results(suite=request.suite_name), request.systems or [])
     title = f"dlbench report: {request.suite_name}" if request.suite_name else "dlbench report"
-    view.write(render(chosen, request.format, title=title, with_references=request.with_references), output)
+    view.write(render(chosen, fmt, title=title, with_references=request.with_references), output)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +112,7 @@ class CompareRequest(Options):
     confidence: float = option(0.95, "Level of the bootstrap intervals.", low=0, low_open=True, high=0.999)
     suite_name: str | None = option(None, "Only results of this suite.", flag="--suite")
     format: str = option("md", "md or json.", choices=("md", "json"))
-    db: str | None = option(None, DB_HELP)
+    db: str | None = option(None, DB_HELP, parse=one_store)
     output: str | None = option(None, OUTPUT_HELP, short="-o")
 
 
@@ -118,7 +139,7 @@ class ExportRequest(Options):
     format: str = option("jsonl", "jsonl (complete, importable) or csv (flat; text that a spreadsheet would "
                                   "read as a formula starts with ').", choices=("jsonl", "csv"))
     output: str | None = option(None, "File to write (default: stdout).", short="-o")
-    db: str | None = option(None, DB_HELP)
+    db: str | None = option(None, DB_HELP, parse=one_store)
 
 
 def export(request: ExportRequest, view: Terminal) -> None:
@@ -148,7 +169,7 @@ class ImportRequest(Options):
     """Merge results exported on other machines; results already stored are skipped."""
     files: list[str] = option(MISSING, "JSON-lines files written by `dlbench export`, or folders of record files "
                                        "(e.g. a `--slurm` run's folder).", argument=True)
-    db: str | None = option(None, DB_HELP)
+    db: str | None = option(None, DB_HELP, parse=one_store)
 
 
 def import_(request: ImportRequest, view: Terminal) -> None:
@@ -166,7 +187,7 @@ class DoctorRequest(Options):
     """Compare this store's results with reference results, say how far below expectation each
     is and name the likely causes with their evidence (input-bound, launch-bound, throttled,
     degraded link, other processes, slow storage)."""
-    db: str | None = option(None, DB_HELP)
+    db: str | None = option(None, DB_HELP, parse=one_store)
     workload: str | None = option(None, "Only results of this workload.")
 
 

@@ -26,7 +26,7 @@ from dlbench.launch.view import SuiteView, Terminal
 from dlbench.options import MAX_TIMEOUT_S, Options, option, shown
 from dlbench.paths import check_new_folder
 from dlbench.results.record import RUN_ID, Result, now
-from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, default_path
+from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, default_path, one_store
 from dlbench.spec import BenchmarkSpec, check_device
 from dlbench.suites import Suite, spec_key
 from dlbench.suites.estimate import Estimate, estimate, format_seconds, history
@@ -144,7 +144,7 @@ class SuiteRequest(Options):
                                     "quick on a GPU machine, smoke (a short CPU check) without one; with --list and "
                                     "no name: the built-in suites.", argument=True)
     device: str = option("auto", "Run every spec on this device: auto, cpu, cuda or cuda:N.", parse=check_device)
-    db: str | None = option(None, DB_HELP)
+    db: str | None = option(None, DB_HELP, parse=one_store)
     tag: str | None = option(None, TAG_HELP)
     list_only: bool = option(False, "Show the expanded specs with an estimate of the time, and exit.", flag="--list")
     resume: bool = option(False, "Continue the newest run of this suite on this machine (or --run ID): skip specs "

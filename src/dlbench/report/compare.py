@@ -68,18 +68,44 @@ def benchmark_key(r: Result) -> tuple:
     return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in spec.items()))
 
 
-def benchmark_name(r: Result) -> str:
+# Shown where the benchmarks named together differ in a setting this one leaves at its default.
+_UNSET = {"gpus": "1 GPU", "layout": "channels-first"}
+
+
+def _settings(r: Result) -> dict[str, str]:
+    """A benchmark's settings as its name shows them, in order; a default GPU count or layout is left out."""
     spec = r.spec
-    parts = [f"batch {spec.get('batch')}", spec.get("precision", "fp32")]
+    named = {"batch": f"batch {spec.get('batch')}", "precision": str(spec.get("precision", "fp32"))}
     if spec.get("gpus", 1) != 1:
-        parts.append(f"{spec['gpus']} GPUs")
+        named["gpus"] = f"{spec['gpus']} GPUs"
     if spec.get("channels_last"):
-        parts.append("channels-last")
-    shape = spec.get("input_shape")
-    if shape:
-        parts.append("x".join(map(str, shape)))
-    parts += [f"{k}={v}" for k, v in sorted((spec.get("options") or {}).items())]
-    return f"{model_title(r)} {r.workload} ({', '.join(parts)})"
+        named["layout"] = "channels-last"
+    if spec.get("input_shape"):
+        named["shape"] = "x".join(map(str, spec["input_shape"]))
+    return named | {f"option {k}": f"{k}={v}" for k, v in sorted((spec.get("options") or {}).items())}
+
+
+def benchmark_name(r: Result, among: Sequence[Result] | None = None) -> str:
+    """'ResNet-50 fwdbwd (batch 16, fp32, 3x224x224)'; with `among` (the benchmarks named
+    together) only the settings in which they differ: a setting all share says nothing."""
+    mine = _settings(r)
+    if among is None:
+        parts = list(mine.values())
+    else:
+        everyone = [_settings(o) for o in among]
+        keys = dict.fromkeys(k for s in everyone for k in s)
+        parts = [mine.get(k) or _UNSET.get(k, "") for k in keys if len({s.get(k) for s in everyone}) > 1]
+    parts = [p for p in parts if p]
+    return f"{model_title(r)} {r.workload}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def benchmark_names(chosen: dict[tuple, Result]) -> dict[tuple, str]:
+    """Each benchmark's name showing only what differs among them; every setting where that
+    would name two alike (the name is a table's title and a conclusion's subject)."""
+    names = {k: benchmark_name(r, list(chosen.values())) for k, r in chosen.items()}
+    if len(set(names.values())) < len(names):
+        names = {k: benchmark_name(r) for k, r in chosen.items()}
+    return names
 
 
 def select(results: Sequence[Result], selector: str) -> list[Result]:
@@ -181,7 +207,7 @@ def compare(results: Sequence[Result], selectors: Sequence[str], level: float = 
     if not keys:
         raise UserError(f"{', '.join(repr(s) for s in selectors)} ran no benchmark in common; "
                         "compare runs of the same workload, model, batch and precision")
-    names = {k: benchmark_name(next(s.results[k] for s in sides if k in s.results)) for k in keys}
+    names = benchmark_names({k: next(s.results[k] for s in sides if k in s.results) for k in keys})
     comparison = Comparison(sides, dict(sorted(names.items(), key=lambda kv: kv[1])), level=level)
     for i, a in enumerate(sides):
         for b in sides[i + 1:]:

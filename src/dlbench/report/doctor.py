@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Any, Callable
 
 from dlbench.figures import fixed, ms, percent, sig
+from dlbench.report.markdown import line
 from dlbench.results.record import Result
 from dlbench.system.datasheet import lookup
 from dlbench.system.records import ceiling_name, ceilings_for, is_system_record, machine_key
@@ -477,7 +478,9 @@ def render(diagnoses: list[Diagnosis]) -> str:
         elif d.ratio is not None and d.ratio < AS_EXPECTED:
             lines.append("no cause found in the recorded evidence")
         lines += [f"note: {h}" for h in d.hints]
-        blocks.append("\n".join(lines))
+        # Hosts, GPU names, paths and sources come from results (imported ones too): escaped like
+        # the report's Markdown, so no line breaks apart or renders a link.
+        blocks.append("\n".join(map(line, lines)))
     return "\n\n".join(blocks)
 
 

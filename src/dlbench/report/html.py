@@ -8,16 +8,25 @@ import datetime as dt
 
 import jinja2
 
-from dlbench.report.plots import plots
+from dlbench.report.plots import plots, shorten
 from dlbench.report.tables import Table
 from dlbench.results.record import Result
 
 MAX_RUNS = 500  # newest runs listed at the end of the page
+CELL_CHARS = 80  # a table cell's longest: 50 runs with 100 kB tags made a 10 MB page
+
+
+def _cell(value: object) -> object:
+    """A table cell or a name as the page shows it: text from results (tags, model and GPU names
+    have no length limit) cut to CELL_CHARS, so the page stays small whatever the store holds."""
+    return shorten(value, CELL_CHARS) if isinstance(value, str) else value
 
 
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("dlbench.report", "templates"),
-                              autoescape=True, undefined=jinja2.StrictUndefined)
+    environment = jinja2.Environment(loader=jinja2.PackageLoader("dlbench.report", "templates"),
+                                     autoescape=True, undefined=jinja2.StrictUndefined)
+    environment.filters["cell"] = _cell
+    return environment
 
 
 def render_html(results: list[Result], title: str = "dlbench report", with_references: bool = False) -> str:

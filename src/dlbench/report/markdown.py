@@ -17,6 +17,12 @@ def cell(value: object) -> str:
     return text.replace("](", "]\\(")
 
 
+def line(value: object) -> str:
+    """Text outside a table (a heading, a note, a line of `doctor`), made safe like a cell; a
+    `|` cannot break anything there, so it stays as it is."""
+    return cell(value).replace("\\|", "|")
+
+
 def table(header: Sequence[str], align: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """`align` holds 'l' or 'r' per column, written as `---` or `---:` like the seeds."""
     lines = ["|" + "|".join(cell(h) for h in header) + "|", "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]

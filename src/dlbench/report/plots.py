@@ -22,6 +22,7 @@ from dlbench.results.record import Result
 
 MAX_DISTRIBUTIONS = 24  # boxes in one latency figure
 MAX_TRACES = 8  # monitored runs drawn
+LABEL_CHARS = 40  # a label's longest: a 256-character model name made figures 3000-5000 pt wide
 
 
 @dataclass
@@ -53,9 +54,26 @@ def _horizontal() -> dict:
     return {"orientation": "horizontal"} if (major, minor) >= (3, 10) else {"vert": False}
 
 
+def shorten(text: object, limit: int = LABEL_CHARS) -> str:
+    """`text` in at most `limit` characters, its middle elided: the model at the start and the
+    settings or tag at the end, which tell runs apart, both stay."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) * 2 // 3
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+
+
 def _label(text: object) -> str:
-    # '$' would start matplotlib mathtext; a name from a result is always plain text.
-    return str(text).replace("$", r"\$")
+    """Every tick label, legend entry and axis label: shortened, so no name from a result widens
+    the figure, and '$' escaped, as it would start matplotlib mathtext."""
+    return shorten(text).replace("$", r"\$")
+
+
+def _legend(ax) -> None:
+    # Outside the axes, to their right: inside, even loc="best" covers bars when every spot holds
+    # data. _svg's bbox_inches="tight" widens the figure to include it.
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
 
 
 def _svg(fig) -> bytes:
@@ -129,6 +147,19 @@ def _short(r: Result, among: list[Result] | None = None) -> str:
     return text
 
 
+def _run_label(r: Result, runs: list[Result]) -> str:
+    """One run among `runs` drawn in one figure: the system only where they ran on several (one
+    machine's name on every box says nothing), the workload and shape where they differ."""
+    text = _short(r, runs)
+    return f"{r.system_label}: {text}" if rowinfo.differing(runs, lambda x: x.system_label) else text
+
+
+def _where(runs: list[Result]) -> str:
+    """The caption's word on the one system that ran every run, which the labels leave out."""
+    systems = {r.system_label for r in runs}
+    return f" All on {shorten(systems.pop(), 80)}." if len(systems) == 1 else ""
+
+
 def throughput_plots(results: list[Result]) -> list[Plot]:
     """One bar chart per workload and unit: img/s, iters/min (3D training), Mvox/s never share an axis."""
     plt = _pyplot()
@@ -153,7 +184,7 @@ def throughput_plots(results: list[Result]) -> list[Plot]:
         ax.set_yticks([b + 0.4 - height / 2 for b in range(len(benches))], [_label(b) for b in benches])
         ax.invert_yaxis()
         ax.set_xlabel(_label(unit))
-        ax.legend(fontsize="small", loc="best")
+        _legend(ax)
         ax.grid(axis="x", alpha=0.3)
         several = len(units[workload]) > 1
         slug = "".join(c if c.isalnum() else "-" for c in unit)
@@ -210,7 +241,7 @@ def _sweep_plot(sweeps: dict, labels: dict, unit: str, name: str, title: str, xl
     ax.set_xlabel(xlabel)
     ax.set_ylabel(_label(unit))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    _legend(ax)
     return Plot(name, title, caption, _svg(fig))
 
 
@@ -232,13 +263,13 @@ def latency_plots(results: list[Result]) -> list[Plot]:
     fig, ax = plt.subplots(figsize=(8, 0.8 + 0.35 * len(runs)))
     data = [np.asarray(r.samples["step"], dtype=float) * 1e3 for r in runs]
     ax.boxplot(data, whis=(1, 99), showfliers=True, flierprops={"markersize": 2}, **_horizontal())
-    ax.set_yticks(range(1, len(runs) + 1), [_label(f"{r.system_label}: {_short(r, runs)}") for r in runs])
+    ax.set_yticks(range(1, len(runs) + 1), [_label(_run_label(r, runs)) for r in runs])
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("step time (ms)")
     ax.grid(axis="x", alpha=0.3)
     return [Plot("latency", "Step time distributions", "Per-step times of each run (box: quartiles, whiskers: "
-                 "p1 and p99, dots: outliers).", _svg(fig))]
+                 "p1 and p99, dots: outliers)." + _where(runs), _svg(fig))]
 
 
 TRACE_SERIES = (("sm_clock_mhz", "SM clock (MHz)"), ("power_w", "power (W)"), ("util", "utilisation (%)"),
@@ -273,17 +304,18 @@ def trace_plots(results: list[Result]) -> list[Plot]:
     plt = _pyplot()
     present = [(k, label) for k, label in TRACE_SERIES if any(k in t for _, t in runs)]
     fig, axes = plt.subplots(len(present), 1, figsize=(8, 2.2 * len(present)), sharex=True, squeeze=False)
+    drawn = [run for run, _ in runs]
     for (key, label), ax in zip(present, axes[:, 0]):
         for r, t in runs:
             if key in t:
                 start = t["t"][0]
-                ax.plot([x - start for x in t["t"]], t[key],
-                        label=_label(f"{r.system_label}: {_short(r, [run for run, _ in runs])}"))
+                ax.plot([x - start for x in t["t"]], t[key], label=_label(_run_label(r, drawn)))
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("seconds into the measured window")
-    axes[0, 0].legend(fontsize="small")
-    return [Plot("gpu-traces", "GPU clock and power", "GPU readings sampled during each measured window.", _svg(fig))]
+    _legend(axes[0, 0])
+    return [Plot("gpu-traces", "GPU clock and power", "GPU readings sampled during each measured window." + _where(drawn),
+                 _svg(fig))]
 
 
 def ceiling_plots(results: list[Result]) -> list[Plot]:
@@ -299,13 +331,14 @@ def ceiling_plots(results: list[Result]) -> list[Plot]:
         if isinstance(achieved, (int, float)):
             ax.annotate(f" {sig(achieved)} TFLOP/s", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
                         va="center", fontsize="small")
-    ax.set_yticks(range(len(runs)), [_label(f"{r.system_label}: {_short(r, runs)}") for r in runs])
+    ax.set_yticks(range(len(runs)), [_label(_run_label(r, runs)) for r in runs])
     ax.invert_yaxis()
     ax.set_xlim(0, max(100.0, max(values) * 1.15))
     ax.axvline(100.0, color="grey", linestyle="--")
     ax.set_xlabel("% of the measured matmul ceiling for the precision used")
     return [Plot("ceiling", "Utilisation against the measured ceiling",
-                 "Achieved model TFLOP/s as a share of the matmul ceiling that dlbench system measured on that machine.", _svg(fig))]
+                 "Achieved model TFLOP/s as a share of the matmul ceiling that dlbench system measured on that machine." + _where(runs),
+                 _svg(fig))]
 
 
 ALL: list[Callable[[list[Result]], list[Plot]]] = [

@@ -23,6 +23,7 @@ from dlbench.results.record import Result
 
 DEFAULT_DB = "dlbench.db"
 DB_HELP = "Result store (SQLite). Default: $DLBENCH_DB or ./dlbench.db."
+GLOBAL_DB = "DLBENCH_GLOBAL_DB"  # the `dlbench --db X` of this call, set by the command line
 TAG_HELP = "Free text stored with every result, to find runs later."
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -39,6 +40,15 @@ CREATE TABLE IF NOT EXISTS results (
 );
 CREATE INDEX IF NOT EXISTS results_by_workload ON results (workload, model);
 """
+
+
+def one_store(path: str) -> None:
+    """A command's --db naming another store than the `dlbench --db` before the command is a
+    mistake: one of the two would be silently ignored."""
+    given = os.environ.get(GLOBAL_DB)
+    if given and Path(given).absolute() != Path(path).absolute():
+        raise UserError(f"--db given twice with different stores ({given} before the command, {path} after it): "
+                        f"give one")
 
 
 def default_path() -> Path:

@@ -21,7 +21,9 @@ def summary(result: Result) -> dict[str, Any]:
                            **{key: result.spec.get(key) for key in _SPEC},
                            **{key: result.metrics.get(key) for key in _METRICS}}
     row["input_shape"] = result.metrics.get("input_shape") or row["input_shape"]
-    steps = result.samples.get("step") if isinstance(result.samples, dict) else None
+    samples = result.samples if isinstance(result.samples, dict) else {}
+    # fwdbwd's step is forward + backward (the cnn-benchmarks method), as its one-line result says
+    steps = samples.get("total") or samples.get("step")
     if steps:
         stats = summarize(steps)
         row.update({f"step_ms_{k}": stats[k] * 1e3 for k in ("median", "mean", "p50", "p90", "p95", "p99")})

@@ -26,7 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from dlbench.errors import UserError
-from dlbench.figures import sig
+from dlbench.figures import percent, sig
 
 INDEX_LIMIT = 2**31  # elements of one convolution output (cuDNN's 32-bit indexing)
 MEMORY_SHARE = 0.7  # of the GPU's memory one forward may take: the pipeline's next tile and the allocator's slack
@@ -185,9 +185,10 @@ def _probe(plan: Plan, precision: str, channels_last: bool, timer, width: float)
     best = max(probes, key=lambda r: r["mvox_per_s"])
     asked = next(r for r in probes if r["precision"] == precision and r["channels_last"] == channels_last)
     gain = best["mvox_per_s"] / asked["mvox_per_s"] - 1
-    why = (f"{plan.tiles} tiles of {'x'.join(map(str, plan.tile))}, {plan.kept:.0%} of computed voxels kept; "
+    sign = "+" if gain >= 0 else ""
+    why = (f"{plan.tiles} tiles of {'x'.join(map(str, plan.tile))}, {percent(plan.kept)} of computed voxels kept; "
            f"largest convolution output {sig(math.prod(plan.tile) * width / 1e9)}e9 elements of 2.1e9; probe "
-           f"{sig(best['mvox_per_s'])} Mvox/s, {gain:+.0%} over the precision and layout asked")
+           f"{sig(best['mvox_per_s'])} Mvox/s, {sign}{percent(gain)} over the precision and layout asked")
     return Choice(plan.block, best["precision"], best["channels_last"], why, probes)
 
 
