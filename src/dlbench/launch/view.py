@@ -8,6 +8,7 @@ when each benchmark starts, so a log still says what ran when.
 from __future__ import annotations
 
 import contextlib
+import statistics
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -17,6 +18,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.text import Text
 
 from dlbench.errors import UserError
+from dlbench.figures import ms
 from dlbench.results.record import Result
 from dlbench.spec import BenchmarkSpec
 from dlbench.suites import title
@@ -44,8 +46,6 @@ def median_step_ms(r: Result) -> float | None:
     """The median step time a record holds, in ms: the pipelines' `step_ms`; fwdbwd's median of
     per-step forward + backward (what its one-line result calls the median step); else the
     median of the raw `step` samples (volume, converge, older exports). None where none is stored."""
-    import statistics
-
     for value in (r.metrics.get("step_ms"), r.metrics.get("total_ms")):
         if isinstance(value, (int, float)) and value > 0:
             return float(value)
@@ -255,8 +255,6 @@ class Terminal:
     def results(self, rows: list[Result]) -> None:
         """Stored results as a table, one line each."""
         from rich.table import Table
-
-        from dlbench.figures import ms
 
         # A median of whole steps, named so: fwdbwd's is not its forward + backward medians added.
         table = Table("id", "started", "status", "benchmark", "system", "median step ms", "tag", box=None)
