@@ -10,7 +10,7 @@ from dlbench.launch.execute import _settle
 from dlbench.models import registry
 from dlbench.results.record import Result
 from dlbench.workloads import block_choice
-from dlbench.workloads.block_choice import Plan, axis_blocks, choose, convolution_width, largest_tile, plans
+from dlbench.workloads.block_choice import axis_blocks, choose, computed, convolution_width, largest_tile, plans
 
 SEED = (200, 3072, 3072)
 HALO = (16, 64, 64)
@@ -28,11 +28,12 @@ def test_plans_come_fewest_computed_voxels_first_and_fit_the_bound():
     bound = largest_tile(32)
     ranked = plans(SEED, HALO, bound)
     assert ranked and all(math.prod(p.tile) <= bound for p in ranked)
-    assert [p.computed for p in ranked] == sorted(p.computed for p in ranked)
+    assert [computed(p) for p in ranked] == sorted(computed(p) for p in ranked)
     best = ranked[0]
-    # The plan's own count matches the blocking the run will use.
-    blocking = Blocking(SEED, best.block, HALO)
-    assert best.tiles == len(blocking) and best.kept == pytest.approx(blocking.kept)
+    # Every tile counts in full, cut blocks too: the share kept is the volume over that.
+    assert len(best) == math.prod(-(-s // b) for s, b in zip(SEED, best.block))
+    assert computed(best) == len(best) * math.prod(b + 2 * h for b, h in zip(best.block, HALO))
+    assert best.kept == pytest.approx(math.prod(SEED) / computed(best))
     # Far better than the default block, whose tiles keep 28% of what the model computes.
     assert best.kept > 1.6 * Blocking(SEED, (32, 384, 384), HALO).kept
 
@@ -62,7 +63,7 @@ def _timer(rates):
 
 
 def test_the_probe_takes_the_fastest_half_precision_and_layout_and_says_why():
-    plan = Plan(SEED, (104, 616, 512), HALO)
+    plan = Blocking(SEED, (104, 616, 512), HALO)
     rates = {("fp16", True): 416, ("fp16", False): 322, ("bf16", True): 386, ("bf16", False): 309}
     choice = block_choice._probe(plan, "bf16", True, _timer(rates), 32)
     assert (choice.precision, choice.channels_last) == ("fp16", True)
@@ -74,7 +75,7 @@ def test_the_probe_takes_the_fastest_half_precision_and_layout_and_says_why():
 
 
 def test_a_full_precision_run_keeps_its_precision_and_probes_the_layout_only():
-    plan = Plan((64, 64, 64), (32, 32, 32), (4, 4, 4))
+    plan = Blocking((64, 64, 64), (32, 32, 32), (4, 4, 4))
     choice = block_choice._probe(plan, "fp32", True, _timer({("fp32", True): 50, ("fp32", False): 80}), 32)
     assert (choice.precision, choice.channels_last) == ("fp32", False)
     assert len(choice.probes) == 2

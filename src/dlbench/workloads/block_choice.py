@@ -25,8 +25,10 @@ from typing import Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
+from dlbench.data.blocking import Blocking
 from dlbench.errors import UserError
 from dlbench.figures import percent, sig
+from dlbench.workloads.runtime import is_oom, precision as in_precision
 
 INDEX_LIMIT = 2**31  # elements of one convolution output (cuDNN's 32-bit indexing)
 MEMORY_SHARE = 0.7  # of the GPU's memory one forward may take: the pipeline's next tile and the allocator's slack
@@ -35,30 +37,6 @@ HALF = ("fp16", "bf16")
 _CONVOLUTIONS = {torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d,
                  torch.nn.functional.conv_transpose1d, torch.nn.functional.conv_transpose2d,
                  torch.nn.functional.conv_transpose3d}
-
-
-@dataclass(frozen=True)
-class Plan:
-    shape: tuple[int, ...]
-    block: tuple[int, ...]
-    halo: tuple[int, ...]
-
-    @property
-    def tile(self) -> tuple[int, ...]:
-        return tuple(b + 2 * h for b, h in zip(self.block, self.halo))
-
-    @property
-    def tiles(self) -> int:
-        return math.prod(-(-s // b) for s, b in zip(self.shape, self.block))
-
-    @property
-    def computed(self) -> int:
-        """Voxels the model computes for the whole volume: every tile in full."""
-        return self.tiles * math.prod(self.tile)
-
-    @property
-    def kept(self) -> float:
-        return math.prod(self.shape) / self.computed
 
 
 @dataclass
@@ -82,11 +60,16 @@ def axis_blocks(size: int, step: int = 8, spacing: float = 1.03) -> list[int]:
     return kept
 
 
-def plans(shape: tuple[int, ...], halo: tuple[int, ...], max_tile: int) -> list[Plan]:
+def plans(shape: tuple[int, ...], halo: tuple[int, ...], max_tile: int) -> list[Blocking]:
     """Blockings whose tiles hold at most `max_tile` voxels, the fewest computed voxels first
     (ties: fewer, larger tiles first)."""
-    found = [Plan(shape, block, halo) for block in _grid(shape, halo, max_tile)]
-    return sorted(found, key=lambda p: (p.computed, p.tiles))
+    found = [Blocking(shape, block, halo) for block in _grid(shape, halo, max_tile)]
+    return sorted(found, key=lambda b: (computed(b), len(b)))
+
+
+def computed(blocking: Blocking) -> int:
+    """Voxels the model computes for the whole volume: every tile in full, cut blocks too."""
+    return len(blocking) * math.prod(blocking.tile)
 
 
 def _grid(shape: tuple[int, ...], halo: tuple[int, ...], max_tile: int):
@@ -157,8 +140,6 @@ def set_layout(model: torch.nn.Module, channels_last: bool) -> torch.nn.Module:
 
 
 def _fits(model: torch.nn.Module, tile: tuple[int, ...], device: torch.device) -> bool:
-    from dlbench.workloads.runtime import is_oom
-
     total = torch.cuda.get_device_properties(device).total_memory
     try:
         torch.cuda.reset_peak_memory_stats(device)
@@ -174,20 +155,21 @@ def _fits(model: torch.nn.Module, tile: tuple[int, ...], device: torch.device) -
         torch.cuda.empty_cache()
 
 
-def _probe(plan: Plan, precision: str, channels_last: bool, timer, width: float) -> Choice:
+def _probe(plan: Blocking, precision: str, channels_last: bool, timer, width: float) -> Choice:
     precisions = HALF if precision in HALF else (precision,)
     probes = []
     for p in precisions:
         for layout in (True, False):
             seconds = timer(plan.tile, p, layout)
             probes.append({"precision": p, "channels_last": layout, "tile_s": seconds,
-                           "mvox_per_s": math.prod(plan.shape) / (plan.tiles * seconds) / 1e6})
+                           "mvox_per_s": math.prod(plan.shape) / (len(plan) * seconds) / 1e6})
     best = max(probes, key=lambda r: r["mvox_per_s"])
     asked = next(r for r in probes if r["precision"] == precision and r["channels_last"] == channels_last)
     gain = best["mvox_per_s"] / asked["mvox_per_s"] - 1
     sign = "+" if gain >= 0 else ""
-    why = (f"{plan.tiles} tiles of {'x'.join(map(str, plan.tile))}, {percent(plan.kept)} of computed voxels kept; "
-           f"largest convolution output {sig(math.prod(plan.tile) * width / 1e9)}e9 elements of 2.1e9; probe "
+    why = (f"{len(plan)} tiles of {'x'.join(map(str, plan.tile))}, {percent(plan.kept)} of computed voxels kept; "
+           f"largest convolution output {sig(math.prod(plan.tile) * width / 1e9)}e9 elements of "
+           f"{sig(INDEX_LIMIT / 1e9)}e9; probe "
            f"{sig(best['mvox_per_s'])} Mvox/s, {sign}{percent(gain)} over the precision and layout asked")
     return Choice(plan.block, best["precision"], best["channels_last"], why, probes)
 
@@ -203,8 +185,7 @@ class _Timer:
         fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
         model = set_layout(self.model, channels_last)
         x = torch.rand((1, 1, *tile), device=self.device).contiguous(memory_format=fmt)
-        dtype = torch.float16 if precision == "fp16" else torch.bfloat16
-        with torch.no_grad(), torch.autocast("cuda", dtype=dtype, enabled=precision in HALF):
+        with torch.no_grad(), in_precision(precision, self.device):
             model(x)
             torch.cuda.synchronize(self.device)
             start = time.perf_counter()

@@ -45,7 +45,7 @@ from dlbench.models import registry
 from dlbench.options import Options, option
 from dlbench.units import hours_for, parse_count, parse_shape, parse_zyx
 from dlbench.workloads import Workload, block_choice, distributed, optimize
-from dlbench.workloads.runtime import is_oom
+from dlbench.workloads.runtime import is_oom, precision as in_precision
 
 
 def parse_voxels(text: str) -> float:
@@ -405,22 +405,16 @@ def _choose(opts: VolumeOptions, spec, store: PredictionStore, shape, halo, mode
     return choice
 
 
-class _Autocast(torch.nn.Module):
-    """The model under another half-precision type than the run's (a choice of --block auto)."""
+class _InPrecision(torch.nn.Module):
+    """The model in another precision than the run's (a choice of --block auto)."""
 
-    def __init__(self, model: torch.nn.Module, dtype: torch.dtype) -> None:
+    def __init__(self, model: torch.nn.Module, mode: str) -> None:
         super().__init__()
-        self.model, self.dtype = model, dtype
+        self.model, self.mode = model, mode
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(x.device.type, dtype=self.dtype, cache_enabled=False):
+        with in_precision(self.mode, x.device):
             return self.model(x)
-
-
-def _in_precision(model, precision: str, asked: str, device) -> torch.nn.Module:
-    if precision == asked:
-        return model
-    return _Autocast(model, torch.float16 if precision == "fp16" else torch.bfloat16)
 
 
 def run(spec, device: torch.device, progress: Progress):
@@ -457,7 +451,8 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     progress("choose block", 0, 1)
     choice = _choose(opts, spec, store, volume.shape, halo, model, device, group)
     cl, precision = choice.channels_last, choice.precision
-    model = _in_precision(model, precision, spec.precision, device)
+    if precision != spec.precision:
+        model = _InPrecision(model, precision)
     blocking = Blocking(volume.shape, choice.block, halo)
     model, optimized = optimize.prepare(spec, model, to_input(torch.rand(blocking.tile, device=device), cl))
     progress("warm-up", 0, 1)
