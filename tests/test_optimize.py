@@ -132,6 +132,34 @@ def test_check_catches_a_wrong_optimised_step():
     assert metrics["check_error"]["outputs"] == pytest.approx(0.01, rel=1e-3)
 
 
+class EagerStep:
+    """StepGraphs' interface run eagerly (CUDA graphs need a GPU): the check around it is what is tested.
+    `scale` != 1 makes its gradients wrong."""
+
+    def __init__(self, model, example, loss, scale: float = 1.0) -> None:
+        self.model, self.example, self.loss, self.scale, self.out = model, example, loss, scale, None
+
+    def forward(self) -> None:
+        self.out = self.model(self.example)
+
+    def backward(self) -> None:
+        self.model.zero_grad(set_to_none=True)  # a replay writes the gradients afresh
+        (self.loss(self.out) * self.scale).backward()
+
+
+def test_a_captured_step_is_checked_against_eager_like_a_model(monkeypatch):
+    model, x = TinyNet().train(), torch.randn(2, 3, 8, 8)
+    monkeypatch.setattr(optimize, "StepGraphs", EagerStep)
+    graphs, metrics = optimize.capture_step(spec(level="graphs"), model, x, loss=lambda out: out.square().sum())
+    assert isinstance(graphs, EagerStep) and metrics["optimize"] == "graphs" and metrics["step_graphs"]
+    assert set(metrics["check_error"]) == {"outputs", "loss", "gradients"}
+    assert all(e <= 1e-6 for e in metrics["check_error"].values()) and metrics["compile_s"] >= 0
+    assert model.head[0].training  # dropout back on, and the step captured again with it
+    monkeypatch.setattr(optimize, "StepGraphs", lambda *a: EagerStep(*a, scale=1.01))
+    with pytest.raises(optimize.MismatchError, match=r"relative error gradients 0\.01"):
+        optimize.capture_step(spec(level="graphs"), model, x, loss=lambda out: out.square().sum())
+
+
 def test_mismatch_is_a_stored_error_result_not_a_number(tmp_path, monkeypatch):
     monkeypatch.setattr(optimize, "apply_level", perturb)
     result = execute(spec("train"), {})

@@ -341,29 +341,49 @@ def _synchronize(device: torch.device) -> None:
 
 def capture_step(spec, model: nn.Module, example: torch.Tensor, loss: Loss) -> tuple[StepGraphs, dict[str, Any]]:
     """The step captured as StepGraphs (`--optimize graphs` of fwdbwd) and checked against eager
-    as `prepare` checks a model: output, loss and gradients of one replay on `example`."""
+    as `prepare` checks a model: output, loss and gradients of a replay on `example`."""
+    graphs, metrics = _checked(spec, model, example, loss, "graphs", lambda: StepGraphs(model, example, loss),
+                               lambda g: _replayed(g, model, loss))
+    return graphs, {**metrics, "step_graphs": True}
+
+
+def _replayed(graphs: StepGraphs, model: nn.Module, loss: Loss) -> dict[str, torch.Tensor]:
+    """Output, loss and gradients of one replay of the captured step (gradients stay: they are the graph's)."""
+    graphs.forward()
+    graphs.backward()
+    grads = [p.grad.detach().float().flatten() for p in model.parameters() if p.grad is not None]
+    return {"outputs": _first_tensor(graphs.out).detach().float().clone(),
+            "loss": loss(graphs.out).detach().float().clone(), "gradients": torch.cat(grads)}
+
+
+def _checked(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None, level: str,
+             make: Callable[[], Any], outcome: Callable[[Any], dict[str, torch.Tensor]]) -> tuple[Any, dict[str, Any]]:
+    """`make()` the optimised form of `model` and check `outcome(it)` against eager on `example`
+    (see `prepare`); returns it and the check's metrics. A mismatch raises MismatchError."""
+    device = example.device
     reference = copy.deepcopy(model)
     reference_params = list(reference.parameters())
     with _DropoutOff(model, reference) as dropout:
         want = _run_once(reference, reference_params, example, loss)
         noise = compare(want, _run_once(reference, reference_params, nudged(example, spec.precision), loss))
-        _synchronize(example.device)
+        _synchronize(device)
         start = time.perf_counter()
-        graphs = StepGraphs(model, example, loss)
-        graphs.forward()
-        graphs.backward()
-        _synchronize(example.device)
+        fast = make()
+        got = outcome(fast)
+        _synchronize(device)
         compile_s = time.perf_counter() - start
-        grads = [p.grad.detach().float().flatten() for p in model.parameters() if p.grad is not None]
-        got = {"outputs": _first_tensor(graphs.out).detach().float().clone(),
-               "loss": loss(graphs.out).detach().float().clone(), "gradients": torch.cat(grads)}
+        for _ in range(CHECK_CALLS - 1):
+            got = outcome(fast)
     del reference, reference_params
     errors, allowed = compare(want, got), allowed_errors(noise, spec.precision)
-    verdict(errors, allowed, spec.precision, "graphs")
-    if dropout:  # the checked graphs had dropout off; capture the real step
-        graphs = StepGraphs(model, example, loss)
-    return graphs, {"optimize": "graphs", "compile_s": compile_s, "check_error": errors, "check_noise": noise,
-                    "check_allowed": allowed, "check_tolerance": TOLERANCE[spec.precision], "step_graphs": True}
+    verdict(errors, allowed, spec.precision, level)
+    if dropout and level == "graphs":  # the checked graph had dropout off; capture the real one
+        start = time.perf_counter()
+        fast = make()
+        _synchronize(device)
+        compile_s += time.perf_counter() - start
+    return fast, {"optimize": level, "compile_s": compile_s, "check_error": errors, "check_noise": noise,
+                  "check_allowed": allowed, "check_tolerance": TOLERANCE[spec.precision]}
 
 
 def prepare(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None = None,
@@ -377,29 +397,8 @@ def prepare(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None = N
     level = getattr(spec, "optimize", "eager")
     if level == "eager":
         return model, {"optimize": "eager"}
-    device, training = example.device, loss is not None
     apply = apply or apply_level
-    reference = copy.deepcopy(model)
-    params, reference_params = list(model.parameters()), list(reference.parameters())
-    with _DropoutOff(model, reference) as dropout:
-        want = _run_once(reference, reference_params, example, loss)
-        noise = compare(want, _run_once(reference, reference_params, nudged(example, spec.precision), loss))
-        _synchronize(device)
-        start = time.perf_counter()
-        fast = apply(level, model, example, training)
-        got = _run_once(fast, params, example, loss)
-        _synchronize(device)
-        compile_s = time.perf_counter() - start
-        for _ in range(CHECK_CALLS - 1):
-            got = _run_once(fast, params, example, loss)
-    del reference, reference_params
-    errors, allowed = compare(want, got), allowed_errors(noise, spec.precision)
-    verdict(errors, allowed, spec.precision, level)
-    if dropout and level == "graphs":  # the checked graph had dropout off; capture the real one
-        start = time.perf_counter()
-        fast = apply(level, model, example, training)
-        _synchronize(device)
-        compile_s += time.perf_counter() - start
-    return Optimized(model, fast), {"optimize": level, "compile_s": compile_s, "check_error": errors,
-                                    "check_noise": noise, "check_allowed": allowed,
-                                    "check_tolerance": TOLERANCE[spec.precision]}
+    params = list(model.parameters())
+    fast, metrics = _checked(spec, model, example, loss, level, lambda: apply(level, model, example, loss is not None),
+                             lambda f: _run_once(f, params, example, loss))
+    return Optimized(model, fast), metrics
