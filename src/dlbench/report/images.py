@@ -135,12 +135,14 @@ def _seed002(model: str) -> list[_Row]:
     from dlbench.report import published
 
     rows = published.seed002() if published.measured_with("seed002", model) else []
-    return [_seed002_row(row, published.seconds_to_ms) for row in rows]
+    return [_seed002_row(row) for row in rows]
 
 
-def _seed002_row(row, to_ms) -> _Row:
+def _seed002_row(row) -> _Row:
+    from dlbench.report.published import seconds_to_ms
+
     c = row.cells
-    phases = [to_ms(c[k]) for k in ("data_s", "processing_s", "forward_s", "backward_s")]
+    phases = [seconds_to_ms(c[k]) for k in ("data_s", "processing_s", "forward_s", "backward_s")]
     shown = [p for p in phases if p is not None]
     cells = [c["cluster"], c["dataset"], c["benchmark"], c["device"], int(c["devices"]), int(c["workers"]),
              phases[0], phases[1], row.mark("Forward Time", phases[2]), phases[3], None, add(*shown), None]

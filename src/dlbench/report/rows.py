@@ -98,20 +98,15 @@ def data_source(r: Result) -> str:
 
 
 _VARIABLE = re.compile(r"\$(\w+|\{\w+\})")
-# Metrics a workload may store with the path it actually read (the spec keeps the option as typed).
-RESOLVED_KEYS = ("data_path", "volume_path", "dataset", "volume", "data")
 
 
 def _resolved(source: str, r: Result) -> str:
     """`source` as stored, or, where it names an environment variable ('$DLBENCH_TRAIN_VOLUME'),
-    the path the run resolved it to when its metrics hold one. Never this machine's environment:
-    the report may be read far from where the run was."""
-    if not _VARIABLE.search(source):
-        return source
-    for key in RESOLVED_KEYS:
-        value = r.metrics.get(key)
-        if isinstance(value, str) and value and not _VARIABLE.search(value):
-            return value
+    the path the run read (`data_path`, stored by train) when the record holds one. Never this
+    machine's environment: the report may be read far from where the run was."""
+    path = r.metrics.get("data_path")
+    if _VARIABLE.search(source) and isinstance(path, str) and path and not _VARIABLE.search(path):
+        return path
     return source
 
 
