@@ -6,6 +6,7 @@ generation): inductor on two CPU cores takes minutes per model."""
 
 from __future__ import annotations
 
+import copy
 import time
 
 import numpy as np
@@ -132,32 +133,72 @@ def test_check_catches_a_wrong_optimised_step():
     assert metrics["check_error"]["outputs"] == pytest.approx(0.01, rel=1e-3)
 
 
-class EagerStep:
-    """StepGraphs' interface run eagerly (CUDA graphs need a GPU): the check around it is what is tested.
-    `scale` != 1 makes its gradients wrong."""
+class EagerStep(optimize.StepGraphs):
+    """StepGraphs with its phases run eagerly instead of captured (CUDA graphs need a GPU): the
+    check around it and the step that replays it are what is tested. `scale` != 1 makes its
+    gradients wrong; `frozen` makes its forward read a copy of the weights taken at capture, as a
+    graph would that missed the optimizer's updates."""
 
-    def __init__(self, model, example, loss, scale: float = 1.0) -> None:
-        self.model, self.example, self.loss, self.scale, self.out = model, example, loss, scale, None
+    scale, frozen = 1.0, False
 
-    def forward(self) -> None:
-        self.out = self.model(self.example)
+    def _capture(self, phases, warmup):
+        if self.frozen:  # values from the weights at capture, gradients still reach the model's
+            frozen = copy.deepcopy(self.model)
+            self.run = lambda x: self.model(x) + (frozen(x) - self.model(x)).detach()
 
-    def backward(self) -> None:
-        self.model.zero_grad(set_to_none=True)  # a replay writes the gradients afresh
-        (self.loss(self.out) * self.scale).backward()
+        def backward() -> None:
+            self.model.zero_grad(set_to_none=True)  # a replay writes the gradients afresh
+            (self.value * self.scale).backward()
+
+        return {**phases, "backward": backward}
+
+
+def square(out):
+    return out.square().sum()
 
 
 def test_a_captured_step_is_checked_against_eager_like_a_model(monkeypatch):
     model, x = TinyNet().train(), torch.randn(2, 3, 8, 8)
     monkeypatch.setattr(optimize, "StepGraphs", EagerStep)
-    graphs, metrics = optimize.capture_step(spec(level="graphs"), model, x, loss=lambda out: out.square().sum())
-    assert isinstance(graphs, EagerStep) and metrics["optimize"] == "graphs" and metrics["step_graphs"]
+    graphs, metrics = optimize.capture_step(spec(level="graphs"), model, x, loss=square)
+    assert isinstance(graphs, EagerStep) and metrics["optimize"] == "graphs"
+    assert metrics["step_graphs"] == ["forward", "backward"] and "check_update_error" not in metrics
     assert set(metrics["check_error"]) == {"outputs", "loss", "gradients"}
     assert all(e <= 1e-6 for e in metrics["check_error"].values()) and metrics["compile_s"] >= 0
     assert model.head[0].training  # dropout back on, and the step captured again with it
-    monkeypatch.setattr(optimize, "StepGraphs", lambda *a: EagerStep(*a, scale=1.01))
+    monkeypatch.setattr(EagerStep, "scale", 1.01)
     with pytest.raises(optimize.MismatchError, match=r"relative error gradients 0\.01"):
-        optimize.capture_step(spec(level="graphs"), model, x, loss=lambda out: out.square().sum())
+        optimize.capture_step(spec(level="graphs"), model, x, loss=square)
+
+
+def test_a_captured_optimizer_step_must_reach_the_next_forward(monkeypatch):
+    model, x = TinyNet().train(), torch.randn(2, 3, 8, 8)
+    before = [p.detach().clone() for p in model.parameters()]
+    monkeypatch.setattr(optimize, "StepGraphs", EagerStep)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    graphs, metrics = optimize.capture_step(spec(level="graphs"), model, x, square, optimizer)
+    assert metrics["step_graphs"] == ["forward", "backward", "optimizer"] and metrics["check_update_error"] <= 1e-6
+    # warm-up and the checks ran optimizer steps; the weights are put back after each
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    monkeypatch.setattr(EagerStep, "frozen", True)
+    with pytest.raises(optimize.MismatchError, match="the captured optimizer step does not reach the next forward"):
+        optimize.capture_step(spec(level="graphs"), model, x, square, optimizer)
+
+
+@pytest.mark.parametrize("workload", ["train", "fwdbwd"])
+def test_graphs_level_captures_the_whole_step(monkeypatch, workload):
+    """Through execute on the CPU with the eager stand-in for the graphs: the step that replays
+    them is timed per phase, and the data feeds the static input."""
+    monkeypatch.setattr(optimize, "StepGraphs", EagerStep)
+    monkeypatch.setattr(optimize, "check_level", lambda level, device: None)
+    result = execute(spec(workload, "graphs", options={"data": "dummy", "dummy_images": 8, "workers": 0}) if workload == "train" else
+                     spec(workload, "graphs"), {})
+    assert_checked(result, "graphs")
+    phases = ["forward", "backward", "optimizer"] if workload == "train" else ["forward", "backward"]
+    assert result.metrics["step_graphs"] == phases
+    assert all(result.metrics["stats"][phase]["median"] > 0 for phase in phases)
+    eager = execute(spec(workload, "eager"), {})
+    assert result.metrics["flops_per_step"] == eager.metrics["flops_per_step"] > 0
 
 
 def test_mismatch_is_a_stored_error_result_not_a_number(tmp_path, monkeypatch):

@@ -38,9 +38,9 @@ def run(spec, device: torch.device, progress: Progress):
     def loss(out) -> torch.Tensor:  # what backward from `grad` computes, as a scalar for the check
         return (primary_output(out).float() * grad).sum()
 
-    if spec.optimize == "graphs":
-        step = _GraphedStep(spec, model, x, loss)
-        optimized = step.optimized
+    if spec.optimize in optimize.STEP_LEVELS:
+        graphs, optimized = optimize.capture_step(spec, model, x, loss)
+        step = graphs.step
     else:
         model, optimized = optimize.prepare(spec, model, x, loss=loss)
 
@@ -73,24 +73,6 @@ def run(spec, device: torch.device, progress: Progress):
         **measured.common_metrics(spec.batch, "img"),
     }
     return metrics, samples
-
-
-class _GraphedStep:
-    """The step as two CUDA graph replays, forward and backward (optimize.StepGraphs); the eager
-    step where FLOPs are being counted (replays are invisible to the counter)."""
-
-    def __init__(self, spec, model: torch.nn.Module, x: torch.Tensor, loss) -> None:
-        self.model, self.loss = model, loss
-        self.graphs, self.optimized = optimize.capture_step(spec, model, x, loss)
-
-    def __call__(self, timer) -> None:
-        if optimize.counting():
-            self.loss(self.model(self.graphs.example)).backward()
-            return
-        self.graphs.forward()
-        timer.mark("forward")
-        self.graphs.backward()
-        timer.mark("backward")
 
 
 def describe(metrics: dict) -> str:

@@ -5,11 +5,12 @@ Levels (`spec.optimize`):
   eager    the model as built;
   compile  torch.compile of the model (forward and, in training, the backward through AOTAutograd);
   graphs   CUDA graphs of the model's forward (and backward in training: make_graphed_callables),
-           static inputs, warmed up on a side stream before capture; fwdbwd captures its whole
-           step instead, forward and backward as two graphs (StepGraphs, `capture_step`);
+           static inputs, warmed up on a side stream before capture; fwdbwd and train capture
+           their whole step instead, one graph per phase (StepGraphs, `capture_step`);
   max      channels-last, cuDNN timing its algorithms for each convolution (cudnn.benchmark),
            torch.compile with autotuned matrix multiplications, replayed as CUDA graphs
-           (MAX_OPTIONS), and a fused optimizer (`optimizer_kwargs`).
+           (MAX_OPTIONS; inside StepGraphs where the step is captured), and a fused optimizer
+           (`optimizer_kwargs`).
 
 `prepare` applies the level and, before anything is timed, runs the optimised model and an
 eager copy of it on the same input: outputs, loss and parameter gradients must agree, or the
@@ -41,6 +42,7 @@ from dlbench.errors import UserError
 # report.optimize.LEVELS; written out here because workloads do not import the layers above them.
 LEVELS = ("eager", "compile", "graphs", "max")
 NEEDS_CUDA = ("graphs", "max")
+STEP_LEVELS = ("graphs", "max")  # levels at which a training step is captured whole where it can be
 # Relative norm error ||optimised - eager|| / ||eager|| allowed per precision: reduction order and
 # kernel choice change the rounding, by about the precision's epsilon times the depth of the network.
 TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 5e-2, "bf16": 5e-2}
@@ -52,6 +54,8 @@ NOISE_FACTOR = 4.0
 # mode="max-autotune" without two of its parts: convolutions stay on cuDNN and pointwise kernels
 # are not coordinate-descent tuned; autotuning those for ResNet-50 outran a 10-minute limit.
 MAX_OPTIONS = {"max_autotune": True, "triton.cudagraphs": True, "max_autotune_conv_backends": "ATEN"}
+# The same without inductor's own CUDA graphs, for a model that runs inside captured StepGraphs.
+GRAPHED_OPTIONS = {**MAX_OPTIONS, "triton.cudagraphs": False}
 MIN_WARMUP = 3  # steps after compilation/capture before measuring (recompiles, cudagraph recording)
 CHECK_CALLS = 3  # optimised calls in the check; the last is compared (graph-replay paths start late)
 # Tests on 2 CPU cores cannot afford inductor for every model: this internal setting swaps in
@@ -179,40 +183,66 @@ class _ForwardGraph:
 
 
 class StepGraphs:
-    """A training step's forward (with its loss) and backward captured as two CUDA graphs that
-    share one memory pool and replay in capture order, as make_graphed_callables does for a
-    module, here for the whole step: between the kernels there is no Python, no autograd engine
-    and no allocator, and a timer still marks the phases between the two replays. Gradients are
-    captured from None, so each backward replay writes them afresh (no reset). `example` is the
-    static input: the caller fills it in place."""
+    """A training step captured as CUDA graphs, one per phase: forward (with the loss), backward
+    and, given an optimizer, its step. They share one memory pool and replay in capture order, as
+    make_graphed_callables does for a module, here for the whole step: between the kernels there
+    is no Python, no autograd engine and no allocator, and a timer still marks the phases between
+    replays. Gradients are captured from None, so each backward replay writes them afresh (no
+    reset). `example` is the static input and `run` the model as called (compiled at `max`): the
+    caller fills the input, and any target the loss reads, in place. Warm-up steps (which create
+    the optimizer's state) are undone on the parameters before capture."""
 
-    def __init__(self, model: nn.Module, example: torch.Tensor, loss: Loss, warmup: int = 3) -> None:
+    def __init__(self, model: nn.Module, example: torch.Tensor, loss: Loss,
+                 optimizer: torch.optim.Optimizer | None = None, run: Callable | None = None, warmup: int = 3) -> None:
         self.model, self.example, self.loss = model, example, loss
+        self.run = model if run is None else run
         self.out: Any = None
-        phases = (self._forward, self._backward)
-        device = example.device
+        self.value: torch.Tensor | None = None
+        phases = {"forward": self._forward, "backward": self._backward}
+        if optimizer is not None:
+            phases["optimizer"] = optimizer.step
+        self.replays = self._capture(phases, warmup)
+
+    def _forward(self) -> None:
+        self.out = self.run(self.example)
+        self.value = self.loss(self.out)
+
+    def _backward(self) -> None:
+        self.value.backward()
+
+    def _capture(self, phases: dict[str, Callable[[], Any]], warmup: int) -> dict[str, Callable[[], None]]:
+        device = self.example.device
+        saved = [p.detach().clone() for p in self.model.parameters()]
         current, side = torch.cuda.current_stream(device), torch.cuda.Stream(device)
         side.wait_stream(current)
-        with torch.cuda.stream(side):  # cuDNN autotuning and allocator growth happen before capture
+        with torch.cuda.stream(side):  # compilation, cuDNN autotuning and allocator growth happen before capture
             for _ in range(warmup):
-                for phase in phases:
+                for phase in phases.values():
                     phase()
-                model.zero_grad(set_to_none=True)
+                self.model.zero_grad(set_to_none=True)
+            with torch.no_grad():
+                for p, value in zip(self.model.parameters(), saved):
+                    p.copy_(value)
         current.wait_stream(side)
         pool = torch.cuda.graph_pool_handle()
-        self.graphs = []
-        for phase in phases:
+        replays = {}
+        for name, phase in phases.items():
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=pool):
                 phase()
-            self.graphs.append(graph)
-        self.forward, self.backward = (graph.replay for graph in self.graphs)
+            replays[name] = graph.replay
+        return replays
 
-    def _forward(self) -> None:
-        self.out = self.model(self.example)
-
-    def _backward(self) -> None:
-        self.loss(self.out).backward()
+    def step(self, timer) -> None:
+        """One replay of every phase, each marked on `timer` by its name; while FLOPs are counted
+        (replays are invisible to the counter) the eager forward and backward instead, whose
+        gradients land in the graph's, which the next replay overwrites."""
+        if counting():
+            self.loss(self.model(self.example)).backward()
+            return
+        for name, replay in self.replays.items():
+            replay()
+            timer.mark(name)
 
 
 def _autocast_enabled(device_type: str) -> bool:
@@ -233,7 +263,9 @@ def _autocast_without_cache(device: torch.device):
 
 def _compile(model: nn.Module, **kwargs) -> Callable:
     backend = os.environ.get(BACKEND_ENV)
-    return torch.compile(model, **({"backend": backend} if backend else {}), **kwargs)
+    if backend:  # a test backend takes none of inductor's options
+        return torch.compile(model, backend=backend)
+    return torch.compile(model, **kwargs)
 
 
 def apply_level(level: str, model: nn.Module, example: torch.Tensor, training: bool) -> Callable:
@@ -241,8 +273,6 @@ def apply_level(level: str, model: nn.Module, example: torch.Tensor, training: b
     if level == "compile":
         return _compile(model)
     if level == "max":
-        if os.environ.get(BACKEND_ENV):
-            return _StepMarked(_compile(model))
         return _StepMarked(_compile(model, options=MAX_OPTIONS))
     if level == "graphs":
         with _autocast_without_cache(example.device):
@@ -339,33 +369,63 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def capture_step(spec, model: nn.Module, example: torch.Tensor, loss: Loss) -> tuple[StepGraphs, dict[str, Any]]:
-    """The step captured as StepGraphs (`--optimize graphs` of fwdbwd) and checked against eager
-    as `prepare` checks a model: output, loss and gradients of a replay on `example`."""
-    graphs, metrics = _checked(spec, model, example, loss, "graphs", lambda: StepGraphs(model, example, loss),
-                               lambda g: _replayed(g, model, loss))
-    return graphs, {**metrics, "step_graphs": True}
+def capture_step(spec, model: nn.Module, example: torch.Tensor, loss: Loss,
+                 optimizer: torch.optim.Optimizer | None = None) -> tuple[StepGraphs, dict[str, Any]]:
+    """The step captured as StepGraphs (`--optimize graphs`, and `max` with the compiled model
+    inside) and checked against eager as `prepare` checks a model: output, loss and gradients of a
+    replay on `example`. With an optimizer, one replay of the whole step must also reach the next
+    forward: its output must equal the eager model's on the updated weights (`check_update_error`)."""
+    level = spec.optimize
+    run = _compile(model, options=GRAPHED_OPTIONS) if level == "max" else model
+    after = None if optimizer is None else lambda g, allowed: _check_update(g, model, allowed["outputs"], spec)
+    graphs, metrics = _checked(spec, model, example, loss, level, lambda: StepGraphs(model, example, loss, optimizer, run),
+                               lambda g: _replayed(g, model), captured=True, after=after)
+    return graphs, {**metrics, "step_graphs": list(graphs.replays)}
 
 
-def _replayed(graphs: StepGraphs, model: nn.Module, loss: Loss) -> dict[str, torch.Tensor]:
-    """Output, loss and gradients of one replay of the captured step (gradients stay: they are the graph's)."""
-    graphs.forward()
-    graphs.backward()
+def _replayed(graphs: StepGraphs, model: nn.Module) -> dict[str, torch.Tensor]:
+    """Output, loss and gradients of one replay of forward and backward (gradients stay: they are the graph's)."""
+    graphs.replays["forward"]()
+    graphs.replays["backward"]()
     grads = [p.grad.detach().float().flatten() for p in model.parameters() if p.grad is not None]
     return {"outputs": _first_tensor(graphs.out).detach().float().clone(),
-            "loss": loss(graphs.out).detach().float().clone(), "gradients": torch.cat(grads)}
+            "loss": graphs.value.detach().float().clone(), "gradients": torch.cat(grads)}
+
+
+def _check_update(graphs: StepGraphs, model: nn.Module, allowed: float, spec) -> dict[str, float]:
+    """Replay the whole step, then the forward: its output must be the eager model's on the updated
+    weights, so the optimizer's graph updates the weights the forward's graph reads. The weights
+    are put back after."""
+    saved = [p.detach().clone() for p in model.parameters()]
+    for replay in graphs.replays.values():
+        replay()
+    graphs.replays["forward"]()
+    got = _first_tensor(graphs.out).detach().float().clone()
+    with torch.no_grad():
+        want = _first_tensor(model(graphs.example)).float()
+        for p, value in zip(model.parameters(), saved):
+            p.copy_(value)
+    error = relative_error(got, want)
+    if not error <= allowed:
+        raise MismatchError(f"--optimize {spec.optimize}: the captured optimizer step does not reach the next "
+                            f"forward (relative error {error:.3g}, allowed {allowed:.3g}); no timing was taken")
+    return {"check_update_error": error}
 
 
 def _checked(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None, level: str,
-             make: Callable[[], Any], outcome: Callable[[Any], dict[str, torch.Tensor]]) -> tuple[Any, dict[str, Any]]:
+             make: Callable[[], Any], outcome: Callable[[Any], dict[str, torch.Tensor]], captured: bool,
+             after: Callable[[Any, dict[str, float]], dict[str, Any]] | None = None) -> tuple[Any, dict[str, Any]]:
     """`make()` the optimised form of `model` and check `outcome(it)` against eager on `example`
-    (see `prepare`); returns it and the check's metrics. A mismatch raises MismatchError."""
+    (see `prepare`); then `after(it, allowed)`, a further check whose metrics join the rest.
+    Returns it and the check's metrics. A mismatch raises MismatchError. `captured`: it holds
+    CUDA graphs, which keep the dropout setting they were captured with."""
     device = example.device
     reference = copy.deepcopy(model)
     reference_params = list(reference.parameters())
     with _DropoutOff(model, reference) as dropout:
         want = _run_once(reference, reference_params, example, loss)
         noise = compare(want, _run_once(reference, reference_params, nudged(example, spec.precision), loss))
+        del reference, reference_params
         _synchronize(device)
         start = time.perf_counter()
         fast = make()
@@ -374,16 +434,16 @@ def _checked(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None, l
         compile_s = time.perf_counter() - start
         for _ in range(CHECK_CALLS - 1):
             got = outcome(fast)
-    del reference, reference_params
-    errors, allowed = compare(want, got), allowed_errors(noise, spec.precision)
-    verdict(errors, allowed, spec.precision, level)
-    if dropout and level == "graphs":  # the checked graph had dropout off; capture the real one
+        errors, allowed = compare(want, got), allowed_errors(noise, spec.precision)
+        verdict(errors, allowed, spec.precision, level)
+        further = after(fast, allowed) if after else {}
+    if dropout and captured:  # the checked graph had dropout off; capture the real one
         start = time.perf_counter()
         fast = make()
         _synchronize(device)
         compile_s += time.perf_counter() - start
     return fast, {"optimize": level, "compile_s": compile_s, "check_error": errors, "check_noise": noise,
-                  "check_allowed": allowed, "check_tolerance": TOLERANCE[spec.precision]}
+                  "check_allowed": allowed, "check_tolerance": TOLERANCE[spec.precision], **further}
 
 
 def prepare(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None = None,
@@ -400,5 +460,5 @@ def prepare(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None = N
     apply = apply or apply_level
     params = list(model.parameters())
     fast, metrics = _checked(spec, model, example, loss, level, lambda: apply(level, model, example, loss is not None),
-                             lambda f: _run_once(f, params, example, loss))
+                             lambda f: _run_once(f, params, example, loss), captured=level == "graphs")
     return Optimized(model, fast), metrics

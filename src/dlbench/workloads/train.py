@@ -65,20 +65,27 @@ def make_targets(task: str, out: torch.Tensor, seed: int) -> torch.Tensor:
     return (torch.rand(out.shape, device=out.device, generator=generator) > 0.5).float()
 
 
+def labels(task: str, y: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """A dataset's targets for the model's output `out`: with more dataset classes than outputs, labels wrap."""
+    return y.remainder(out.shape[1]) if task == "classify" else y
+
+
 def optimizer_name(spec, task: str = "classify") -> str:
     """The spec's optimizer; by default Adam for the volumetric models (the seed's choice), else SGD."""
     return spec.opts.optimizer or ("adam" if task in VOLUME_TASKS else "sgd")
 
 
-def make_optimizer(spec, params, task: str = "classify") -> torch.optim.Optimizer:
+def make_optimizer(spec, params, task: str = "classify", capturable: bool = False) -> torch.optim.Optimizer:
+    """`capturable`: its step will be captured in a CUDA graph (Adam's step count stays on the GPU)."""
     name, lr = optimizer_name(spec, task), spec.opts.lr
     params = list(params)
-    fused = optimize.optimizer_kwargs(spec, params)
+    kwargs = optimize.optimizer_kwargs(spec, params)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=lr or 0.01, momentum=0.9, weight_decay=1e-4, **fused)
+        return torch.optim.SGD(params, lr=lr or 0.01, momentum=0.9, weight_decay=1e-4, **kwargs)
+    kwargs.update({"capturable": True} if capturable else {})
     if name == "adam":
-        return torch.optim.Adam(params, lr=lr or 0.001, **fused)
-    return torch.optim.AdamW(params, lr=lr or 0.001, **fused)
+        return torch.optim.Adam(params, lr=lr or 0.001, **kwargs)
+    return torch.optim.AdamW(params, lr=lr or 0.001, **kwargs)
 
 
 def input_shape(spec, entry) -> tuple[int, ...]:
@@ -132,12 +139,24 @@ def run(spec, device: torch.device, progress: Progress):
         torch.manual_seed(spec.seed)
         model = entry.build().to(device).train().to(memory_format=memory)
         loss_fn = losses.loss_for(entry.task)
-        model, optimized = optimize.prepare(
-            spec, model, random_input(spec.batch, shape, device, spec.channels_last, spec.seed),
-            loss=lambda out: loss_fn(primary_output(out), make_targets(entry.task, primary_output(out), spec.seed)))
-        model = distributed.wrap(model, group)
-        optimizer = make_optimizer(spec, model.parameters(), entry.task)
+        example = random_input(spec.batch, shape, device, spec.channels_last, spec.seed)
         scaler = torch.amp.GradScaler(device.type) if spec.precision == "fp16" and device.type == "cuda" else None
+        # One process without loss scaling: the whole step is captured (DDP's all-reduce and the
+        # scaler's check for infinities run on the host between kernels).
+        captured = spec.optimize in optimize.STEP_LEVELS and group.world == 1 and scaler is None
+        if captured:
+            with torch.no_grad():
+                first = primary_output(model(example))
+            targets = make_targets(entry.task, first, spec.seed)
+            optimizer = make_optimizer(spec, model.parameters(), entry.task, capturable=True)
+            graphs, optimized = optimize.capture_step(
+                spec, model, example, lambda out: loss_fn(primary_output(out), targets), optimizer)
+        else:
+            model, optimized = optimize.prepare(
+                spec, model, example,
+                loss=lambda out: loss_fn(primary_output(out), make_targets(entry.task, primary_output(out), spec.seed)))
+            model = distributed.wrap(model, group)
+            optimizer = make_optimizer(spec, model.parameters(), entry.task)
         loader = data.make_loader(spec, device, train=True, shape=shape, rank=group.rank, world=group.world,
                                   target=entry.task)
         feeder = Feeder(loader, device, spec.channels_last)
@@ -148,9 +167,7 @@ def run(spec, device: torch.device, progress: Progress):
             out = primary_output(model(x))
             if y is None:  # synthetic: one set of random targets, made once
                 y = fixed.setdefault("targets", make_targets(entry.task, out, spec.seed))
-            elif entry.task == "classify":  # more dataset classes than model outputs: labels wrap
-                y = y.remainder(out.shape[1])
-            loss = loss_fn(out, y)
+            loss = loss_fn(out, labels(entry.task, y, out))
             timer.mark("forward")
             (scaler.scale(loss) if scaler else loss).backward()
             timer.mark("backward")
@@ -162,8 +179,15 @@ def run(spec, device: torch.device, progress: Progress):
             optimizer.zero_grad(set_to_none=True)
             timer.mark("optimizer")
 
+        def captured_step(timer) -> None:
+            x, y = feeder.next(timer)
+            example.copy_(x)
+            if y is not None:
+                targets.copy_(labels(entry.task, y, first))
+            graphs.step(timer)
+
         try:
-            measured = distributed.measure(step, spec, group, progress, measured_steps(spec, loader))
+            measured = distributed.measure(captured_step if captured else step, spec, group, progress, measured_steps(spec, loader))
         finally:
             feeder.close()
         ranks = group.gather(rank_payload(measured.samples, spec.batch, feeder.host_waits))
