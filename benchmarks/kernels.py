@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 
 @dataclass
@@ -33,3 +34,23 @@ def kernels(prof) -> Kernels:
             busy += e - max(s, end)
             end = e
     return Kernels(seconds, calls, busy / 1e6, (spans[-1][1] - spans[0][0]) / 1e6)
+
+
+def print_tile_profile(run: Callable[[], object], label: str, calls: int, top: int) -> None:
+    """Profile `calls` calls of `run` (one untimed first, under the caller's autocast) and print
+    the `top` kernels by time, per call."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        run()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                run()
+            torch.cuda.synchronize()
+    k = kernels(prof)
+    total = sum(k.seconds.values())
+    print(f"\nkernels of {label}: {total / calls * 1e3:.1f} ms a tile, idle {k.idle_share:.1%}")
+    for name, s in sorted(k.seconds.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"  {s / total:6.1%}  {k.calls[name] // calls:4d}x  {name[:110]}")

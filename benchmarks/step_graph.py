@@ -8,7 +8,7 @@ ResNet-50, bf16 autocast, channels-last, SGD with momentum (fused where torch ha
   graph compile      torch.compile(model) (default mode: no graphs of its own) inside one graph
 and the cnn-benchmarks step (forward and backward from a random upstream gradient, batch 16).
 
-  python benchmarks/step_graph.py [--batches 256,16] [--steps 50]
+  python benchmarks/step_graph.py [--steps 50] [--modes 'plain compile,graph compile']
 """
 
 from __future__ import annotations
@@ -61,13 +61,14 @@ def fwdbwd(batch: int, mode: str):
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--modes", default="plain eager,plain compile,graph eager,graph compile")
     args = p.parse_args()
     torch.backends.cudnn.benchmark = True
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}")
     print("| step | batch | mode | ms | img/s |")
     print("|---|---:|---|---:|---:|")
     for kind, make, batch in (("train", training, 256), ("fwd+bwd", fwdbwd, 16)):
-        for mode in ("plain eager", "plain compile", "graph eager", "graph compile"):
+        for mode in args.modes.split(","):
             seconds = mean_seconds(make(batch, mode), warmup=10, steps=args.steps)
             print(f"| {kind} | {batch} | {mode} | {seconds * 1e3:.2f} | {batch / seconds:,.0f} |", flush=True)
             torch.cuda.empty_cache()

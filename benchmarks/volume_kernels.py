@@ -9,7 +9,8 @@ Variants (each on a copy of the same model, tile already on the GPU, channels-la
   fused relu           each 3x3x3 convolution, its bias and ReLU as one cuDNN call (cudnn_convolution_relu)
   bias+relu            each 3x3x3 convolution without bias (cuDNN), then its bias and ReLU in one
                        pass instead of two, compiled by torch.compile (dynamic shapes)
-  fused epilogues      the same with dlbench's Triton kernel, in place (`volume --epilogue fused`)
+  fused bias+relu      the same with dlbench's Triton kernel, in place
+  fused                that and dlbench's 2x2x2 max pooling without indices (`volume --kernels fused`)
   compile              torch.compile (inductor: ReLU, cat, sigmoid fused around cuDNN's convolutions)
   compile+padded io    both
 and the output's relative error against eager at the same precision, then the kernels of the
@@ -27,12 +28,11 @@ import time
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.profiler import ProfilerActivity, profile
 
-from kernels import kernels
+from kernels import print_tile_profile
 
 from dlbench.measure.flops import count_flops
-from dlbench.models import epilogues, registry
+from dlbench.models import fused as dlbench_fused, registry
 from dlbench.system import ceilings
 from dlbench.units import parse_shape
 
@@ -89,7 +89,7 @@ class ConvReLU(nn.Module):
                                             c.padding, c.dilation, c.groups)
 
 
-class ConvBiasReLU(nn.Module):
+class CompiledBiasReLU(nn.Module):
     """A convolution without its bias, then bias and ReLU in one pass (a compiled pointwise kernel):
     eager adds the bias in a pass of its own after cuDNN's convolution, and the ReLU in another."""
 
@@ -114,7 +114,7 @@ def padded_io(model):
     return model.to(memory_format=CL)
 
 
-def fused(model, make):
+def with_conv_relu(model, make):
     """Each 3x3x3 convolution and its ReLU replaced by `make(conv)`."""
     model = copy.deepcopy(model)
     for block in (*model.encoders, *model.decoders):
@@ -161,9 +161,10 @@ def main() -> None:
     print("| variant | ms/tile | tile Mvox/s | TFLOP/s | of ceiling | rel. error vs eager | first call [s] |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     makers = {"eager": lambda: model, "benchmark": lambda: model, "padded io": lambda: padded_io(model),
-              "fused relu": lambda: fused(model, ConvReLU), "compile": lambda: torch.compile(model),
-              "bias+relu": lambda: fused(model, lambda c: ConvBiasReLU(c, torch.compile(bias_relu, dynamic=True))),
-              "fused epilogues": lambda: epilogues.fuse(model)[0],
+              "fused relu": lambda: with_conv_relu(model, ConvReLU), "compile": lambda: torch.compile(model),
+              "bias+relu": lambda: with_conv_relu(model, lambda c: CompiledBiasReLU(c, torch.compile(bias_relu, dynamic=True))),
+              "fused bias+relu": lambda: with_conv_relu(model, dlbench_fused.ConvBiasReLU),
+              "fused": lambda: dlbench_fused.fuse(model)[0],
               "compile+padded io": lambda: torch.compile(padded_io(model))}
     reference, best = None, None
     for name in args.variants.split(","):
@@ -188,21 +189,11 @@ def main() -> None:
             best = (name, seconds, run)
         del out
         torch.cuda.empty_cache()
-    for name, _, run in [best] if args.profile else []:
+    if args.profile:
         torch.backends.cudnn.benchmark = True
-        with torch.no_grad(), torch.autocast("cuda", dtype=dtype):
-            run(x)
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(2):
-                    run(x)
-                torch.cuda.synchronize()
-        k = kernels(prof)
-        total = sum(k.seconds.values())
-        print(f"\nkernels of {name}: {total / 2 * 1e3:.1f} ms a tile, idle {k.idle_share:.1%}")
-        for kernel, s in sorted(k.seconds.items(), key=lambda kv: -kv[1])[:12]:
-            print(f"  {s / total:6.1%}  {k.calls[kernel] // 2:4d}x  {kernel[:110]}")
-
+        name, _, run = best
+        with torch.autocast("cuda", dtype=dtype):
+            print_tile_profile(lambda: run(x), name, calls=2, top=12)
 
 if __name__ == "__main__":
     main()

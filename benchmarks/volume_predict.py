@@ -45,7 +45,7 @@ from dlbench.spec import BenchmarkSpec
 from dlbench.units import parse_shape
 from dlbench.launch.execute import execute
 from dlbench.workloads.runtime import resolve_device
-from dlbench.workloads.volume import with_epilogue
+from dlbench.workloads.volume import with_kernels
 
 PLATYNEREIS = 8.1e12
 
@@ -60,8 +60,9 @@ def parse_args() -> argparse.Namespace:
                                                        "half type)")
     p.add_argument("--halo", default="16x64x64", help="halo ZxYxX on each side")
     p.add_argument("--model", default="unet3d", help="registry model")
-    p.add_argument("--epilogue", default="auto", help="dlbench's --epilogue (auto, fused, separate); the model alone "
-                                                      "runs with what dlbench ran")
+    p.add_argument("--readers", type=int, default=min(8, os.cpu_count() or 1), help="dlbench's reader threads")
+    p.add_argument("--kernels", default="auto", help="dlbench's --kernels (auto, fused, pytorch); the model alone "
+                                                     "runs with what dlbench ran")
     p.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu (cpu only to try the script)")
     p.add_argument("--workdir", default=None, help="local disk folder for the volume and outputs (default: a temp dir)")
     p.add_argument("--model-iters", type=int, default=0, help="timed forward passes for the model alone "
@@ -79,11 +80,11 @@ def sync(device: torch.device) -> None:
 
 
 def model_alone(name: str, blocking: Blocking, device: torch.device, iters: int, precision: str = "bf16",
-                channels_last: bool = True, epilogue: str = "separate") -> float:
-    """Seconds per forward pass on a random tile already on the device, with the run's epilogues."""
+                channels_last: bool = True, kernels: str = "pytorch") -> float:
+    """Seconds per forward pass on a random tile already on the device, with the run's kernels."""
     torch.manual_seed(0)
     fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
-    model, _ = with_epilogue(registry.build(name).to(device).eval().to(memory_format=fmt), epilogue, device)
+    model, _ = with_kernels(registry.build(name).to(device).eval().to(memory_format=fmt), kernels, device)
     x = torch.rand((1, 1, *blocking.tile), device=device).contiguous(memory_format=fmt)
     dtype = torch.float16 if precision == "fp16" else torch.bfloat16
     with torch.no_grad(), torch.autocast(device.type, dtype=dtype):
@@ -106,8 +107,8 @@ def dlbench_volume(args, volume: str, output: str, level: str) -> tuple[dict, di
     spec = BenchmarkSpec(workload="volume", model=args.model, batch=1, precision=args.precision, channels_last=True,
                          device=args.device, warmup=2, optimize=level,
                          options={"input": volume, "output": output, "block": args.block, "halo": args.halo,
-                                  "dtype": "uint8", "readers": min(8, os.cpu_count() or 1), "writers": 4, "queue": 8,
-                                  "overwrite": True, "epilogue": args.epilogue})
+                                  "dtype": "uint8", "readers": args.readers, "writers": 4, "queue": 8,
+                                  "overwrite": True, "kernels": args.kernels})
     result = execute(spec, {})
     if result.status != "ok":
         raise SystemExit(f"dlbench volume failed: {result.status} {result.error}")
@@ -166,11 +167,11 @@ def main() -> None:
         block = tuple(runs[level]["block"]) if args.block == "auto" else parse_shape(args.block)
         blocking = Blocking(shape, block, halo)
         precision, cl = ran.get("precision", args.precision), ran.get("channels_last", True)
-        epilogue = runs[level]["epilogue"]
-        per_tile = model_alone(args.model, blocking, device, args.model_iters or len(blocking), precision, cl, epilogue)
+        kernels = runs[level]["kernels"]
+        per_tile = model_alone(args.model, blocking, device, args.model_iters or len(blocking), precision, cl, kernels)
         whole = np.prod(blocking.block) / per_tile / 1e6
         alone = np.prod(shape) / (per_tile * len(blocking)) / 1e6
-        print(f"model alone ({precision}, {epilogue} epilogues): {per_tile * 1e3:.2f} ms a tile, {whole:.1f} Mvox/s of whole blocks, "
+        print(f"model alone ({precision}, {kernels} kernels): {per_tile * 1e3:.2f} ms a tile, {whole:.1f} Mvox/s of whole blocks, "
               f"{alone:.1f} Mvox/s over this volume's {len(blocking)} tiles (blocks {blocking.fill:.1%} filled)", flush=True)
         plain_blocking = Blocking(shape, parse_shape(args.plain_block), halo)
         plain, blocks = plain_loop(args, str(volume), str(workdir / "plain.zarr"), plain_blocking, device)

@@ -15,9 +15,8 @@ import argparse
 import time
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
-from kernels import kernels
+from kernels import print_tile_profile
 
 from dlbench.measure.flops import count_flops
 from dlbench.models import registry
@@ -85,19 +84,8 @@ def main() -> None:
     tile = parse_shape(args.profile)
     x = torch.rand((1, 1, *tile), device="cuda").contiguous(memory_format=torch.channels_last_3d)
     model = model.to(memory_format=torch.channels_last_3d)
-    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
-        model(x)
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(3):
-                model(x)
-            torch.cuda.synchronize()
-    k = kernels(prof)
-    total = sum(k.seconds.values())
-    print(f"\nkernels of {args.profile} bf16 cl3d: {total / 3 * 1e3:.1f} ms a tile, idle {k.idle_share:.1%}")
-    for name, s in sorted(k.seconds.items(), key=lambda kv: -kv[1])[:15]:
-        print(f"  {s / total:6.1%}  {k.calls[name] // 3:4d}x  {name[:110]}")
-
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        print_tile_profile(lambda: model(x), f"{args.profile} bf16 cl3d", calls=3, top=15)
 
 if __name__ == "__main__":
     main()

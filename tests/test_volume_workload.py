@@ -256,7 +256,7 @@ def test_bad_model_output_is_one_line(data, tmp_path, db):
     ({"readers": 0}, "--readers must be ≥ 1"),
     ({"extrapolate": "much"}, "bad --extrapolate"),
     ({"resume": True, "overwrite": True}, "exclude each other"),
-    ({"epilogue": "fused"}, "--epilogue fused needs a CUDA GPU and Triton"),
+    ({"kernels": "fused"}, "--kernels fused needs a CUDA GPU and Triton"),
 ])
 def test_bad_options_are_user_errors(data, tmp_path, options, message):
     options = {k: v.format(input=data["input"]) if isinstance(v, str) else v for k, v in options.items()}

@@ -182,6 +182,18 @@ class _ForwardGraph:
         return self.static_out
 
 
+@contextlib.contextmanager
+def weights_kept(model: nn.Module) -> Iterator[None]:
+    """The model's weights as they were before the block, put back in place (graphs keep their addresses)."""
+    saved = [p.detach().clone() for p in model.parameters()]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for p, value in zip(model.parameters(), saved):
+                p.copy_(value)
+
+
 class StepGraphs:
     """A training step captured as CUDA graphs, one per phase: forward (with the loss), backward
     and, given an optimizer, its step. They share one memory pool and replay in capture order, as
@@ -212,17 +224,14 @@ class StepGraphs:
 
     def _capture(self, phases: dict[str, Callable[[], Any]], warmup: int) -> dict[str, Callable[[], None]]:
         device = self.example.device
-        saved = [p.detach().clone() for p in self.model.parameters()]
         current, side = torch.cuda.current_stream(device), torch.cuda.Stream(device)
         side.wait_stream(current)
-        with torch.cuda.stream(side):  # compilation, cuDNN autotuning and allocator growth happen before capture
+        # compilation, cuDNN autotuning and allocator growth happen before capture
+        with torch.cuda.stream(side), weights_kept(self.model):
             for _ in range(warmup):
                 for phase in phases.values():
                     phase()
                 self.model.zero_grad(set_to_none=True)
-            with torch.no_grad():
-                for p, value in zip(self.model.parameters(), saved):
-                    p.copy_(value)
         current.wait_stream(side)
         pool = torch.cuda.graph_pool_handle()
         replays = {}
@@ -396,15 +405,13 @@ def _check_update(graphs: StepGraphs, model: nn.Module, allowed: float, spec) ->
     """Replay the whole step, then the forward: its output must be the eager model's on the updated
     weights, so the optimizer's graph updates the weights the forward's graph reads. The weights
     are put back after."""
-    saved = [p.detach().clone() for p in model.parameters()]
-    for replay in graphs.replays.values():
-        replay()
-    graphs.replays["forward"]()
-    got = _first_tensor(graphs.out).detach().float().clone()
-    with torch.no_grad():
-        want = _first_tensor(model(graphs.example)).float()
-        for p, value in zip(model.parameters(), saved):
-            p.copy_(value)
+    with weights_kept(model):
+        for replay in graphs.replays.values():
+            replay()
+        graphs.replays["forward"]()
+        got = _first_tensor(graphs.out).detach().float().clone()
+        with torch.no_grad():
+            want = _first_tensor(model(graphs.example)).float()
     error = relative_error(got, want)
     if not error <= allowed:
         raise MismatchError(f"--optimize {spec.optimize}: the captured optimizer step does not reach the next "

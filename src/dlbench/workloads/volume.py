@@ -41,7 +41,7 @@ from dlbench.measure.flops import count_flops
 from dlbench.measure.loop import Progress, common_metrics, synchronize
 from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.measure.timer import Spans, record_event
-from dlbench.models import epilogues, registry
+from dlbench.models import fused, registry
 from dlbench.options import Options, option
 from dlbench.units import hours_for, parse_count, parse_shape, parse_zyx
 from dlbench.workloads import Workload, block_choice, distributed, optimize
@@ -79,10 +79,10 @@ class VolumeOptions(Options):
     readers: int = option(8, "Reader threads.", low=1, high=1024)
     writers: int = option(4, "Writer threads.", low=1, high=1024)
     queue: int = option(8, "Tiles in flight on each side of the GPU.", low=1, high=1024)
-    epilogue: str = option("auto", "Each convolution's bias and the ReLU after it: fused (one Triton pass after "
-                                   "cuDNN's convolution, the same output to the bit), separate (PyTorch's two "
-                                   "passes) or auto (fused on a CUDA GPU where Triton is installed).",
-                           choices=("auto", "fused", "separate"))
+    kernels: str = option("auto", "fused: dlbench's Triton kernels where they apply (each convolution's bias and the "
+                                  "ReLU after it in one pass; 2x2x2 max pooling without PyTorch's indices), the same "
+                                  "output to the bit; pytorch: PyTorch's own; auto: fused on a CUDA GPU where Triton is "
+                                  "installed.", choices=("auto", "fused", "pytorch"))
 
 
 # ---------------------------------------------------------------- model
@@ -99,19 +99,19 @@ def load_model(name: str, device: torch.device, channels_last: bool, seed: int) 
 
 
 def fusable(asked: str, device: torch.device) -> bool:
-    """Whether the epilogues will be fused; --epilogue fused where they cannot be is the user's error."""
-    can = device.type == "cuda" and epilogues.available()
+    """Whether the fused kernels will run; --kernels fused where they cannot is the user's error."""
+    can = device.type == "cuda" and fused.available()
     if asked == "fused" and not can:
-        raise UserError("--epilogue fused needs a CUDA GPU and Triton; use --epilogue separate (or auto)")
-    return can and asked != "separate"
+        raise UserError("--kernels fused needs a CUDA GPU and Triton; use --kernels pytorch (or auto)")
+    return can and asked != "pytorch"
 
 
-def with_epilogue(model: torch.nn.Module, asked: str, device: torch.device) -> tuple[torch.nn.Module, dict]:
-    """The model with its convolution epilogues fused where asked (or, for auto, where they can be)."""
+def with_kernels(model: torch.nn.Module, asked: str, device: torch.device) -> tuple[torch.nn.Module, dict]:
+    """The model with dlbench's fused kernels where asked (for auto: where they can run) and where they apply."""
     if not fusable(asked, device):
-        return model, {"epilogue": "separate"}
-    fused, count = epilogues.fuse(model)
-    return fused, {"epilogue": "fused" if count else "separate", "fused_epilogues": count}
+        return model, {"kernels": "pytorch"}
+    model, count = fused.fuse(model)
+    return model, {"kernels": "fused" if count else "pytorch", "fused_layers": count}
 
 
 def to_input(tile: torch.Tensor, channels_last: bool) -> torch.Tensor:
@@ -358,7 +358,7 @@ def _input(opts: VolumeOptions, seed: int, group: distributed.Group, progress: P
 def preflight(spec) -> list[str]:
     """The checks a user can fail, before anything runs: the input opens, the block fits it, the output is new."""
     opts = spec.opts
-    fusable(opts.epilogue, resolve_device(spec.device))
+    fusable(opts.kernels, resolve_device(spec.device))
     if opts.input:
         volume = open_volume(opts.input)
         volume.close()
@@ -468,8 +468,7 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     store.check_new(resume, overwrite)
     volume = open_volume(input_key)
     halo = parse_shape(opts.halo)
-    model, epilogue = with_epilogue(load_model(spec.model, device, spec.channels_last, spec.seed), opts.epilogue,
-                                    device)
+    model, kernels = with_kernels(load_model(spec.model, device, spec.channels_last, spec.seed), opts.kernels, device)
     progress("choose block", 0, 1)
     choice = _choose(opts, spec, store, volume.shape, halo, model, device, group)
     cl, precision = choice.channels_last, choice.precision
@@ -499,7 +498,7 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     group.barrier()
     metrics = _metrics(opts, volume, blocking, per_rank, group.world, len(finished), warmup_s, warmup_tile_s, store,
                        device)
-    metrics.update(optimized, **epilogue)
+    metrics.update(optimized, **kernels)
     if opts.block == "auto":
         metrics.update(block_choice=block_choice.describe(choice), block_probe=choice.probes,
                        settled={"precision": precision, "channels_last": cl})
