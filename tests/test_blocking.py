@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from dlbench.data.blocking import Blocking
+from dlbench.data.blocking import Blocking, _reflect
 from dlbench.errors import UserError
 
 CASES = [((13, 17, 19), (4, 5, 6), (2, 3, 4)), ((8, 8, 8), (8, 8, 8), (0, 0, 0)), ((10, 33, 7), (3, 32, 7), (1, 5, 6)),
@@ -67,3 +67,33 @@ def test_a_run_with_cut_blocks_says_how_much_work_they_waste():
     metrics = {"voxels": 2e6, "total_s": 1.0, "mvox_per_s": 2.0, "blocks": 7, "blocks_skipped": 0}
     assert "11% of the model's work is outside the volume" in describe({**metrics, "block_fill": 200 / 224})
     assert "outside" not in describe({**metrics, "block_fill": 1.0})
+
+
+def test_padded_and_gathered_tiles_are_the_same_reflection():
+    """Tiles whose halo one reflection covers are padded (np.pad), the rest gathered index by
+    index: both are the periodic reflection of the volume."""
+    rng = np.random.default_rng(1)
+    padded = total = 0
+    for _ in range(300):
+        shape = tuple(int(v) for v in rng.integers(1, 12, 3))
+        block = tuple(int(rng.integers(1, s + 1)) for s in shape)
+        halo = tuple(int(rng.integers(0, s + 3)) for s in shape)
+        try:
+            blocking = Blocking(shape, block, halo)
+        except UserError:
+            continue
+        volume = rng.random(shape)
+        reads = []
+
+        def read(box):
+            reads.append(box)
+            return volume[box]
+
+        for blk in blocking:
+            indices = [_reflect(np.arange(b - h, b - h + t), s) for b, h, t, s in
+                       zip(blk.begin, halo, blocking.tile, shape)]
+            assert np.array_equal(blocking.read_tile(read, blk), volume[np.ix_(*indices)])
+            total += 1
+            padded += reads[-1] == tuple(slice(max(b - h, 0), min(b - h + t, s)) for b, h, t, s in
+                                         zip(blk.begin, halo, blocking.tile, shape))
+    assert 100 < padded < total - 100  # both ways were taken
