@@ -20,12 +20,14 @@ from dlbench.models import fused, registry
 def test_fuse_replaces_each_convolution_and_relu_and_shares_the_weights():
     model = registry.build("unet3d:f=2,d=2")
     faster, count = fused.fuse(model)
-    assert count == 7  # 2 convolutions + ReLU in each of 2 encoder blocks and 1 decoder block, and the pooling
+    # 2 convolutions + ReLU in each of 2 encoder blocks and 1 decoder block, the pooling, the join
+    assert count == 8
     assert isinstance(faster.pool, fused.MaxPool2) and isinstance(model.pool, nn.MaxPool3d)
+    assert isinstance(faster.joins[0], fused.FusedUpJoin) and faster.joins[0].join is model.joins[0]
     first = faster.encoders[0][0]
     assert isinstance(first, fused.ConvBiasReLU) and first.conv is model.encoders[0][0]
     assert isinstance(model.encoders[0][1], nn.ReLU)  # the model itself is unchanged
-    assert faster.head is model.head and faster.upsamplers is model.upsamplers  # nothing to replace there
+    assert faster.head is model.head  # nothing to replace there
     assert {id(p) for p in faster.parameters()} == {id(p) for p in model.parameters()}
 
 
@@ -58,7 +60,7 @@ KERNEL_CHECK = textwrap.dedent("""
     torch.manual_seed(0)
     model = registry.build("unet3d:f=4,d=2").eval()
     faster, count = fused.fuse(model)
-    assert count == 7
+    assert count == 8
     for layout in (torch.contiguous_format, torch.channels_last_3d):
         model.to(memory_format=layout)
         x = torch.rand(1, 1, 6, 12, 10).contiguous(memory_format=layout)
@@ -75,6 +77,11 @@ KERNEL_CHECK = textwrap.dedent("""
         want, got = torch.relu(conv(x)), fused.ConvBiasReLU(conv)(x)
     assert torch.equal(want.isnan(), got.isnan()) and got.isnan().any()
     assert torch.allclose(want.nan_to_num(), got.nan_to_num(), rtol=1e-5, atol=1e-6)
+    # a join whose upsampled size differs from the skip connection's (odd sizes) takes PyTorch's passes
+    join = model.joins[0]
+    x, skip = torch.randn(1, 8, 3, 4, 5), torch.randn(1, 4, 7, 8, 9)
+    with torch.no_grad():
+        assert torch.allclose(fused.FusedUpJoin(join)(x, skip), join(x, skip), rtol=1e-5, atol=1e-6)
     # max pooling: odd sizes floored, a NaN in a window gives NaN, the result is channels-last too
     x = torch.randn(2, 3, 5, 7, 6).contiguous(memory_format=torch.channels_last_3d)
     x[1, 2, 4, 6, 5] = float("nan")  # outside every window (floored away)

@@ -1,4 +1,4 @@
-"""Fused inference kernels: two Triton kernels that do in one pass what PyTorch does in more.
+"""Fused inference kernels: Triton kernels that do in one pass what PyTorch does in more.
 
 - Convolution bias + ReLU. PyTorch adds a convolution's bias in a pass of its own over cuDNN's
   output, and the ReLU that follows is another pass; on large 3D tiles these passes cost a third
@@ -11,6 +11,9 @@
   (int64, 8 bytes for each 2-byte output value), which inference never reads. The kernel reads
   the eight values of each window (channels-last-3d inputs) and writes their maximum; a NaN in
   the window gives NaN, as in PyTorch.
+- Transposed convolution bias + concatenation (the 3D U-Net's UpJoin): the bias is added while
+  the upsampled tensor and the skip connection are written into the concatenation, instead of in
+  a pass of its own before it; rounded as PyTorch rounds it.
 
 `fuse(model)` returns the model with these layers replaced (modules on the way shallow-copied,
 parameters shared) and how many were. The kernels are operators of their own (`dlbench::...`),
@@ -26,6 +29,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from dlbench.models.unet3d import UpJoin, fit
 
 BLOCK = 4096  # elements per program: wide enough to stream memory at full speed
 
@@ -75,7 +80,20 @@ def _kernel(name: str) -> Callable:
                 y = tl.maximum(y, value, propagate_nan=tl.PropagateNan.ALL)
             tl.store(y_ptr + offsets, y, mask=mask)
 
-        _kernels.update(bias_relu=bias_relu, max_pool2=max_pool2)
+        @triton.jit
+        def bias_cat(up_ptr, b_ptr, skip_ptr, out_ptr, n, c_up, c_skip, BLOCK: tl.constexpr):
+            offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+            mask = offsets < n
+            c = offsets % (c_up + c_skip)  # all three are channels-last: channels fastest
+            voxel = offsets // (c_up + c_skip)
+            first = c < c_up
+            up = tl.load(up_ptr + voxel * c_up + c, mask=mask & first)
+            b = tl.load(b_ptr + c, mask=mask & first)
+            skip = tl.load(skip_ptr + voxel * c_skip + c - c_up, mask=mask & ~first)
+            y = tl.where(first, (up.to(tl.float32) + b.to(tl.float32)).to(up.dtype), skip)
+            tl.store(out_ptr + offsets, y, mask=mask)
+
+        _kernels.update(bias_relu=bias_relu, max_pool2=max_pool2, bias_cat=bias_cat)
     return _kernels[name]
 
 
@@ -118,6 +136,25 @@ def _pooled(x: torch.Tensor) -> torch.Tensor:
                        memory_format=torch.channels_last_3d)
 
 
+@torch.library.custom_op("dlbench::bias_cat", mutates_args=())
+def bias_cat(up: torch.Tensor, bias: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+    """[up + bias, skip] along channels, all channels-last-3d of one dtype and spatial shape."""
+    out = _joined(up, skip)
+    _kernel("bias_cat")[_grid(out.numel())](up, bias.to(up.dtype).contiguous(), skip, out, out.numel(), up.shape[1],
+                                            skip.shape[1], BLOCK=BLOCK)
+    return out
+
+
+@bias_cat.register_fake
+def _(up: torch.Tensor, bias: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+    return _joined(up, skip)
+
+
+def _joined(up: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+    return torch.empty((up.shape[0], up.shape[1] + skip.shape[1], *up.shape[2:]), dtype=up.dtype, device=up.device,
+                       memory_format=torch.channels_last_3d)
+
+
 def _dense(x: torch.Tensor) -> bool:
     """Laid out contiguously or channels-last, the two layouts the bias kernel indexes."""
     formats = (torch.contiguous_format, torch.channels_last_3d if x.dim() == 5 else torch.channels_last)
@@ -147,6 +184,23 @@ class MaxPool2(nn.Module):
         if x.dim() != 5 or x.shape[1] == 1 or not x.is_contiguous(memory_format=torch.channels_last_3d):
             return F.max_pool3d(x, 2)
         return torch.ops.dlbench.max_pool2(x)
+
+
+class FusedUpJoin(nn.Module):
+    """UpJoin with the transposed convolution's bias added while concatenating: one pass less."""
+
+    def __init__(self, join: UpJoin) -> None:
+        super().__init__()
+        self.join = join
+
+    def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+        c = self.join.conv
+        up = F.conv_transpose3d(x, c.weight, None, c.stride, c.padding, c.output_padding, c.groups, c.dilation)
+        cl = torch.channels_last_3d
+        if (up.shape[2:] != skip.shape[2:] or up.dtype != skip.dtype or not up.is_contiguous(memory_format=cl)
+                or not skip.is_contiguous(memory_format=cl)):  # odd sizes, mixed types: PyTorch's passes
+            return torch.cat([fit(up + c.bias.to(up.dtype).view(1, -1, 1, 1, 1), skip), skip], dim=1)
+        return torch.ops.dlbench.bias_cat(up, c.bias, skip)
 
 
 def _fusable(conv: nn.Module, act: nn.Module) -> bool:
@@ -181,6 +235,8 @@ def fuse(model: nn.Module) -> tuple[nn.Module, int]:
 def _replace(layer: nn.Module) -> tuple[nn.Module, int]:
     if _poolable(layer):
         return MaxPool2(), 1
+    if type(layer) is UpJoin and layer.conv.bias is not None:
+        return FusedUpJoin(layer), 1
     if isinstance(layer, nn.Sequential):
         return _fuse_sequential(layer)
     return fuse(layer)

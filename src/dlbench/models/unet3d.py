@@ -48,7 +48,7 @@ class _ConvBlock(nn.Sequential):
         super().__init__(nn.Conv3d(cin, cout, 3, padding=1), act(), nn.Conv3d(cout, cout, 3, padding=1), act())
 
 
-def _fit(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+def fit(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """Crop or zero-pad x's spatial dims to like's (transposed convolutions of odd sizes)."""
     diff = [b - a for a, b in zip(x.shape[2:], like.shape[2:])]
     if not any(diff):
@@ -59,6 +59,24 @@ def _fit(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     x = F.pad(x, pad) if any(pad) else x
     z, y, w = like.shape[2:]
     return x[:, :, :z, :y, :w]
+
+
+class UpJoin(nn.Module):
+    """Upsample with a transposed convolution, fit to the skip connection, concatenate: [up, skip]."""
+
+    def __init__(self, below: int, here: int) -> None:
+        super().__init__()
+        self.conv = nn.ConvTranspose3d(below, here, kernel_size=2, stride=2)
+
+    def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+        return torch.cat([fit(self.conv(x), skip), skip], dim=1)
+
+
+class NearestJoin(nn.Module):
+    """Nearest-neighbour upsampling to the skip connection's size, then [up, skip]; no weights."""
+
+    def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+        return torch.cat([F.interpolate(x, size=skip.shape[2:], mode="nearest"), skip], dim=1)
 
 
 class UNet3D(nn.Module):
@@ -76,16 +94,16 @@ class UNet3D(nn.Module):
             self.pool = nn.MaxPool3d(kernel_size=(1, 4, 4), stride=(1, 3, 3), padding=(0, 1, 1))
         else:
             self.pool = nn.MaxPool3d(2)
-        self.upsamplers = nn.ModuleList()
+        self.joins = nn.ModuleList()
         self.decoders = nn.ModuleList()
         for level in reversed(range(c.depth - 1)):
             below, here = widths[level + 1], widths[level]
             if c.anisotropic:
                 # Nearest-neighbour upsampling has no weights: the decoder convolution reduces the channels.
-                self.upsamplers.append(nn.Identity())
+                self.joins.append(NearestJoin())
                 self.decoders.append(_ConvBlock(below + here, here, act))
             else:
-                self.upsamplers.append(nn.ConvTranspose3d(below, here, kernel_size=2, stride=2))
+                self.joins.append(UpJoin(below, here))
                 self.decoders.append(_ConvBlock(2 * here, here, act))
         if c.anisotropic:
             self.head = nn.Sequential(nn.Conv3d(widths[0], c.out_channels, 3, padding=1), nn.Sigmoid())
@@ -99,13 +117,8 @@ class UNet3D(nn.Module):
             if i < len(self.encoders) - 1:
                 skips.append(x)
                 x = self.pool(x)
-        for upsample, decoder in zip(self.upsamplers, self.decoders):
-            skip = skips.pop()
-            if self.config.anisotropic:
-                x = F.interpolate(x, size=skip.shape[2:], mode="nearest")
-            else:
-                x = _fit(upsample(x), skip)
-            x = decoder(torch.cat([x, skip], dim=1))
+        for join, decoder in zip(self.joins, self.decoders):
+            x = decoder(join(x, skips.pop()))
         return self.head(x)
 
 
