@@ -181,7 +181,7 @@ class MaxPool2(nn.Module):
     """nn.MaxPool3d(2) without the indices, for channels-last-3d inputs (others go to PyTorch)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 5 or x.shape[1] == 1 or not x.is_contiguous(memory_format=torch.channels_last_3d):
+        if x.dim() != 5 or not x.is_contiguous(memory_format=torch.channels_last_3d):
             return F.max_pool3d(x, 2)
         return torch.ops.dlbench.max_pool2(x)
 
