@@ -82,7 +82,8 @@ def make_optimizer(spec, params, task: str = "classify", capturable: bool = Fals
     kwargs = optimize.optimizer_kwargs(spec, params)
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr or 0.01, momentum=0.9, weight_decay=1e-4, **kwargs)
-    kwargs.update({"capturable": True} if capturable else {})
+    if capturable:
+        kwargs["capturable"] = True
     if name == "adam":
         return torch.optim.Adam(params, lr=lr or 0.001, **kwargs)
     return torch.optim.AdamW(params, lr=lr or 0.001, **kwargs)

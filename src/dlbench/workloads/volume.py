@@ -80,9 +80,10 @@ class VolumeOptions(Options):
     writers: int = option(4, "Writer threads.", low=1, high=1024)
     queue: int = option(8, "Tiles in flight on each side of the GPU.", low=1, high=1024)
     kernels: str = option("auto", "fused: dlbench's Triton kernels where they apply (each convolution's bias and the "
-                                  "ReLU after it in one pass; 2x2x2 max pooling without PyTorch's indices), the same "
-                                  "output to the bit; pytorch: PyTorch's own; auto: fused on a CUDA GPU where Triton is "
-                                  "installed.", choices=("auto", "fused", "pytorch"))
+                                  "ReLU after it in one pass; 2x2x2 max pooling without PyTorch's indices; the 3D "
+                                  "U-Net's upsampling bias added inside its concatenation), the same output to the "
+                                  "bit; pytorch: PyTorch's own; auto: fused on a CUDA GPU where Triton is installed.",
+                          choices=("auto", "fused", "pytorch"))
 
 
 # ---------------------------------------------------------------- model
