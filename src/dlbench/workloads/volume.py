@@ -100,11 +100,14 @@ def load_model(name: str, device: torch.device, channels_last: bool, seed: int) 
 
 
 def fusable(asked: str, device: torch.device) -> bool:
-    """Whether the fused kernels will run; --kernels fused where they cannot is the user's error."""
+    """Whether the fused kernels will run; --kernels fused where they cannot is the user's error.
+    Triton is imported only where the kernels were not turned off."""
+    if asked == "pytorch":
+        return False
     can = device.type == "cuda" and fused.available()
     if asked == "fused" and not can:
         raise UserError("--kernels fused needs a CUDA GPU and Triton; use --kernels pytorch (or auto)")
-    return can and asked != "pytorch"
+    return can
 
 
 def with_kernels(model: torch.nn.Module, asked: str, device: torch.device) -> tuple[torch.nn.Module, dict]:
