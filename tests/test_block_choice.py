@@ -65,7 +65,7 @@ def _timer(rates):
 def test_the_probe_takes_the_fastest_half_precision_and_layout_and_says_why():
     plan = Blocking(SEED, (104, 616, 512), HALO)
     rates = {("fp16", True): 416, ("fp16", False): 322, ("bf16", True): 386, ("bf16", False): 309}
-    choice = block_choice._probe(plan, "bf16", True, _timer(rates), 32)
+    choice = block_choice._probe([plan], "bf16", True, _timer(rates), [], "bound")
     assert (choice.precision, choice.channels_last) == ("fp16", True)
     assert len(choice.probes) == 4
     best = max(r["mvox_per_s"] for r in choice.probes)
@@ -76,9 +76,76 @@ def test_the_probe_takes_the_fastest_half_precision_and_layout_and_says_why():
 
 def test_a_full_precision_run_keeps_its_precision_and_probes_the_layout_only():
     plan = Blocking((64, 64, 64), (32, 32, 32), (4, 4, 4))
-    choice = block_choice._probe(plan, "fp32", True, _timer({("fp32", True): 50, ("fp32", False): 80}), 32)
+    choice = block_choice._probe([plan], "fp32", True, _timer({("fp32", True): 50, ("fp32", False): 80}), [], "b")
     assert (choice.precision, choice.channels_last) == ("fp32", False)
     assert len(choice.probes) == 2
+
+
+def _tile_timer(rates_by_tile):
+    """Seconds per tile where the rate (Mvox/s of tile voxels) depends on the tile: fp32's cuDNN
+    algorithms slow down on large tiles, which the voxel count alone does not see."""
+    return lambda tile, precision, cl: math.prod(tile) / (rates_by_tile(tile, precision, cl) * 1e6)
+
+
+def test_auto_never_takes_a_blocking_slower_than_the_default_block():
+    fewest = Blocking(SEED, (104, 616, 512), HALO)
+    candidates = block_choice._candidates(fewest, SEED, HALO)
+    blocks = [c.block for c in candidates]
+    assert blocks[0] == (104, 616, 512) and (32, 384, 384) in blocks and len(blocks) == 3
+    quarter = candidates[2]
+    assert math.prod(quarter.tile) <= math.prod(fewest.tile) // 4
+    # fp32 on the large tile at 1/30 of the rate it reaches on the default tile (as measured on an H200)
+    slow_large = _tile_timer(lambda tile, p, cl: 20 if math.prod(tile) > 40e6 else 600)
+    choice = block_choice._probe(candidates, "fp32", False, slow_large, [], "bound")
+    assert choice.block != (104, 616, 512)
+    default = next(r for r in choice.probes if r["block"] == [32, 384, 384])
+    assert max(r["mvox_per_s"] for r in choice.probes) >= default["mvox_per_s"]
+    assert "probe" in choice.why and "32x384x384" in choice.why
+    # Where the rate per voxel is the same, the fewest computed voxels win.
+    even = block_choice._probe(candidates, "fp32", False, _tile_timer(lambda *a: 600), [], "bound")
+    assert even.block == (104, 616, 512)
+
+
+def _checks(fp16, bf16):
+    return [{"precision": "fp16", "max_diff": fp16, "mean_diff": fp16 / 10, "agrees": fp16 <= block_choice.AGREEMENT},
+            {"precision": "bf16", "max_diff": bf16, "mean_diff": bf16 / 10, "agrees": bf16 <= block_choice.AGREEMENT}]
+
+
+def test_auto_precision_takes_the_fastest_half_type_that_agrees_with_fp32():
+    plan = Blocking(SEED, (104, 616, 512), HALO)
+    rates = {("fp16", True): 416, ("fp16", False): 322, ("bf16", True): 500, ("bf16", False): 309}
+    # bf16 is faster here but differs by 3%: it is never timed, fp16 runs.
+    choice = block_choice._probe([plan], "auto", False, _timer(rates), _checks(0.002, 0.03), "bound")
+    assert (choice.precision, choice.channels_last) == ("fp16", True)
+    assert {r["precision"] for r in choice.probes} == {"fp16"}
+    assert "fp16 agrees with fp32 within 0.2%" in choice.why and "bf16 differs from fp32 by 3%" in choice.why
+    assert choice.checks[1]["max_diff"] == 0.03
+    both = block_choice._probe([plan], "auto", False, _timer(rates), _checks(0.002, 0.004), "bound")
+    assert (both.precision, both.channels_last) == ("bf16", True)
+    # Where no half type agrees, fp32 runs.
+    none = block_choice._probe([plan], "auto", False, _timer({("fp32", True): 9, ("fp32", False): 10}),
+                               _checks(0.5, 0.5), "bound")
+    assert none.precision == "fp32"
+
+
+def test_agreement_is_measured_on_the_sample_against_fp32():
+    torch.manual_seed(0)
+    model = registry.build("unet3d:f=4,d=2").eval()
+    sample = torch.rand(1, 1, 8, 32, 32)
+    checks = block_choice.agreement(model, sample, torch.device("cpu"))
+    assert [c["precision"] for c in checks] == ["fp16", "bf16"]
+    for c in checks:
+        assert 0 < c["max_diff"] < 0.1 and c["mean_diff"] <= c["max_diff"]
+        assert c["agrees"] == (c["max_diff"] <= block_choice.AGREEMENT)
+    assert block_choice.agreement(model, None, torch.device("cpu")) == []
+
+
+def test_on_the_cpu_auto_precision_is_fp32_and_nothing_is_timed():
+    model = registry.build("unet3d:f=4,d=2")
+    choice = choose((10, 30, 34), (2, 2, 2), "auto", False, model, torch.device("cpu"))
+    assert choice.precision == "fp32" and choice.probes == [] and choice.checks == []
+    given = choose((10, 30, 34), (2, 2, 2), "auto", False, model, torch.device("cpu"), block=(4, 8, 8))
+    assert given.block == (4, 8, 8) and given.precision == "fp32"
 
 
 def test_the_record_says_what_ran_and_keeps_what_was_asked():

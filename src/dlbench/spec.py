@@ -19,7 +19,7 @@ from dlbench.options import (MAX_BATCH, MAX_GPUS, MAX_SECONDS, MAX_SEED, MAX_STE
                              check_fields, option, shown)
 from dlbench.units import suggest
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "auto")
 OPTIMIZE_LEVELS = ("eager", "compile", "graphs", "max")  # workloads/optimize.py
 
 
@@ -37,7 +37,8 @@ class BenchmarkSpec:
     input_shape: tuple[int, ...] | None = option(None, "Input shape without the batch, e.g. 3x224x224 (default: "
                                                        "the model's).")
     precision: str = option("fp32", "fp32, tf32 (TF32 matmuls/convolutions), fp16 (autocast; a gradient scaler "
-                                    "when training) or bf16 (autocast).", choices=PRECISIONS)
+                                    "when training), bf16 (autocast), or auto (volume only: on a GPU the fastest "
+                                    "half type whose output agrees with fp32's, else fp32).", choices=PRECISIONS)
     channels_last: bool = option(False, "Use the channels-last memory format (channels-last-3d for volumes).")
     device: str = option("auto", "auto (the first GPU if there is one), cpu, cuda or cuda:N.", parse=check_device)
     warmup: int = option(5, "Warm-up steps (at least).", low=0, high=MAX_STEPS)
@@ -67,6 +68,8 @@ class BenchmarkSpec:
         if self.batch is None:  # one patch per GPU for volumes (seeds 000/001), else 16
             object.__setattr__(self, "batch", workload.defaults.get("batch") or (1 if len(entry.input_shape) == 4 else 16))
         check_fields(self)
+        if self.precision == "auto" and not workload.auto_precision:
+            raise UserError(f"--precision auto is for `run volume` only; {self.workload} takes fp32, tf32, fp16 or bf16")
         if self.input_shape is not None:
             registry.check_input(entry, self.input_shape)
         if not isinstance(self.options, dict):

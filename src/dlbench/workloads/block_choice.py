@@ -1,18 +1,25 @@
-"""`--block auto`: the output block, memory layout and half-precision type that predict a
-volume fastest on this machine.
+"""`--block auto` and `--precision auto`: the output block, memory layout and precision that
+predict a volume fastest on this machine, with an output that agrees with fp32.
 
-The model's time grows with a tile's voxels at one rate: the isotropic unet3d ran 388 Mvox/s
-on 64x512x512 tiles and 386 on 96x768x768 (one H200, fp16 or bf16 alike), so the fastest
-blocking is the one whose tiles (block + 2 x halo, the same for cut blocks) hold the fewest
-voxels in all, and a batch of small tiles gains nothing over one tile of their size. Blocks
-are therefore the volume split into equal parts along each axis, ranked by the voxels their
-tiles hold, and the first whose tile fits is taken. Two things bound a tile: the GPU's memory
-(a real forward pass, measured) and cuDNN's 32-bit indexing: no convolution may produce 2^31
-elements or more (a 128x896x896 tile of unet3d, 3.3e9 elements, failed on an H200 with an
-illegal memory access, which ends the process, so this bound is computed, never tried).
+Precision: on a GPU, `auto` runs a probe tile of the volume in fp32, fp16 and bf16; a half type
+whose output differs from fp32's by at most AGREEMENT of fp32's largest output magnitude may
+run, and the fastest of those is taken (fp32 where none agrees). The measured differences are
+kept in the record.
 
-On that tile, a timed probe then compares channels-last-3d with the default layout and, for a
-half-precision run, fp16 with bf16 (both give the output within rounding); the fastest is used.
+Block: the model's time grows with a tile's voxels at about one rate (the isotropic unet3d ran
+388 Mvox/s on 64x512x512 tiles and 386 on 96x768x768, one H200, fp16 or bf16 alike), so the
+blocking whose tiles (block + 2 x halo, the same for cut blocks) hold the fewest voxels in all
+is the first candidate. Blocks are the volume split into equal parts along each axis, ranked by
+the voxels their tiles hold; the first whose tile fits is taken. Two things bound a tile: the
+GPU's memory (a real forward pass, measured) and cuDNN's 32-bit indexing: no convolution may
+produce 2^31 elements or more (a 128x896x896 tile of unet3d, 3.3e9 elements, failed on an H200
+with an illegal memory access, which ends the process, so this bound is computed, never tried).
+The rate per voxel is not the same everywhere, though (in fp32 cuDNN's algorithms for large
+tiles can be far slower), so the candidate is timed against the default block and a blocking of
+about a quarter of its tile, and the fastest over the whole volume wins.
+
+The timed probe also compares channels-last-3d with the default layout and, for a half-precision
+run, fp16 with bf16 (both give the output within rounding).
 """
 
 from __future__ import annotations
@@ -32,8 +39,10 @@ from dlbench.workloads.runtime import is_oom, precision as in_precision
 
 INDEX_LIMIT = 2**31  # elements of one convolution output (cuDNN's 32-bit indexing)
 MEMORY_SHARE = 0.7  # of the GPU's memory one forward may take: the pipeline's next tile and the allocator's slack
-CPU_TILE = 32 * 256 * 256  # without a GPU: a tile this large at most, no probe
+CPU_TILE = 64 * 384 * 384  # without a GPU: a tile this large at most (~6 GB for unet3d in fp32), no probe
 HALF = ("fp16", "bf16")
+DEFAULT_BLOCK = (32, 384, 384)  # volume's --block before auto; a candidate auto must beat
+AGREEMENT = 0.01  # a half type may run where its output is within 1% of fp32's largest output magnitude
 _CONVOLUTIONS = {torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d,
                  torch.nn.functional.conv_transpose1d, torch.nn.functional.conv_transpose2d,
                  torch.nn.functional.conv_transpose3d}
@@ -46,6 +55,7 @@ class Choice:
     channels_last: bool
     why: str
     probes: list[dict] = field(default_factory=list)
+    checks: list[dict] = field(default_factory=list)  # --precision auto: each half type against fp32
 
 
 def axis_blocks(size: int, step: int = 8, spacing: float = 1.03) -> list[int]:
@@ -117,21 +127,131 @@ def describe(choice: Choice) -> str:
 
 
 def choose(shape: tuple[int, ...], halo: tuple[int, ...], precision: str, channels_last: bool,
-           model: torch.nn.Module, device: torch.device, timer: Callable[..., float] | None = None) -> Choice:
-    """The block, layout and half-precision type for `--block auto`; `timer(tile, precision,
-    channels_last)` gives seconds per tile (default: a short measurement of `model` on the GPU).
-    The caller puts the model in the layout chosen (set_layout)."""
+           model: torch.nn.Module, device: torch.device, *, block: tuple[int, ...] | None = None,
+           sample: torch.Tensor | None = None, timer: Callable[..., float] | None = None) -> Choice:
+    """The block (`block` if given, else the fastest candidate), layout and precision for a run that
+    asked for `precision` ('auto' too). `sample` is a probe tile of the volume, [1, 1, Z, Y, X] on the
+    device, for the agreement of half precision with fp32; `timer(tile, precision, channels_last)`
+    gives seconds per tile (default: a short measurement of `model` on the GPU). The caller puts
+    the model in the layout chosen (set_layout)."""
     if device.type != "cuda":
-        plan = plans(shape, halo, CPU_TILE)
-        block = plan[0].block if plan else tuple(min(8, s) for s in shape)
-        return Choice(block, precision, channels_last, "no GPU: the fewest computed voxels in tiles of at most "
-                                                       f"{sig(CPU_TILE / 1e6)} Mvox, not timed")
-    width = convolution_width(model, device)
+        return _on_cpu(shape, halo, precision, channels_last, block)
+    checks = agreement(model, sample, device) if precision == "auto" else []
     timer = timer or _Timer(model, device)
-    for plan in plans(shape, halo, largest_tile(width)):
-        if _fits(model, plan.tile, device):
-            return _probe(plan, precision, channels_last, timer, width)
-    raise UserError("--block auto found no block that fits this GPU's memory for this halo; give --block")
+    if block is not None:
+        return _probe([Blocking(shape, block, halo)], precision, channels_last, timer, checks, "given")
+    width = convolution_width(model, device)
+    fitting = _first_fitting(plans(shape, halo, largest_tile(width)), model, device)
+    if fitting is None:
+        raise UserError("--block auto found no block that fits this GPU's memory for this halo; give --block")
+    bound = (f"largest convolution output {sig(math.prod(fitting.tile) * width / 1e9)}e9 elements of "
+             f"{sig(INDEX_LIMIT / 1e9)}e9")
+    return _probe(_candidates(fitting, shape, halo), precision, channels_last, timer, checks, bound)
+
+
+def _on_cpu(shape, halo, precision: str, channels_last: bool, block) -> Choice:
+    """Cheap on a CPU: no probe; fp32 for 'auto' (a CPU has no fast half precision)."""
+    ran = "fp32" if precision == "auto" else precision
+    if block is not None:
+        return Choice(tuple(block), ran, channels_last, "given; no GPU: not timed")
+    plan = plans(shape, halo, CPU_TILE)
+    chosen = plan[0].block if plan else tuple(min(8, s) for s in shape)
+    return Choice(chosen, ran, channels_last, "no GPU: the fewest computed voxels in tiles of at most "
+                                              f"{sig(CPU_TILE / 1e6)} Mvox, not timed")
+
+
+def _first_fitting(ranked: list[Blocking], model, device) -> Blocking | None:
+    return next((plan for plan in ranked if _fits(model, plan.tile, device)), None)
+
+
+def _candidates(fitting: Blocking, shape, halo) -> list[Blocking]:
+    """The blocking with the fewest computed voxels that fits, the default block, and the best
+    blocking whose tiles hold about a quarter of the first's: timed, since the rate per voxel
+    depends on the tile (and on the precision) more than the voxel count says."""
+    found = [fitting]
+    default = tuple(min(b, s) for b, s in zip(DEFAULT_BLOCK, shape))
+    quarter = plans(shape, halo, math.prod(fitting.tile) // 4)
+    for plan in ([Blocking(shape, default, halo)] if len(default) == len(shape) else []) + quarter[:1]:
+        if plan.block not in [f.block for f in found]:
+            found.append(plan)
+    return found
+
+
+def agreement(model: torch.nn.Module, sample: torch.Tensor | None, device: torch.device) -> list[dict]:
+    """For fp16 and bf16: the largest and mean difference of the output from fp32's on `sample`,
+    relative to fp32's largest output magnitude, and whether it is within AGREEMENT."""
+    if sample is None:
+        return []
+    set_layout(model, False)
+    with torch.no_grad():
+        with in_precision("fp32", device):
+            want = model(sample).float()
+        scale = float(want.abs().max()) or 1.0
+        checks = []
+        for p in HALF:
+            with in_precision(p, device):
+                diff = (model(sample).float() - want).abs()
+            worst, mean = float(diff.max()) / scale, float(diff.mean()) / scale
+            checks.append({"precision": p, "max_diff": worst, "mean_diff": mean, "agrees": worst <= AGREEMENT})
+    return checks
+
+
+def _precisions(precision: str, checks: list[dict]) -> tuple[str, ...]:
+    """The precisions to time: the half types that agree for 'auto' (else fp32), both half types for
+    a half-precision run (they give the output within rounding), the precision asked otherwise."""
+    if precision == "auto":
+        return tuple(c["precision"] for c in checks if c["agrees"]) or ("fp32",)
+    return HALF if precision in HALF else (precision,)
+
+
+def _probe(candidates: list[Blocking], precision: str, channels_last: bool, timer, checks: list[dict],
+           block_reason: str) -> Choice:
+    """Precision and layout timed on the first candidate's tile; then each candidate blocking in
+    that precision and layout; the fastest over the whole volume is chosen."""
+    first = candidates[0]
+    probes = [_timed(first, p, layout, timer) for p in _precisions(precision, checks) for layout in (True, False)]
+    best = max(probes, key=lambda r: r["mvox_per_s"])
+    for plan in candidates[1:]:
+        probes.append(_timed(plan, best["precision"], best["channels_last"], timer))
+    fastest = max((r for r in probes if (r["precision"], r["channels_last"]) == (best["precision"], best["channels_last"])),
+                  key=lambda r: r["mvox_per_s"])
+    plan = next(c for c in candidates if list(c.block) == fastest["block"])
+    why = "; ".join(filter(None, [_block_why(plan, probes, fastest, block_reason),
+                                  _precision_why(precision, channels_last, probes, fastest, checks)]))
+    return Choice(plan.block, fastest["precision"], fastest["channels_last"], why, probes, checks)
+
+
+def _timed(plan: Blocking, precision: str, channels_last: bool, timer) -> dict:
+    seconds = timer(plan.tile, precision, channels_last)
+    return {"block": list(plan.block), "precision": precision, "channels_last": channels_last, "tile_s": seconds,
+            "mvox_per_s": math.prod(plan.shape) / (len(plan) * seconds) / 1e6}
+
+
+def _block_why(plan: Blocking, probes: list[dict], fastest: dict, reason: str) -> str:
+    text = (f"{len(plan)} tiles of {'x'.join(map(str, plan.tile))}, {percent(plan.kept)} of computed voxels kept; "
+            f"{reason}")
+    others = [r for r in probes if r is not fastest and (r["precision"], r["channels_last"]) ==
+              (fastest["precision"], fastest["channels_last"]) and r["block"] != fastest["block"]]
+    if others:
+        text += "; probe " + ", ".join(f"{'x'.join(map(str, r['block']))} {sig(r['mvox_per_s'])}"
+                                       for r in [fastest, *others]) + " Mvox/s"
+    return text
+
+
+def _precision_why(asked: str, channels_last: bool, probes: list[dict], fastest: dict, checks: list[dict]) -> str:
+    parts = [f"{c['precision']} {'agrees with fp32 within' if c['agrees'] else 'differs from fp32 by'} "
+             f"{percent(c['max_diff'])}" for c in checks]
+    text = (f"--precision auto: {', '.join(parts)} (at most {percent(AGREEMENT)} of the largest output allowed)"
+            if checks else "")
+    same = [r for r in probes if r["block"] == fastest["block"]]
+    asked_probe = next((r for r in same if r["precision"] == asked and r["channels_last"] == channels_last), None)
+    if asked_probe is not None and len(same) > 1:
+        gain = fastest["mvox_per_s"] / asked_probe["mvox_per_s"] - 1
+        text += ("; " if text else "") + (f"probe {sig(fastest['mvox_per_s'])} Mvox/s, {'+' if gain >= 0 else ''}"
+                                          f"{percent(gain)} over the precision and layout asked")
+    elif len(same) > 1:
+        text += f"; probe {sig(fastest['mvox_per_s'])} Mvox/s, the fastest of {len(same)} precisions and layouts"
+    return text
 
 
 def set_layout(model: torch.nn.Module, channels_last: bool) -> torch.nn.Module:
@@ -155,27 +275,9 @@ def _fits(model: torch.nn.Module, tile: tuple[int, ...], device: torch.device) -
         torch.cuda.empty_cache()
 
 
-def _probe(plan: Blocking, precision: str, channels_last: bool, timer, width: float) -> Choice:
-    precisions = HALF if precision in HALF else (precision,)
-    probes = []
-    for p in precisions:
-        for layout in (True, False):
-            seconds = timer(plan.tile, p, layout)
-            probes.append({"precision": p, "channels_last": layout, "tile_s": seconds,
-                           "mvox_per_s": math.prod(plan.shape) / (len(plan) * seconds) / 1e6})
-    best = max(probes, key=lambda r: r["mvox_per_s"])
-    asked = next(r for r in probes if r["precision"] == precision and r["channels_last"] == channels_last)
-    gain = best["mvox_per_s"] / asked["mvox_per_s"] - 1
-    sign = "+" if gain >= 0 else ""
-    why = (f"{len(plan)} tiles of {'x'.join(map(str, plan.tile))}, {percent(plan.kept)} of computed voxels kept; "
-           f"largest convolution output {sig(math.prod(plan.tile) * width / 1e9)}e9 elements of "
-           f"{sig(INDEX_LIMIT / 1e9)}e9; probe "
-           f"{sig(best['mvox_per_s'])} Mvox/s, {sign}{percent(gain)} over the precision and layout asked")
-    return Choice(plan.block, best["precision"], best["channels_last"], why, probes)
-
-
 class _Timer:
-    """Seconds per tile on the GPU: one untimed forward (cuDNN's autotuning), then two timed.
+    """Seconds per tile on the GPU: one untimed forward (cuDNN's autotuning), then two timed, or
+    one where a forward takes over a second (a large fp32 tile: the probe must stay short).
     Model and input both take the layout: a convolution runs channels-last if either is."""
 
     def __init__(self, model: torch.nn.Module, device: torch.device) -> None:
@@ -186,10 +288,13 @@ class _Timer:
         model = set_layout(self.model, channels_last)
         x = torch.rand((1, 1, *tile), device=self.device).contiguous(memory_format=fmt)
         with torch.no_grad(), in_precision(precision, self.device):
+            first = self._time(model, x, 1)
+            return first if first > 1.0 else self._time(model, x, 2)
+
+    def _time(self, model, x: torch.Tensor, repeats: int) -> float:
+        torch.cuda.synchronize(self.device)
+        start = time.perf_counter()
+        for _ in range(repeats):
             model(x)
-            torch.cuda.synchronize(self.device)
-            start = time.perf_counter()
-            for _ in range(2):
-                model(x)
-            torch.cuda.synchronize(self.device)
-        return (time.perf_counter() - start) / 2
+        torch.cuda.synchronize(self.device)
+        return (time.perf_counter() - start) / repeats

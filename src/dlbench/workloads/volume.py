@@ -16,6 +16,7 @@ and TFLOP/s, the GPU monitor's figures and energy come from the same code as eve
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import queue
 import shutil
@@ -52,6 +53,20 @@ def parse_voxels(text: str) -> float:
     return parse_count(text, "--extrapolate")
 
 
+SEED_VOLUME, CPU_VOLUME = "200x3072x3072", "32x256x256"
+
+
+def _volume_shape(text: str) -> None:
+    if text != "auto":
+        parse_zyx(text, "--volume-shape")
+
+
+def generated_shape(text: str, device: torch.device) -> tuple[int, ...]:
+    if text == "auto":
+        text = SEED_VOLUME if device.type == "cuda" else CPU_VOLUME
+    return parse_shape(text)
+
+
 def _block(text: str) -> None:
     if text != "auto":
         parse_zyx(text, "--block")
@@ -63,9 +78,10 @@ class VolumeOptions(Options):
                                      "volumes/raw). Default: generate --volume-shape on local disk.")
     output: str | None = option(None, "Prediction, PATH[:KEY] (.zarr or .n5; key default 'prediction'). "
                                       "Default: a temporary output, deleted after the run.", parse=check_output_name)
-    block: str = option("32x384x384", "Output block ZxYxX (one output chunk each), or 'auto': the blocking with "
-                                      "the fewest computed voxels that fits the GPU, and the faster layout and half "
-                                      "precision (fp16/bf16) by a short timed probe.", parse=_block)
+    block: str = option("auto", "Output block ZxYxX (one output chunk each), or 'auto': on a GPU the fastest of the "
+                                "blocking with the fewest computed voxels that fits, the 32x384x384 block and a "
+                                "smaller one, and the faster layout and half precision, by a short timed probe; "
+                                "without a GPU the fewest computed voxels in small tiles, not timed.", parse=_block)
     halo: str = option("16x64x64", "Context added on each side of a block (reflected at the border).",
                        parse=partial(parse_zyx, what="--halo"))
     resume: bool = option(False, "Complete an interrupted output: skip blocks already written.")
@@ -73,9 +89,9 @@ class VolumeOptions(Options):
     dtype: str = option("uint8", "Output type: uint8 (probability x 255) or float16.", choices=tuple(DTYPES))
     extrapolate: str = option("8.1T", "Report hours for a volume of this many voxels (8.1T: the Platynereis "
                                       "volume of the 3D U-Net benchmarks).", parse=parse_voxels)
-    volume_shape: str = option("200x3072x3072", "Size of the generated volume when no --input is given (the "
-                                                "padded CREMI volume, 1.9 gigavoxel).",
-                               parse=partial(parse_zyx, what="--volume-shape"))
+    volume_shape: str = option("auto", "Size of the generated volume when no --input is given: auto is the padded "
+                                       f"CREMI volume of the 3D U-Net benchmarks on a GPU ({SEED_VOLUME}, 1.9 gigavoxel) "
+                                       f"and {CPU_VOLUME} on a CPU (a minute or two).", parse=_volume_shape)
     readers: int = option(8, "Reader threads.", low=1, high=1024)
     writers: int = option(4, "Writer threads.", low=1, high=1024)
     queue: int = option(8, "Tiles in flight on each side of the GPU.", low=1, high=1024)
@@ -345,7 +361,7 @@ def _input(opts: VolumeOptions, seed: int, group: distributed.Group, progress: P
         return
     from dlbench.data.generate_volume import generate
 
-    shape = parse_shape(opts.volume_shape)
+    shape = generated_shape(opts.volume_shape, group.device)
     folder = scratch.make("volume") if group.rank == 0 else None
     try:
         if group.rank == 0:
@@ -413,21 +429,32 @@ def _settings(spec, volume: Volume, blocking: Blocking, channels: int, dtype: st
             "channels": channels, "dtype": dtype}
 
 
-def _choose(opts: VolumeOptions, spec, store: PredictionStore, shape, halo, model, device,
+def _choose(opts: VolumeOptions, spec, store: PredictionStore, volume: Volume, halo, model, device,
             group: distributed.Group) -> block_choice.Choice:
-    """The given block; for 'auto', what an output being resumed was written with, else what rank 0's
-    probe chooses (every rank predicts with the same)."""
-    if opts.block != "auto":
-        return block_choice.Choice(parse_shape(opts.block), spec.precision, spec.channels_last, "given")
+    """Block, precision and layout: what an output being resumed was written with; the block and
+    precision given when both are; else what rank 0's probe chooses (every rank predicts with the same)."""
+    block = None if opts.block == "auto" else parse_shape(opts.block)
     stored = store.settings() if opts.resume else None
-    if stored and stored.get("halo") == list(halo):
-        return block_choice.Choice(tuple(stored["block"]), stored["precision"], spec.channels_last,
-                                   "as the output being resumed")
-    choice = block_choice.choose(shape, halo, spec.precision, spec.channels_last, model, device) \
-        if group.rank == 0 else None
+    if stored and stored.get("halo") == list(halo) and block in (None, tuple(stored["block"])):
+        precision = stored["precision"] if spec.precision == "auto" else spec.precision
+        return block_choice.Choice(tuple(stored["block"]), precision, spec.channels_last, "as the output being resumed")
+    if block is not None and spec.precision != "auto":
+        return block_choice.Choice(block, spec.precision, spec.channels_last, "given")
+    choice = None
+    if group.rank == 0:
+        sample = _sample(volume, halo, device) if spec.precision == "auto" and device.type == "cuda" else None
+        choice = block_choice.choose(volume.shape, halo, spec.precision, spec.channels_last, model, device,
+                                     block=block, sample=sample)
     choice = group.broadcast(choice)
     block_choice.set_layout(model, choice.channels_last)
     return choice
+
+
+def _sample(volume: Volume, halo: tuple[int, ...], device) -> torch.Tensor:
+    """A probe tile of the volume itself (the first tile of default-sized blocks) for --precision auto:
+    agreement with fp32 is judged on the data the run predicts, not on noise."""
+    blocking = Blocking(volume.shape, tuple(min(b, s) for b, s in zip(block_choice.DEFAULT_BLOCK, volume.shape)), halo)
+    return to_input(scale(host_tile(blocking.read_tile(volume.read, blocking[0])).to(device), volume.dtype), False)
 
 
 class _InPrecision(torch.nn.Module):
@@ -474,12 +501,13 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     halo = parse_shape(opts.halo)
     model, kernels = with_kernels(load_model(spec.model, device, spec.channels_last, spec.seed), opts.kernels, device)
     progress("choose block", 0, 1)
-    choice = _choose(opts, spec, store, volume.shape, halo, model, device, group)
+    choice = _choose(opts, spec, store, volume, halo, model, device, group)
     cl, precision = choice.channels_last, choice.precision
     if precision != spec.precision:
         model = _InPrecision(model, precision)
     blocking = Blocking(volume.shape, choice.block, halo)
-    model, optimized = optimize.prepare(spec, model, to_input(torch.rand(blocking.tile, device=device), cl))
+    ran = spec if precision == spec.precision else dataclasses.replace(spec, precision=precision)
+    model, optimized = optimize.prepare(ran, model, to_input(torch.rand(blocking.tile, device=device), cl))
     progress("warm-up", 0, 1)
     channels, warmup_s, warmup_tile_s = _warmup_checked(spec.model, model, blocking, volume, device, cl, spec.warmup)
     progress("count FLOPs", 0, 1)
@@ -503,9 +531,12 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     metrics = _metrics(opts, volume, blocking, per_rank, group.world, len(finished), warmup_s, warmup_tile_s, store,
                        device)
     metrics.update(optimized, **kernels)
-    if opts.block == "auto":
+    if opts.block == "auto" or spec.precision == "auto":
         metrics.update(block_choice=block_choice.describe(choice), block_probe=choice.probes,
+                       choice_asked={"block": opts.block, "precision": spec.precision},
                        settled={"precision": precision, "channels_last": cl})
+    if choice.checks:
+        metrics["precision_check"] = choice.checks
     metrics.update(_common_metrics(pipeline.log.samples()["step"], flops, monitor.data, voxels))
     return metrics, pipeline.log.samples()
 
@@ -556,7 +587,9 @@ def describe(metrics: dict) -> str:
     fill = metrics.get("block_fill", 1.0)
     cut = (f"; the far border cuts blocks: {percent(1 - fill)} of the model's work is outside the volume"
            if fill < 0.95 else "")
-    chosen = f"; --block auto: {metrics['block_choice']}" if metrics.get("block_choice") else ""
+    asked = metrics.get("choice_asked") or {}
+    chosen = (f"; asked --block {asked.get('block', 'auto')} --precision {asked.get('precision', '?')}, ran "
+              f"{metrics['block_choice']}" if metrics.get("block_choice") else "")
     return (f"{sig(metrics['voxels'] / 1e6)} Mvox in {sig(metrics['total_s'])} s = {sig(metrics['mvox_per_s'])} Mvox/s "
             f"({metrics['blocks']} blocks, {metrics['blocks_skipped']} already done){extra}{cut}{chosen}")
 
@@ -565,4 +598,5 @@ WORKLOAD = Workload(
     "volume", "Blockwise prediction of a whole volume of any size: Mvox/s, time per phase, hours for "
               "--extrapolate voxels.", run, describe, VolumeOptions, preflight,
     general=("model", "precision", "channels_last", "optimize", "device", "gpus", "warmup", "seed"),
-    defaults={"model": "unet3d", "batch": 1, "warmup": 2, "warmup_seconds": 0.0, "steps": 1, "min_seconds": 0.0})
+    auto_precision=True,
+    defaults={"model": "unet3d", "precision": "auto", "batch": 1, "warmup": 2, "warmup_seconds": 0.0, "steps": 1, "min_seconds": 0.0})
