@@ -74,16 +74,16 @@ def _table(key: tuple, setups: dict[tuple, dict[str, Result]], published: bool) 
         if len({str(v) for v in values}) > 1 or (name == "Tag" and any(values)):
             header, align, body = header + [name], align + "l", [b + [v] for b, v in zip(body, values)]
     notes = [f"(DICE target {target}, {folds}-fold cross-validation; accuracy: mean final DICE over the folds run; "
-             f"Time to train: minutes for one fold of {SEED003_ITERATIONS:,} iterations (the seed's definition) at the "
+             f"Time to train: minutes for one fold of {SEED003_ITERATIONS:,} iterations (the publication's definition) at the "
              f"measured time per training step, evaluations excluded; Time to {target_text}: mean minutes per fold to reach it, "
              f"evaluations and warm-up included, * where a fold missed it and its whole budget counts; the speed-up "
              f"divides the Time to train figures)"]
     if published:
         header, align, body = header + [rowinfo.SOURCE], align + "l", [b + [r.source] for b, r in zip(body, rows)]
     if seeds:
-        notes.append("Rows from seed 003 are its published figures (TF1 20.06, ISBI 2012 data, mixed precision = TF-AMP "
+        notes.append("Rows from NVIDIA UNet_Medical are its published figures (TF1 20.06, ISBI 2012 data, mixed precision = TF-AMP "
                      "fp16; one fold's time). Their speed-ups check out. Their times are not 40,000 iterations at the "
-                     "seed's own throughputs: 22 min on 1 A100 in TF32 at its 40.50 img/s is about 6,700 iterations of "
+                     "publication's own throughputs: 22 min on 1 A100 in TF32 at its 40.50 img/s is about 6,700 iterations of "
                      "batch 8 (40,000 would take 132 min), so the iterations behind them are not published.")
         if any(r.check not in (None, "ok") for r in seeds):
             header, align, body = header + ["Check"], align + "l", [b + [r.check] for b, r in zip(body, rows)]
@@ -150,4 +150,4 @@ def _published_row(row) -> _Row:
                                 f"Time to train - {NAMES['fp16']} [min]": c["minutes_fp16"],
                                 f"Time to train speedup ({NAMES[full]} to {NAMES['fp16']})":
                                     row.mark("Time to train speedup", c["speedup"])}
-    return _Row(cells, {"Data": "ISBI 2012 (5 folds)", "Tag": None}, "seed 003", row.check_text())
+    return _Row(cells, {"Data": "ISBI 2012 (5 folds)", "Tag": None}, "NVIDIA UNet_Medical", row.check_text())

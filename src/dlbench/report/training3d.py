@@ -98,7 +98,7 @@ def _table(model: str, pairs: list[dict[str, Result]], published: bool) -> Table
     if published:
         found = _published(target)
         rows += found
-        notes.append("Rows from seeds 000/001 are their published figures (PyTorch 0.4, Inferno, CUDA 9.1; CREMI; "
+        notes.append("Rows from GPU Benchmarks and its Summary are their published figures (PyTorch 0.4, Inferno, CUDA 9.1; CREMI; "
                      "inference of the padded CREMI volume, 200x3072x3072 = 1.89 Gvox); 000 times 1001 iterations, "
                      "001 says 1000. † marks a printed figure that the row's own columns do not give.")
     header, align = HEADER + [target_title(target)], "lll" + "r" * 6
@@ -169,5 +169,5 @@ def _published(target: float) -> list[_Row]:
                  row.mark("Iters / Min", row.get("iters_per_min")), row.mark("Megavox / s", row.get("mvox_per_s")),
                  row.mark("100k Iters [d]", row.get("days_100k")), row.mark("Platynereis [h]", hours)]
         out.append(_Row(cells, {"Data": "CREMI", "Volume": "200x3072x3072 (1.89 Gvox)" if row.get("inference_s") else None},
-                        f"seed {row.seed}", row.check_text()))
+                        published.publication(row.seed), row.check_text()))
     return out
