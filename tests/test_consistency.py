@@ -177,8 +177,8 @@ def test_every_reference_is_a_gpu_with_datasheet_figures():
 def test_report_with_references_from_the_command_line(db):
     train3d = make_result(spec={"workload": "train", "model": "unet3d-aniso", "batch": 1,
                                 "options": {"data": "/scratch/cremi.h5", "patch": "40x432x432"}}, system=H200,
-                          metrics={"iteration_mean_s": 0.131, "iters_per_min": 458.0, "patch": [40, 432, 432]},
-                          tag="lent")
+                          metrics={"iteration_mean_s": 0.131, "iters_per_min": 458.0, "patch": [40, 432, 432],
+                                   "steps": 20}, tag="lent")
     with Store(db) as store:
         store.add_many([fwdbwd("resnet50", 7.51, 15.71, 23.22), train3d])
     plain = cli("report", "--db", db)
@@ -192,7 +192,7 @@ def test_report_with_references_from_the_command_line(db):
     assert "|GTX 1080|5.1.10|50.24|98.41|148.65|-|GPU in the Cloud (cnn-benchmarks)|" in resnet
     assert "seed 00" not in text  # users know the publications by their titles
     unet = text.split("## 3D U-Net (aniso): training and prediction\n")[1].split("\n## ")[0]
-    assert "|NVIDIA H200|13.0|2.11.0|131.1|-|458.0|-|0.15|-|cremi.h5|lent|dlbench|" in unet
+    assert "|NVIDIA H200|13.0|2.11.0|131.1 (extrapolated from 20)|-|458.0|-|0.15|-|cremi.h5|lent|dlbench|" in unet
     assert "|Cluster:1080Ti|9.1|0.4.0|1754.2|215.3|34.2|8.8|2.0|25.7 †|" in unet
     assert "|SMC:V100 (x4)|9.1|0.4.0|2308.8|-|26.0|-|-|-|" in unet and "|GPU Benchmarks|" in unet
 
@@ -201,7 +201,7 @@ def test_report_with_references_from_the_command_line(db):
 
 def test_seed_000_001_layout_in_one_table_titled_by_the_volume_used():
     train3d = make_result(spec={"workload": "train", "model": "unet3d-aniso", "batch": 1},
-                          system=H200, metrics={"iteration_mean_s": 0.914, "iters_per_min": 65.6})
+                          system=H200, metrics={"iteration_mean_s": 0.914, "iters_per_min": 65.6, "steps": 1001})
     volume = make_result(spec={"workload": "volume", "model": "unet3d-aniso", "batch": 16},
                          system=H200, metrics={"mvox_per_s": 89.4, "total_s": 21.1, "volume_shape": [200, 3072, 3072],
                                                "extrapolate_voxels": 1e12, "world_size": 1})
@@ -236,7 +236,7 @@ def test_seed_003_per_fold_dice_and_time_to_train_both_ways():
     [row] = _rows(table)
     assert row["DICE per fold - TF32"] == "0.9012, 0.8955" and row["Accuracy - TF32"] == "0.8983"
     # the seed's definition: one fold of 40,000 iterations at 50 ms per training step
-    assert row["Time to train - TF32 [min]"] == "33.3"
+    assert row["Time to train - TF32 [min]"] == "33.3 (extrapolated from 300 steps)"
     assert row["Time to DICE 0.89 - TF32 [min]"] == "1.5" and row["Time to DICE 0.89 - mixed precision [min]"] == "1.5*"
     assert row["Time to train speedup (TF32 to mixed precision)"] == "1.00"
 

@@ -169,6 +169,8 @@ def throughput_tables(results: list[Result], published: bool = False) -> list[Ta
             notes.append("Rows from NVIDIA UNet_Medical are its published figures (TF1 20.06, mixed precision = TF-AMP fp16, "
                          "ISBI 2012 EM data with augmentation).")
         title = f"{model_title(rs[0])} {BENCHMARK[workload].lower()} throughput"
+        if any(str(c).endswith(OVER_ONE) for row in rows for c in row.cells):
+            notes.append(OVER_ONE_NOTE)
         table = _assemble(title, header, "l" + "r" * (len(header) - 1), rows, notes, published, ("Data", "Input", "Tag"))
         out.append(rowinfo.prune(table, 3 + len(precisions)))
     return out
@@ -183,8 +185,20 @@ def _throughput_row(points: dict, gpus: int, batch: int, single: dict, precision
     cells += [fixed(value.get(p)) for p in precisions]
     cells += [fixed(value[m] / value[f]) if f in value and m in value else DASH for f in fulls for m in mixeds]
     cells += [fixed(weak_scaling(value.get(p), single.get(p))) if gpus > 1 else DASH for p in precisions]
-    cells += [fixed(scaling_efficiency(value.get(p), single.get(p), gpus)) if gpus > 1 else DASH for p in precisions]
+    cells += [_efficiency(scaling_efficiency(value.get(p), single.get(p), gpus)) if gpus > 1 else DASH
+              for p in precisions]
     return _Row(cells, {"Data": dataset(any_result), "Tag": any_result.tag, "Input": _input(any_result)})
+
+
+OVER_ONE = " !"
+OVER_ONE_NOTE = ("! marks a scaling efficiency above 1: N processes did more than N times the work of one, which "
+                 "parallel work cannot; the 1-GPU run is no baseline for this row (on a CPU, processes share its "
+                 "cores and one process alone left some idle; or the runs measured different things).")
+
+
+def _efficiency(value: float | None) -> str:
+    """Flagged above 1 (beyond rounding): such a figure is no scaling, whatever the arithmetic says."""
+    return fixed(value) + (OVER_ONE if value is not None and value > 1.005 else "")
 
 
 def _one_gpu(latest: dict, run: tuple, batch: int) -> dict[str, float]:

@@ -102,6 +102,8 @@ def fingerprint() -> dict[str, Any]:
         "torchvision": _version("torchvision"),
         # A host name says nothing of the cluster it belongs to; reports show only one given.
         "cluster": os.environ.get("DLBENCH_CLUSTER") or os.environ.get("SLURM_CLUSTER_NAME") or None,
+        "cloud": os.environ.get("DLBENCH_CLOUD") or None,  # the GPU table's Cloud and Instance Name
+        "instance": os.environ.get("DLBENCH_INSTANCE") or None,
     }
 
 
