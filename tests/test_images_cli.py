@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from dlbench.report import images as report_images
+from dlbench.figures import add
 from dlbench.report import render_markdown
 from dlbench.results.store import Store
 
@@ -41,9 +42,16 @@ def test_train_on_a_jpeg_folder_and_the_seed_002_report(folder, db):
     assert [r.spec["batch"] for r in results] == [2, 4] and {r.status for r in results} == {"ok"}
     assert results[0].metrics["dataset_images"] == 16
     report = render_markdown(results)
-    assert "|Cluster|Dataset|Benchmark|Device Name|# Devices|Num Workers|Data Loading Time [ms]|" \
-           "Data Processing Time [ms]|Forward Time [ms]|Backward Time [ms]|Optimizer Time [ms]|Total [ms]|" in report
-    assert f"|{folder.name}|Train|CPU: " in report
+    assert "|Dataset|Benchmark|Device Name|# Devices|Num Workers|Data Loading Time [s]|Data Processing Time [s]|" \
+           "Forward Time [s]|Backward Time [s]|Optimizer Time [s]|Other Time [s]|Total [s]|Median Batch [s]|" in report
+    assert results[0].metrics["workers"] == 1
+    [table] = report_images.phase_tables(results)
+    for row in table.rows:
+        assert row[:5] == [folder.name, "Train", row[2], 1, 1] and row[2].startswith("CPU: ")
+        # means: the phases and Other add up to the wall time per batch, the window over its batches
+        assert add(*[v for v in row[5:11] if v != "-"]) == row[11]
+    wall = {r.spec["batch"]: r.metrics["window_s"] / r.metrics["steps"] for r in results}
+    assert [float(row[11]) for row in table.rows] == pytest.approx([wall[2], wall[4]], rel=0.02)
     assert "Throughput - FP32 [img/s]" in report
 
 
@@ -153,6 +161,7 @@ def test_report_weak_scaling_and_latency_tables():
     assert "|NVIDIA H200|8|8|640.00|1500.00|2.34|6.40|6.00|0.80|0.75|" in text
     assert "|System|Batch size|Resolution|Throughput Avg [img/s]|Latency Avg [ms]|Latency 90% [ms]|" in text
     assert "|NVIDIA H200|2|224x224x3|500.00|4.000|4.500|4.600|5.000|" in text
-    # phases in ms (data + copy 1.5, noise 2, forward 20, backward 40) and their Total
-    assert "|node1|Synthetic|Smooth Inference|NVIDIA H200|1|-|1.50|2.00|20.00|40.00|-|63.50|-|fp32|" in text
+    # seconds like the publication (data + copy 1.5 ms, noise 2, forward 20, backward 40); a record without
+    # phase means says its figures are medians
+    assert "|Synthetic|Smooth Inference|NVIDIA H200|1|0|0.0015|0.0020|0.0200|0.0400|-|-|0.0635 (medians)|-|fp32|" in text
     assert report_images.tables([make_result()]) == []  # fwdbwd results are not image-workload rows

@@ -18,7 +18,7 @@ def _unet(gpu: str, gpus: int, step_s: float, **kw):
     return make_result(spec={"workload": "train", "model": "unet3d-aniso", "gpus": gpus, "batch": 1,
                              "input_shape": [1, 40, 432, 432]},
                        system={"gpus": [{"name": gpu}], "cuda": "9.1", "torch": "0.4.0"},
-                       samples={"step": [step_s] * 5}, **kw)
+                       samples={"step": [step_s] * 1001 * gpus}, metrics={"steps": 1001}, **kw)
 
 
 def test_seed_000_001_training_table_layout():

@@ -131,7 +131,8 @@ def test_plot_labels_differ_where_layout_level_or_tag_differ():
 
 def test_data_source_shows_the_resolved_path_when_the_record_holds_one():
     stored = make_result(spec={"workload": "train", "options": {"data": "$DLBENCH_TRAIN_VOLUME"}})
-    assert rowinfo.data_source(stored) == "$DLBENCH_TRAIN_VOLUME"  # nothing resolved: as stored
+    # nothing to resolve it with (the report never reads this machine's environment): the row says so
+    assert rowinfo.data_source(stored) == "$DLBENCH_TRAIN_VOLUME (path not recorded)"
     resolved = make_result(spec={"workload": "train", "options": {"data": "${DLBENCH_TRAIN_VOLUME}:raw"}},
                            metrics={"data_path": "/scratch/cremi-train.h5:raw"})
     assert rowinfo.data_source(resolved) == "cremi-train.h5"

@@ -20,8 +20,9 @@ def test_seed_001_prediction_in_the_seeds_single_table():
                make_result(), volume_result(1.0, 1.0, gpus=[{"name": "GTX 1080 Ti"}], status="error")]
     text = render_markdown(results)
     block = _block(text, "3D U-Net: training and prediction")
-    assert "Inference [s]: prediction of the whole volume (200x3072x3072 (1.89 Gvox); block 32x384x384, halo " \
-           "16x64x64)" in block[0]
+    assert "Inference [s]: prediction of the publications' 200x3072x3072 volume (1.89 Gvox), measured where the run " \
+           "predicted one that size" in block[0]
+    assert "(volumes run: 200x3072x3072 (1.89 Gvox); block 32x384x384, halo 16x64x64)" in block[0]
     assert block[2] == ("|System|CUDA|pytorch|Training [s]|Inference [s]|Iters / Min|Megavox / s|100k Iters [d]|"
                         "Platynereis, 8.1 Tvox [h]|")
     # 8.1e12 voxels at 8.8 Mvox/s are 255.7 hours (the seed's table said 25.7).

@@ -23,6 +23,7 @@ SECTIONS = [f"dlbench.report.{name}" for name in (
     "images",  # seeds 002, 003: train/infer/smooth
     "training3d",  # seeds 000, 001: 3D training and prediction in one table
     "medical",  # seed 003: accuracy and time to train
+    "claims",  # seeds 002, 004: "A is N x faster than B", checked and computed
     "optimize",  # eager against optimised levels
     "system",  # measured ceilings per machine
 )]

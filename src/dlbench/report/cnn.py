@@ -20,6 +20,7 @@ from dlbench.figures import DASH, add, ms
 from dlbench.results.record import Result
 from dlbench.results.titles import TITLES
 
+SOURCE = "GPU in the Cloud (cnn-benchmarks)"  # the publication, as the Source column names it
 HEADER = ["GPU", "cuDNN", "Forward (ms)", "Backward (ms)", "Total (ms)", "Median step (ms)"]
 NOTE = ("Forward, Backward: medians over the measured steps; Total = Forward + Backward; "
         "Median step: the median of the per-step forward + backward times.")
@@ -39,7 +40,10 @@ def tables(results: list[Result], published: bool = False) -> list[Table]:
     for r in chosen:
         shape = r.metrics.get("input_shape") or [r.spec["batch"], *(r.spec.get("input_shape") or [])]
         groups.setdefault((r.model, tuple(shape)), {})[_row_key(r)] = r
-    return [_table(model, shape, by_system, published) for (model, shape), by_system in groups.items()]
+    shapes: dict[str, int] = {}
+    for model, _ in groups:
+        shapes[model] = shapes.get(model, 0) + 1
+    return [_table(model, shape, by_system, published, shapes[model] > 1) for (model, shape), by_system in groups.items()]
 
 
 @dataclass
@@ -51,7 +55,7 @@ class _Entry:
     check: str | None = None
 
 
-def _table(model: str, shape: tuple, by_system: dict[tuple, Result], published: bool) -> Table:
+def _table(model: str, shape: tuple, by_system: dict[tuple, Result], published: bool, by_input: bool) -> Table:
     entries = []
     for (label, cudnn, tag), r in by_system.items():
         cells = _cells(r)
@@ -60,7 +64,7 @@ def _table(model: str, shape: tuple, by_system: dict[tuple, Result], published: 
     found = _published(model, shape) if published else []
     if found:
         entries += found
-        notes.append("Rows from seed 004 are its published figures (Torch, CUDA 8.0 RC); its Total is the sum "
+        notes.append("Rows from GPU in the Cloud (cnn-benchmarks) are its published figures (Torch, CUDA 8.0 RC); its Total is the sum "
                      "before rounding, so it can differ from Forward + Backward in the last digit.")
     entries.sort(key=lambda e: e.order)
     header, align, body = list(HEADER), "llrrrr", [e.cells for e in entries]
@@ -70,8 +74,18 @@ def _table(model: str, shape: tuple, by_system: dict[tuple, Result], published: 
     if any(e.check not in (None, "ok") for e in found):
         header, align, body = header + ["Check"], align + "l", [b + [e.check] for b, e in zip(body, entries)]
     elif found:
-        notes.append("Published arithmetic checked: Total = Forward + Backward in every seed row.")
-    return Table(model_title(next(iter(by_system.values()))), header, align, body, notes=notes)
+        notes.append("Published arithmetic checked: Total = Forward + Backward in every published row.")
+    if not found and not any(rowinfo.on_gpu(r) for r in by_system.values()):
+        header, align, body = _without(header, align, body, "cuDNN")
+    title = model_title(next(iter(by_system.values())))
+    # Two tables of one model (two inputs) would share the publication's heading: the input tells them apart.
+    return Table(f"{title} ({notes[0][1:-1]})" if by_input else title, header, align, body, notes=notes)
+
+
+def _without(header: list[str], align: str, body: list[list[object]], column: str):
+    """The table without `column`: cuDNN means nothing where no row ran on a GPU."""
+    i = header.index(column)
+    return header[:i] + header[i + 1:], align[:i] + align[i + 1:], [row[:i] + row[i + 1:] for row in body]
 
 
 def _order(failed: bool, total: object) -> tuple:
@@ -106,9 +120,9 @@ def _published(model: str, shape: tuple) -> list[_Entry]:
     for row in published.seed004(model):
         c = row.cells
         cells = [c["gpu"], c["cudnn"], c["forward_ms"], c["backward_ms"], row.mark("Total (ms)", c["total_ms"]), DASH]
-        out.append(_Entry(_order(False, c["total_ms"]), cells, source="seed 004", check=row.check_text()))
+        out.append(_Entry(_order(False, c["total_ms"]), cells, source=SOURCE, check=row.check_text()))
     for name in published.seed004_oom(model):
         gpu, _, cudnn = name.partition(" (cuDNN ")
         out.append(_Entry((True, float("inf")), [gpu, cudnn.rstrip(")") or DASH, "OOM", "OOM", "OOM", DASH],
-                          source="seed 004"))
+                          source=SOURCE))
     return out

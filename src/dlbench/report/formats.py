@@ -60,12 +60,16 @@ def _parsed(value: object, numeric: bool, column: str) -> dict[str, object]:
 
 
 def records(tables: list[Table]) -> list[dict[str, object]]:
-    """Every cell after a row's first (its label) as one record; see the module's docstring."""
+    """Every cell but a row's label (its first, or the table's `label` column) as one record; see
+    the module's docstring."""
     out = []
     for number, t in enumerate(tables, 1):
+        at = t.label_index()
         for position, row in enumerate(t.rows, 1):
-            label = None if row[0] in (None, DASH) else str(row[0])
-            for column, align, value in list(zip(t.header, t.align, row))[1:]:
+            label = None if row[at] in (None, DASH) else str(row[at])
+            for i, (column, align, value) in enumerate(zip(t.header, t.align, row)):
+                if i == at:
+                    continue
                 out.append({"table": number, "title": t.title, "row": position, "label": label,
                             "column": column, **_parsed(value, align == "r", column)})
     return out

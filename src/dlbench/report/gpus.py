@@ -1,7 +1,10 @@
-"""Seed 004's GPU table for the GPUs in the results: datasheet figures beside measured ceilings.
+"""The GPU table of GPU in the Cloud (cnn-benchmarks) for the GPUs in the results: datasheet
+figures beside measured ceilings.
 
-`|GPU|Memory|Architecture|CUDA Cores|FP32 TFLOPS|Release Date|`, fastest first, plus one
-column per ceiling that `dlbench system` measured on a machine with that GPU.
+`|GPU|Cloud|Instance Name|Memory|Architecture|CUDA Cores|FP32 TFLOPS|Release Date|`, fastest
+first, plus one column per ceiling that `dlbench system` measured on a machine with that GPU.
+Cloud and Instance Name appear where a row has them: the publication's, or a cloud the user
+named for the machine (DLBENCH_CLOUD, DLBENCH_INSTANCE).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from dlbench.results.record import Result
 
 HEADER = ["GPU", "Memory", "Architecture", "CUDA Cores", "FP32 TFLOPS", "Release Date"]
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+CLOUD = ["Cloud", "Instance Name"]
+SOURCE = "GPU in the Cloud (cnn-benchmarks)"
 
 
 def _datasheet():
@@ -80,7 +85,9 @@ def measured_by_gpu(results: list[Result]) -> dict[str, dict[str, float]]:
     return out
 
 
-def tables(results: list[Result]) -> list[Table]:
+def tables(results: list[Result], published: bool = False) -> list[Table]:
+    """The publication's layout, its Cloud and Instance Name columns where a row has one (a
+    cloud the user named: DLBENCH_CLOUD, DLBENCH_INSTANCE), and with `published` its own rows."""
     datasheet = _datasheet()
     names = gpu_names(results)
     if datasheet is None or not names:
@@ -90,17 +97,45 @@ def tables(results: list[Result]) -> list[Table]:
     rows = []
     for name in names:
         spec = datasheet.lookup(name)
-        cells: list[object] = [name]
+        cells: list[object] = [name, *_cloud(results, name)]
         if spec is None:
             cells += [None] * (len(HEADER) - 1)
         else:
             cells += [f"{spec.memory_gb:g}GB {spec.memory_type}", spec.architecture, spec.cuda_cores,
                       _number(spec.fp32_tflops), release(spec.release)]
         cells += [_number(measured.get(name, {}).get(c), 1) for c in extra]
-        rows.append((spec.fp32_tflops if spec else -1.0, cells))
+        rows.append((spec.fp32_tflops if spec else -1.0, cells + ["dlbench"]))
     rows.sort(key=lambda item: -item[0])
+    body = [cells for _, cells in rows]
     notes = [] if not extra else ["Datasheet figures; Measured columns come from `dlbench system` on a machine with that GPU."]
-    return [Table("GPUs", HEADER + extra, "lllrrl" + "r" * len(extra), [cells for _, cells in rows], notes=notes)]
+    if published:
+        body += [row[:1] + row[1:3] + row[3:] + [None] * len(extra) + [SOURCE] for row in _published_rows()]
+        notes.append(f"Rows from {SOURCE} are its own table as printed (its FP32 TFLOPS and release dates, "
+                     "links left out).")
+    header, align = [HEADER[0], *CLOUD, *HEADER[1:], *extra, "Source"], "lll" + "llrrl" + "r" * len(extra) + "l"
+    table = Table("GPUs", header, align, body if published else [row[:-1] for row in body], notes=notes)
+    if not published:
+        table.header, table.align = header[:-1], align[:-1]
+    if not any(row[i] not in (None, "") for row in table.rows for i in (1, 2)):  # no cloud named anywhere
+        table.header, table.align = table.header[:1] + table.header[3:], table.align[:1] + table.align[3:]
+        table.rows = [row[:1] + row[3:] for row in table.rows]
+    return [table]
+
+
+def _cloud(results: list[Result], name: str) -> list[str | None]:
+    """Cloud and instance name the user gave for a machine with this GPU (the latest such result)."""
+    found = [r.system for r in sorted(results, key=lambda r: r.started)
+             if any(g.get("name") == name for g in r.system.get("gpus") or [])]
+    system = found[-1] if found else {}
+    return [system.get("cloud"), system.get("instance")]
+
+
+def _published_rows() -> list[list[object]]:
+    from dlbench.report import published
+
+    rows = published.cells(published.data()["seed004"]["gpu_table"])
+    return [[gpu, cloud, instance, memory, arch, int(cores), tflops, date]
+            for gpu, cloud, instance, memory, arch, cores, tflops, date in rows]
 
 
 def _column_order(column: str) -> tuple[int, str]:

@@ -13,31 +13,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dlbench.report import phases
 from dlbench.report import rows as rowinfo
 from dlbench.report.derived import scaling_efficiency, weak_scaling
 from dlbench.report.tables import Table, model_title
-from dlbench.figures import DASH, add, fixed, ms
+from dlbench.figures import DASH, fixed
 from dlbench.results.record import Result
 
 WORKLOADS = ("train", "infer", "smooth")
 BENCHMARK = {"infer": "Inference", "train": "Train", "smooth": "Smooth Inference"}
-SEED002 = ["Cluster", "Dataset", "Benchmark", "Device Name", "# Devices", "Num Workers", "Data Loading Time [ms]",
-           "Data Processing Time [ms]", "Forward Time [ms]", "Backward Time [ms]", "Optimizer Time [ms]", "Total [ms]",
-           "Median step [ms]"]
 PRECISION = {"fp32": "FP32", "tf32": "TF32", "fp16": "mixed precision (fp16)", "bf16": "mixed precision (bf16)"}
 FULL, MIXED = ("fp32", "tf32"), ("fp16", "bf16")
 LATENCY = ["Batch size", "Resolution", "Throughput Avg [img/s]", "Latency Avg [ms]", "Latency 90% [ms]",
            "Latency 95% [ms]", "Latency 99% [ms]"]
+SEED003 = "NVIDIA UNet_Medical"  # the publication, as the Source column names it
 SLIP_NOTE = "† marks a published figure that its own columns do not give; Check says what they give."
 
 
 def dataset(r: Result) -> str:
     return rowinfo.data_source(r)
-
-
-def cluster(r: Result) -> str:
-    """The system a row ran on: its host (the seed's cluster); the tag has its own column."""
-    return r.system.get("host") or DASH
 
 
 def _latest(results: list[Result], key) -> dict:
@@ -82,72 +76,56 @@ def tables(results: list[Result], published: bool = False) -> list[Table]:
     return phase_tables(mine, published) + throughput_tables(mine, published) + latency_tables(mine, published)
 
 
-# ---- seed 002: phases ----------------------------------------------------------------------
+# ---- BenchmarkJade: phases ----------------------------------------------------------------
 
 def phase_tables(results: list[Result], published: bool = False) -> list[Table]:
-    """Seed 002: milliseconds per batch in each phase, per cluster, dataset, benchmark and device count."""
+    """Seconds per batch in each phase (means, which add up to the wall time per batch), per
+    cluster, dataset, benchmark and device count, as BenchmarkJade prints them."""
     groups: dict[str, list[Result]] = {}
     for r in results:
         groups.setdefault(r.model, []).append(r)
-    out = []
-    for model, rs in groups.items():
-        latest = _latest(rs, lambda r: (cluster(r), dataset(r), r.workload, rowinfo.system(r, gpus=False),
-                                        r.spec.get("gpus", 1), r.spec.get("batch"), r.spec.get("precision", "fp32"),
-                                        r.tag, str(r.spec.get("input_shape"))))
-        ordered = sorted(latest.values(), key=lambda r: (cluster(r), r.system_label, r.spec.get("gpus", 1),
-                                                          dataset(r), r.workload, r.spec.get("batch") or 0))
-        rows = [_phase_row(r) for r in ordered]
-        notes = ["Milliseconds per batch (medians over the measured steps); Data Loading includes the copy to the "
-                 "device; Total = the phase columns added; Median step = the median of whole steps."]
-        if published:
-            found = _seed002(model)
-            if found:
-                notes.append("Rows from seed 002 are its published seconds, shown in ms digit for digit; its batch "
-                             "size is not published; their Total is the sum of their phases.")
-            rows += found
-        batches = {r.extra.get("Batch") for r in rows}
-        if len(batches) == 1 and None not in batches:
-            notes[0] += f" Batch {batches.pop()} per device."
-        out.append(_assemble(model_title(rs[0]), list(SEED002), "llllrr" + "r" * 7, rows, notes, published,
-                             ("Precision", "Batch", "Input", "Tag")))
-    return out
+    return [_phase_table(rs, published) for rs in groups.values()]
+
+
+def _phase_table(rs: list[Result], published: bool) -> Table:
+    latest = _latest(rs, lambda r: (phases.cluster(r), dataset(r), r.workload, rowinfo.system(r, gpus=False),
+                                    r.spec.get("gpus", 1), r.spec.get("batch"), r.spec.get("precision", "fp32"),
+                                    r.tag, str(r.spec.get("input_shape"))))
+    ordered = sorted(latest.values(), key=lambda r: (r.system_label, r.spec.get("gpus", 1), dataset(r), r.workload,
+                                                      r.spec.get("batch") or 0))
+    rows = [_phase_row(r) for r in ordered]
+    notes = [phases.NOTE]
+    if published and _published_model(rs[0].model, "seed002"):
+        notes.append(phases.PUBLISHED_NOTE)
+        rows += [_Row(phases.published_row(row), {"Precision": "fp32", "Batch": None, "Input": "3x224x224"},
+                      phases.SOURCE, row.check_text()) for row in _published_rows()]
+    batches = {r.extra.get("Batch") for r in rows}
+    if len(batches) == 1 and None not in batches:
+        notes[0] += f" Batch {batches.pop()} per device."
+    header = phases.HEAD + list(phases.PHASES)
+    table = _assemble(phases.title(rs[0]), header, "llllrr" + "r" * len(phases.PHASES), rows, notes, published,
+                      ("Precision", "Batch", "Input", "Tag"))
+    if not any(row[0] not in (None, DASH) for row in table.rows):  # no cluster named: no column
+        table.header, table.align, table.rows = table.header[1:], table.align[1:], [row[1:] for row in table.rows]
+    return phases.labelled(table)
 
 
 def _phase_row(r: Result) -> _Row:
-    m = r.metrics
-    workers = (r.spec.get("options") or {}).get("workers")
-    source = str((r.spec.get("options") or {}).get("data", "synthetic"))
-    head = [cluster(r), dataset(r), BENCHMARK[r.workload], rowinfo.system(r, gpus=False, precision=False),
-            rowinfo.processes(r), "-" if source == "synthetic" else (workers if workers is not None else "auto")]
-    extra = {"Precision": r.spec.get("precision", "fp32"), "Batch": r.spec.get("batch"),
-             "Input": _input(r),
+    extra = {"Precision": r.spec.get("precision", "fp32"), "Batch": r.spec.get("batch"), "Input": _input(r),
              "Tag": r.tag}
-    if r.status == "oom":
-        return _Row(head + ["OOM"] * 7, extra)
-    loading = (m.get("data_ms") or 0) + (m.get("h2d_ms") or 0) if "data_ms" in m else None
-    phases = [ms(loading), ms(m.get("noise_ms")), ms(m.get("forward_ms")), ms(m.get("backward_ms")),
-              ms(m.get("optimizer_ms"))]
-    shown = [p for p in phases if p != DASH]
-    return _Row(head + phases + [add(*shown) if shown else DASH, ms(m.get("step_ms"))], extra)
+    return _Row(phases.row_head(r) + phases.phase_cells(r), extra)
 
 
-def _seed002(model: str) -> list[_Row]:
+def _published_model(model: str, seed: str) -> bool:
     from dlbench.report import published
 
-    rows = published.seed002() if published.measured_with("seed002", model) else []
-    return [_seed002_row(row) for row in rows]
+    return published.measured_with(seed, model)
 
 
-def _seed002_row(row) -> _Row:
-    from dlbench.report.published import seconds_to_ms
+def _published_rows() -> list:
+    from dlbench.report import published
 
-    c = row.cells
-    phases = [seconds_to_ms(c[k]) for k in ("data_s", "processing_s", "forward_s", "backward_s")]
-    shown = [p for p in phases if p is not None]
-    cells = [c["cluster"], c["dataset"], c["benchmark"], c["device"], int(c["devices"]), int(c["workers"]),
-             phases[0], phases[1], row.mark("Forward Time", phases[2]), phases[3], None, add(*shown), None]
-    return _Row(cells, {"Precision": "fp32", "Batch": None, "Input": "3x224x224", "Tag": None},
-                "seed 002", row.check_text())
+    return published.seed002()
 
 
 # ---- seed 003: throughput and weak scaling -------------------------------------------------
@@ -188,9 +166,11 @@ def throughput_tables(results: list[Result], published: bool = False) -> list[Ta
                  f"{terms[2]} over throughput on 1 {terms[3]} at the same batch per {terms[3]} (perfect: N); scaling "
                  "efficiency: weak scaling / N (perfect: 1.00)."]
         if seeds:
-            notes.append("Rows from seed 003 are its published figures (TF1 20.06, mixed precision = TF-AMP fp16, "
+            notes.append("Rows from NVIDIA UNet_Medical are its published figures (TF1 20.06, mixed precision = TF-AMP fp16, "
                          "ISBI 2012 EM data with augmentation).")
         title = f"{model_title(rs[0])} {BENCHMARK[workload].lower()} throughput"
+        if any(str(c).endswith(OVER_ONE) for row in rows for c in row.cells):
+            notes.append(OVER_ONE_NOTE)
         table = _assemble(title, header, "l" + "r" * (len(header) - 1), rows, notes, published, ("Data", "Input", "Tag"))
         out.append(rowinfo.prune(table, 3 + len(precisions)))
     return out
@@ -205,8 +185,20 @@ def _throughput_row(points: dict, gpus: int, batch: int, single: dict, precision
     cells += [fixed(value.get(p)) for p in precisions]
     cells += [fixed(value[m] / value[f]) if f in value and m in value else DASH for f in fulls for m in mixeds]
     cells += [fixed(weak_scaling(value.get(p), single.get(p))) if gpus > 1 else DASH for p in precisions]
-    cells += [fixed(scaling_efficiency(value.get(p), single.get(p), gpus)) if gpus > 1 else DASH for p in precisions]
+    cells += [_efficiency(scaling_efficiency(value.get(p), single.get(p), gpus)) if gpus > 1 else DASH
+              for p in precisions]
     return _Row(cells, {"Data": dataset(any_result), "Tag": any_result.tag, "Input": _input(any_result)})
+
+
+OVER_ONE = " !"
+OVER_ONE_NOTE = ("! marks a scaling efficiency above 1: N processes did more than N times the work of one, which "
+                 "parallel work cannot; the 1-GPU run is no baseline for this row (on a CPU, processes share its "
+                 "cores and one process alone left some idle; or the runs measured different things).")
+
+
+def _efficiency(value: float | None) -> str:
+    """Flagged above 1 (beyond rounding): such a figure is no scaling, whatever the arithmetic says."""
+    return fixed(value) + (OVER_ONE if value is not None and value > 1.005 else "")
 
 
 def _one_gpu(latest: dict, run: tuple, batch: int) -> dict[str, float]:
@@ -274,7 +266,7 @@ def _seed003_row(s: dict, precisions: list[str], fulls: list[str], mixeds: list[
     cells += [weak.get(p) for p in precisions]
     cells += [fixed(float(v) / gpus) if v and v != "-" and gpus > 1 else None
               for v in (s["weak"].get(p) for p in precisions)]
-    return _Row(cells, {"Data": "ISBI 2012 (augmented)", "Tag": None, "Input": "1x572x572"}, "seed 003", row.check_text())
+    return _Row(cells, {"Data": "ISBI 2012 (augmented)", "Tag": None, "Input": "1x572x572"}, SEED003, row.check_text())
 
 
 # ---- seed 003: latency ---------------------------------------------------------------------
@@ -301,7 +293,7 @@ def latency_tables(results: list[Result], published: bool = False) -> list[Table
         if published and _is_seed003(model):
             found = _seed003_latency(precision)
             if found:
-                notes.append("Rows from seed 003 are its published figures (TF1 20.06; latency per batch, as its last "
+                notes.append("Rows from NVIDIA UNet_Medical are its published figures (TF1 20.06; latency per batch, as its last "
                              "line says, though an earlier line says per image).")
             rows += found
         out.append(_assemble(f"{model_title(rs[0])} inference latency, {PRECISION[precision]}", ["System"] + LATENCY,
@@ -319,5 +311,5 @@ def _seed003_latency(precision: str) -> list[_Row]:
             continue
         cells = [c["system"], int(c["batch"]), c["resolution"], row.mark("Throughput Avg [img/s]", c["throughput"]),
                  c["latency_avg_ms"], c["latency_p90_ms"], c["latency_p95_ms"], c["latency_p99_ms"]]
-        out.append(_Row(cells, {"Data": "ISBI 2012", "Tag": None}, "seed 003", row.check_text()))
+        out.append(_Row(cells, {"Data": "ISBI 2012", "Tag": None}, SEED003, row.check_text()))
     return out

@@ -27,6 +27,14 @@ CREMI_PADDED = (200, 3072, 3072)  # the "~1.9 gigavoxel" volume: 1.887e9 voxels
 PLATYNEREIS = 8.1e12
 MIXED = "fp16"  # the seeds' "mixed precision" is TF-AMP / apex fp16
 NAMES = {"fp32": "FP32", "tf32": "TF32", "fp16": "mixed precision", "bf16": "mixed precision (bf16)"}
+# How the reports name each publication to users (its own title); the keys are internal.
+PUBLICATIONS = {"000": "GPU Benchmarks", "001": "GPU Benchmark Summary", "002": "BenchmarkJade",
+                "003": "NVIDIA UNet_Medical", "004": "GPU in the Cloud (cnn-benchmarks)"}
+
+
+def publication(seed: str) -> str:
+    """'004' -> 'GPU in the Cloud (cnn-benchmarks)'; '000, 001' names both reports."""
+    return ", ".join(PUBLICATIONS[s] for s in seed.split(", "))
 
 
 @dataclass
@@ -360,7 +368,7 @@ def references() -> list[dict[str, Any]]:
                                                f"ms per batch of {block['batch']}"))
     voxels = CREMI_PADDED[0] * CREMI_PADDED[1] * CREMI_PADDED[2]
     for r in seed000_001():
-        what = f"{r.cells['system']}, seed {r.seed}"
+        what = f"{r.cells['system']}, {publication(r.seed)}"
         if r.get("training_s"):
             out.append(dict(source=f"{r.source} ({r.cells['system']})", gpu=r.gpu, gpus=r.gpus, workload="train",
                             model="unet3d-aniso", batch=1, precision="fp32", metric="throughput",

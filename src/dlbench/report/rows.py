@@ -86,6 +86,8 @@ def data_source(r: Result) -> str:
     from pathlib import Path
 
     source = _resolved(str((r.spec.get("options") or {}).get("data") or r.metrics.get("data") or "synthetic"), r)
+    if _VARIABLE.search(source):  # a record from before runs stored the path they read
+        return f"{source} (path not recorded)"
     for prefix in ("folder:", "volume:"):
         if source.startswith(prefix):
             source = source[len(prefix):]

@@ -24,6 +24,10 @@ class Table:
     align: str  # one 'l' or 'r' per column
     rows: list[list[object]]
     notes: list[str] = field(default_factory=list)  # lines printed between heading and table
+    label: str | None = None  # the column that names a row in CSV and JSON; None: the first
+
+    def label_index(self) -> int:
+        return self.header.index(self.label) if self.label in self.header else 0
 
     def markdown(self) -> str:
         # Titles and notes can hold text from results (a model or system name): escaped like cells.

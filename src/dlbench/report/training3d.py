@@ -28,6 +28,7 @@ from dlbench.results.record import Result
 ITERATIONS = 1001  # the seeds time 1001 training iterations
 TARGET = 100_000  # "roughly the number of iterations after which most networks have converged"
 PLATYNEREIS = 8.1e12
+CREMI_SHAPE = (200, 3072, 3072)  # the publications' padded CREMI volume, 1.887 gigavoxel
 SEED_MODEL = "unet3d-aniso"  # the seeds' CREMI network
 HEADER = ["System", "CUDA", "pytorch", "Training [s]", "Inference [s]", "Iters / Min", "Megavox / s", "100k Iters [d]"]
 
@@ -98,7 +99,7 @@ def _table(model: str, pairs: list[dict[str, Result]], published: bool) -> Table
     if published:
         found = _published(target)
         rows += found
-        notes.append("Rows from seeds 000/001 are their published figures (PyTorch 0.4, Inferno, CUDA 9.1; CREMI; "
+        notes.append("Rows from GPU Benchmarks and its Summary are their published figures (PyTorch 0.4, Inferno, CUDA 9.1; CREMI; "
                      "inference of the padded CREMI volume, 200x3072x3072 = 1.89 Gvox); 000 times 1001 iterations, "
                      "001 says 1000. † marks a printed figure that the row's own columns do not give.")
     header, align = HEADER + [target_title(target)], "lll" + "r" * 6
@@ -127,11 +128,11 @@ def _row(pair: dict[str, Result], target: float) -> _Row:
     elif train is not None:
         step = _mean_step(train)
         rate = train.metrics.get("iters_per_min") or derived.iters_per_min(1, step)
-        training = fixed(None if step is None else ITERATIONS * step, 1)
+        training = training_cell(train)
         per_min, days = fixed(rate, 1), fixed(derived.days_to(TARGET, rate), 1)
     if volume is not None and volume.status == "ok":
         m = volume.metrics
-        inference, mvox = fixed(m.get("total_s"), 1), fixed(m.get("mvox_per_s"), 1)
+        inference, mvox = inference_cell(volume), fixed(m.get("mvox_per_s"), 1)
         hours = fixed(derived.hours_for(target, m.get("mvox_per_s")), 1)
     cells += [training, inference, per_min, mvox, days, hours]
     extra = {"Patch": _patch(train) if train is not None else None,
@@ -140,18 +141,53 @@ def _row(pair: dict[str, Result], target: float) -> _Row:
     return _Row(cells, extra)
 
 
+def iterations(r: Result) -> int:
+    return int(r.metrics.get("steps") or len(r.samples.get("step") or []))
+
+
+def training_cell(r: Result) -> str:
+    """Seconds for the publications' 1001 iterations: measured where the run trained that many (the
+    first 1001 iterations' times added; under several processes the window, each iteration as long
+    as its slowest process), else the mean iteration times 1001, marked as extrapolated."""
+    steps, samples = iterations(r), r.samples.get("step") or []
+    if steps >= ITERATIONS and rowinfo.processes(r) == 1 and len(samples) >= ITERATIONS:
+        return fixed(sum(samples[:ITERATIONS]), 1)
+    step = _mean_step(r)
+    if step is None:
+        return DASH
+    if steps >= ITERATIONS:
+        return fixed(ITERATIONS * step, 1)
+    return f"{fixed(ITERATIONS * step, 1)} (extrapolated from {steps:,})" if steps else f"{fixed(ITERATIONS * step, 1)} (extrapolated)"
+
+
+def inference_cell(r: Result) -> str:
+    """Seconds to predict the publications' padded CREMI volume (200x3072x3072): measured where the
+    run predicted a volume of that size, else its rate over those voxels, marked as extrapolated."""
+    m = r.metrics
+    shape = m.get("volume_shape")
+    if shape and tuple(shape) == CREMI_SHAPE:
+        return fixed(m.get("total_s"), 1)
+    if not m.get("mvox_per_s"):
+        return DASH
+    seconds = float(np.prod(CREMI_SHAPE)) / (m["mvox_per_s"] * 1e6)
+    return f"{fixed(seconds, 1)} (extrapolated from {'x'.join(map(str, shape or []))})"
+
+
 def _notes(pairs: list[dict[str, Result]], target: float) -> str:
     trains = [p["train"] for p in pairs if "train" in p]
     volumes = [p["volume"] for p in pairs if "volume" in p and p["volume"].status == "ok"]
     patches = ", ".join(dict.fromkeys(_patch(r) for r in trains if _patch(r))) or "the model's default"
-    text = (f"Training [s]: {ITERATIONS} iterations at the measured mean iteration time (patch {patches}); "
-            f"Iters / Min: 60 / that time; 100k Iters [d]: days to {TARGET:,} iterations.")
+    text = (f"Training [s]: the time of {ITERATIONS} training iterations (patch {patches}), measured where the run "
+            f"trained {ITERATIONS}, else {ITERATIONS} x the measured mean iteration and marked extrapolated; "
+            f"Iters / Min: 60 / the mean iteration; 100k Iters [d]: days to {TARGET:,} iterations.")
     if volumes:
         shapes = ", ".join(dict.fromkeys(_volume(v) for v in volumes))
         first = volumes[0].metrics
-        text += (f" Inference [s]: prediction of the whole volume ({shapes}; block "
+        text += (f" Inference [s]: prediction of the publications' 200x3072x3072 volume (1.89 Gvox), measured "
+                 f"where the run predicted one that size, else extrapolated at the measured rate (volumes run: "
+                 f"{shapes}; block "
                  f"{rowinfo.shape_text(first.get('block'))}, halo {rowinfo.shape_text(first.get('halo'))}); "
-                 f"Megavox / s: its voxels over that time; {target_title(target)}: hours for "
+                 f"Megavox / s: the run's voxels over its time; {target_title(target)}: hours for "
                  f"{short(target / 1e12)} teravoxel at that rate on the row's GPUs (or CPU).")
     return text
 
@@ -169,5 +205,5 @@ def _published(target: float) -> list[_Row]:
                  row.mark("Iters / Min", row.get("iters_per_min")), row.mark("Megavox / s", row.get("mvox_per_s")),
                  row.mark("100k Iters [d]", row.get("days_100k")), row.mark("Platynereis [h]", hours)]
         out.append(_Row(cells, {"Data": "CREMI", "Volume": "200x3072x3072 (1.89 Gvox)" if row.get("inference_s") else None},
-                        f"seed {row.seed}", row.check_text()))
+                        published.publication(row.seed), row.check_text()))
     return out

@@ -100,6 +100,10 @@ def fingerprint() -> dict[str, Any]:
         "cudnn": format_cudnn(cudnn),
         "torch": torch.__version__,
         "torchvision": _version("torchvision"),
+        # A host name says nothing of the cluster it belongs to; reports show only one given.
+        "cluster": os.environ.get("DLBENCH_CLUSTER") or os.environ.get("SLURM_CLUSTER_NAME") or None,
+        "cloud": os.environ.get("DLBENCH_CLOUD") or None,  # the GPU table's Cloud and Instance Name
+        "instance": os.environ.get("DLBENCH_INSTANCE") or None,
     }
 
 

@@ -108,6 +108,9 @@ def latency(samples: list[float]) -> dict[str, float]:
 
 def data_metrics(loader, warnings: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"dataset_images": getattr(loader, "images", 0)}
+    workers = loader_workers(loader)
+    if workers is not None:  # "auto" resolved: reports print the count
+        out["workers"] = workers
     if isinstance(loader, DeviceDecoder):
         out["cpu_share"] = loader.config.cpu_share
         # nvjpeg on a side stream is only fast with enough hardware queues (see launch/environment.py)
@@ -119,6 +122,19 @@ def data_metrics(loader, warnings: list[str]) -> dict[str, Any]:
     if warnings:
         out["warnings"] = warnings
     return out
+
+
+def loader_workers(loader, depth: int = 3) -> int | None:
+    """The DataLoader's worker processes, through the wrappers around it (None: no DataLoader)."""
+    if isinstance(getattr(loader, "num_workers", None), int):
+        return loader.num_workers
+    for name in ("host", "loader"):
+        inner = getattr(loader, name, None)
+        if depth and inner is not None and inner is not loader:
+            found = loader_workers(inner, depth - 1)
+            if found is not None:
+                return found
+    return None
 
 
 def inference_model(spec, entry, shape, device: torch.device):

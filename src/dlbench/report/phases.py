@@ -1,0 +1,136 @@
+"""BenchmarkJade's phase table (train, inference, smooth inference), one per model:
+
+`|Cluster|Dataset|Benchmark|Device Name|# Devices|Num Workers|Data Loading Time [s]|
+Data Processing Time [s]|Forward Time [s]|Backward Time [s]|Optimizer Time [s]|Other Time [s]|
+Total [s]|Median Batch [s]|`
+
+The publication prints seconds per batch averaged over an epoch, so the phases here are means
+in seconds too: means add up, so the phases and `Other` (the wall time per batch that falls in
+no phase) add up to Total, the wall time per batch, and a data stall shows where it happens. A
+median of each phase would hide the stalls, which are what the table is for; the median whole
+batch stands apart. Where a record holds no per-phase means (written before they were stored),
+its medians stand in and its Total says `(medians)`.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from dlbench.report import rows as rowinfo
+from dlbench.report.tables import Table, model_title
+from dlbench.figures import DASH, add, fixed
+from dlbench.results.record import Result
+
+BENCHMARK = {"infer": "Inference", "train": "Train", "smooth": "Smooth Inference"}
+PHASES = ("Data Loading Time [s]", "Data Processing Time [s]", "Forward Time [s]", "Backward Time [s]",
+          "Optimizer Time [s]", "Other Time [s]", "Total [s]", "Median Batch [s]")
+HEAD = ["Cluster", "Dataset", "Benchmark", "Device Name", "# Devices", "Num Workers"]
+SOURCE = "BenchmarkJade"
+NOTE = ("Seconds per batch, means over the measured batches (the publication's figures are per-batch averages "
+        "over an epoch: a whole ImageNet epoch cannot take 0.1 s). Data Loading includes the copy to the device; "
+        "Other Time: wall time per batch in no phase; Total: the wall time per batch (measured window / "
+        "batches), the sum of the columns before it; Median Batch: the median whole batch, below Total where "
+        "some batches stall.")
+PUBLISHED_NOTE = ("Rows from BenchmarkJade are its published seconds as printed (ResNet-50, fp32; batch size not "
+                  "published); their Total is the sum of their phases, as the publication prints no wall time.")
+
+
+def cluster(r: Result) -> str | None:
+    """The cluster the user named (`DLBENCH_CLUSTER`, or SLURM's cluster name); a host name is no cluster."""
+    return r.system.get("cluster") or None
+
+
+def workers(r: Result) -> object:
+    """Data loader processes as a number: the resolved count the run stored, else the spec's;
+    0 where the data is made on the device (synthetic: no loader)."""
+    options = r.spec.get("options") or {}
+    if str(options.get("data", "synthetic")) == "synthetic":
+        return 0
+    found = r.metrics.get("workers", options.get("workers"))
+    return int(found) if isinstance(found, (int, float)) else DASH
+
+
+def _mean_s(r: Result, phase: str) -> float | None:
+    stats = (r.metrics.get("stats") or {}).get(phase) or {}
+    if stats.get("mean") is not None:
+        return float(stats["mean"])
+    median = r.metrics.get(f"{phase}_ms")
+    return None if median is None else median / 1e3
+
+
+def has_means(r: Result) -> bool:
+    return bool((r.metrics.get("stats") or {}).get("step", {}).get("mean"))
+
+
+def wall_s(r: Result) -> float | None:
+    """The wall time per batch: the mean whole step (the window over its steps on one process)."""
+    m = r.metrics
+    if has_means(r):
+        return float(m["stats"]["step"]["mean"])
+    if m.get("window_s") and m.get("steps"):
+        return m["window_s"] / m["steps"]
+    return None if m.get("step_ms") is None else m["step_ms"] / 1e3
+
+
+def _s(value: float | None) -> str:
+    return fixed(value, 4)
+
+
+def phase_cells(r: Result) -> list[str]:
+    """The eight figures after the row's head; OOM where the run ran out of memory."""
+    if r.status == "oom":
+        return ["OOM"] * len(PHASES)
+    loading = None
+    if _mean_s(r, "data") is not None:
+        loading = _mean_s(r, "data") + (_mean_s(r, "h2d") or 0.0)
+    shown = [_s(loading), _s(_mean_s(r, "noise")), _s(_mean_s(r, "forward")), _s(_mean_s(r, "backward")),
+             _s(_mean_s(r, "optimizer"))]
+    parts = [p for p in shown if p != DASH]
+    total = _s(wall_s(r))
+    if not has_means(r):  # medians do not add up to the wall time: no Other, and the row says so
+        total = (add(*parts) if total == DASH and parts else total) + " (medians)"
+        return shown + [DASH, total, _s(_median_s(r))]
+    return shown + [rest(total, parts), total, _s(_median_s(r))]
+
+
+def _median_s(r: Result) -> float | None:
+    stats = (r.metrics.get("stats") or {}).get("step") or {}
+    if stats.get("median") is not None:
+        return float(stats["median"])
+    return None if r.metrics.get("step_ms") is None else r.metrics["step_ms"] / 1e3
+
+
+def rest(total: str, parts: list[str]) -> str:
+    """Total less the shown parts, so that the parts and this add up to the shown Total."""
+    left = Decimal(total) - sum((Decimal(p) for p in parts), Decimal(0))
+    return format(left.normalize(), "f") if left == 0 else format(left, "f")
+
+
+def row_head(r: Result) -> list[object]:
+    return [cluster(r), rowinfo.data_source(r), BENCHMARK[r.workload], rowinfo.system(r, gpus=False, precision=False),
+            rowinfo.processes(r), workers(r)]
+
+
+def published_row(row) -> list[object]:
+    """A published row as printed: seconds, no optimizer or other time, Total the sum of its phases."""
+    c = row.cells
+    phases = [None if c[k] in (None, "-", "") else c[k] for k in ("data_s", "processing_s", "forward_s", "backward_s")]
+    shown = [p for p in phases if p is not None]
+    forward = row.mark("Forward Time", phases[2])
+    return [c["cluster"], c["dataset"], c["benchmark"], c["device"], int(c["devices"]), int(c["workers"]),
+            phases[0], phases[1], forward, phases[3], None, None, add(*shown), None]
+
+
+def title(r: Result) -> str:
+    """Not the model alone: the forward/backward table of the same model has that heading."""
+    return f"{model_title(r)}: time per batch in each phase"
+
+
+def labelled(table: Table) -> Table:
+    """The row's label in CSV and JSON is the device, not the cluster (which may be empty)."""
+    table.label = "Device Name"
+    return table
+
+
+__all__ = ["BENCHMARK", "HEAD", "NOTE", "PHASES", "PUBLISHED_NOTE", "SOURCE", "cluster", "has_means", "labelled",
+           "phase_cells", "published_row", "row_head", "title", "wall_s", "workers"]
