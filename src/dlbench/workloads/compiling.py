@@ -172,10 +172,10 @@ def _save_artefacts(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def ticking(progress: ProgressFn, what: str, every_s: float = TICK_S) -> Iterator[None]:
-    """`progress("<what>: <n> s", 0, 0)` at once and every `every_s` seconds until the block ends:
-    the block is one call that reports nothing itself."""
-    start, stop = time.monotonic(), threading.Event()
+def ticking(progress: ProgressFn, what: str, every_s: float | None = None) -> Iterator[None]:
+    """`progress("<what>: <n> s", 0, 0)` at once and every `every_s` (TICK_S) seconds until the
+    block ends: the block is one call that reports nothing itself."""
+    start, stop, every_s = time.monotonic(), threading.Event(), every_s or TICK_S
 
     def tick() -> None:
         while True:
