@@ -4,6 +4,7 @@ caches kept in dlbench's cache folder so that the same compile in a new process 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import logging
@@ -11,8 +12,10 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 import torch
@@ -107,26 +110,50 @@ def test_ticker_reports_elapsed_seconds_of_a_blocking_call():
     assert len(calls) == count  # the ticker stopped with the block
 
 
-def test_compile_phase_in_the_live_view_with_output_in_the_log(tmp_path, monkeypatch, capfd):
-    """`dlbench run` in this process: the progress lines say the phase and its elapsed time while the
+@contextlib.contextmanager
+def terminal(path: Path, tty: bool) -> Iterator[tuple[Console, Callable[[], str]]]:
+    """A console on a pseudo-terminal (a live bar) or on a file (progress lines); and what it showed."""
+    if not tty:
+        with open(path, "w") as f:
+            yield Console(file=f, width=200), lambda: path.read_text()
+        return
+    master, slave = os.openpty()
+    shown: list[bytes] = []
+
+    def read() -> None:
+        with contextlib.suppress(OSError):  # the terminal closed
+            while chunk := os.read(master, 65536):
+                shown.append(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        with open(slave, "w") as tty_file:
+            yield Console(file=tty_file, width=200), lambda: b"".join(shown).decode(errors="replace")
+    finally:
+        reader.join(timeout=5)
+        os.close(master)
+
+
+@pytest.mark.parametrize("tty", [False, True], ids=["progress lines", "live bar"])
+def test_compile_phase_in_the_view_with_output_in_the_log(tmp_path, monkeypatch, capfd, tty):
+    """`dlbench run` in this process: the view names the phase with its elapsed time while the
     compiler's output goes to the log the result names, not to the terminal."""
     monkeypatch.setattr(optimize, "apply_level", lambda level, model, example, training: SlowNoisyFirstCall(model))
     monkeypatch.setattr(inprocess, "Heartbeat", functools.partial(Heartbeat, every_s=0.2))
     monkeypatch.setattr(compiling, "TICK_S", 0.2)
-    shown = tmp_path / "terminal.txt"
-    with open(shown, "w") as terminal, Store(tmp_path / "r.db") as store:
-        result, = inprocess.run_specs([spec()], store, console=Console(file=terminal, width=200))
+    with terminal(tmp_path / "terminal.txt", tty) as (console, shown), Store(tmp_path / "r.db") as store:
+        result, = inprocess.run_specs([spec()], store, console=console)
     assert result.status == "ok", result.error
-    lines = shown.read_text().splitlines()
-    assert any(line.endswith("[compile (torch.compile, aot_eager): 1 s]") or
-               line.endswith(": compile (torch.compile, aot_eager): 1 s") for line in lines), lines
+    phase = "compile (torch.compile, aot_eager): 1 s"
+    assert (f"[{phase}]" if tty else f": {phase}\n") in shown(), shown()
     log = Path(result.metrics["compile_log"])
     assert log.parent == cache_folder("compile-logs") and log.is_file()
     text = log.read_text()
     seen = capfd.readouterr()
     for source in SOURCES:
         assert f"compiler {source}" in text
-        assert f"compiler {source}" not in seen.out + seen.err + shown.read_text()
+        assert f"compiler {source}" not in seen.out + seen.err + shown()
     assert result.metrics["compile_s"] >= 1.3
 
 

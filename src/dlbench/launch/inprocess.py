@@ -9,6 +9,7 @@ import os
 from typing import Callable, Iterable, Iterator
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dlbench.errors import UserError
@@ -60,8 +61,11 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
         current = bar.add_task("", total=1)
         for spec in specs:
             def progress(stage: str, done: int, total: int, _label=spec.label()) -> None:
-                bar.update(current, description=f"{_label} [{stage}]", completed=min(done, total), total=total)
-                # a total of 0: a phase of unknown length (a compile), whose name tells its elapsed time
+                # escaped: rich would take "[stage]" for a style tag and show nothing of it. A total of
+                # 0: a phase of unknown length (a compile), whose name tells its elapsed time; an
+                # empty bar of 1 keeps rich from calling it finished.
+                bar.update(current, description=escape(f"{_label} [{stage}]"), completed=min(done, total),
+                           total=max(1, total))
                 heartbeat(f"{_label}: {stage}" + (f" {min(done, total)}/{total}" if total > 0 else ""))
 
             try:
