@@ -95,7 +95,7 @@ def _own_stream(console: Console) -> Iterator[None]:
     """The console writes to its own copy of the file descriptor it writes to now, for the block:
     while a compile runs, descriptors 1 and 2 and sys.stderr point at the compiler's log
     (workloads.compiling), and the progress must still reach the user."""
-    fixed = console._file  # None: the console follows sys.stdout or sys.stderr
+    fixed = getattr(console, "_file", None)  # None: the console follows sys.stdout or sys.stderr
     try:
         fd = os.dup(console.file.fileno())
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):  # not a real file (a test's buffer)
