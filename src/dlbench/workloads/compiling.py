@@ -230,12 +230,19 @@ def _flush(*streams) -> None:
 def new_log(title: str) -> Path:
     """A new log file's path under dlbench's cache; the oldest logs beyond KEEP_LOGS go."""
     folder = cache_folder("compile-logs")
-    logs = sorted(folder.glob("*.log"), key=lambda p: p.stat().st_mtime)
+    logs = sorted(folder.glob("*.log"), key=_modified)
     for old in logs[:max(0, len(logs) - KEEP_LOGS + 1)]:
         with contextlib.suppress(OSError):
             old.unlink()
     slug = re.sub(r"[^A-Za-z0-9_.=-]+", "_", title).strip("_")[:80]
     return folder / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}-{os.getpid()}.log"
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed meanwhile by another run
+        return 0.0
 
 
 @contextlib.contextmanager
