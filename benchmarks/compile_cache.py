@@ -35,8 +35,11 @@ def run_once(args: list[str], cache: Path, db: Path, timeout: float) -> dict:
         filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))}
     env.pop("TORCHINDUCTOR_CACHE_DIR", None)  # dlbench's own cache folder, in `cache`
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "dlbench", "run", *args, "--db", str(db)], capture_output=True,
-                          text=True, env=env, timeout=timeout)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "dlbench", "run", *args, "--db", str(db)], capture_output=True,
+                              text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"the run took more than {timeout:.0f} s (--timeout); compile logs are in {cache / 'compile-logs'}")
     wall = time.perf_counter() - start
     lines = (proc.stdout + proc.stderr).splitlines()
     with Store(db) as store:
