@@ -27,6 +27,7 @@ from dlbench.results.store import Store  # noqa: E402
 
 DEFAULT = ["train", "--model", "resnet50", "--optimize", "max"]  # issue 27's command
 # What the compiler says when it talks: Inductor, Dynamo and Triton logging, autotuning reports.
+STORED: list[str] = []  # ids of the results already shown
 COMPILER = re.compile(r"triton|inductor|dynamo|autotun|out of resource|^[WEI]\d{4} |torch/", re.IGNORECASE)
 
 
@@ -43,7 +44,11 @@ def run_once(args: list[str], cache: Path, db: Path, timeout: float) -> dict:
     wall = time.perf_counter() - start
     lines = (proc.stdout + proc.stderr).splitlines()
     with Store(db) as store:
-        result = max(store.results(), key=lambda r: r.started)
+        stored = store.results()
+    if len(stored) <= len(STORED):
+        sys.exit(f"no result stored (exit {proc.returncode}): {proc.stderr.strip()[-1000:]}")
+    result = max(stored, key=lambda r: r.started)
+    STORED.append(result.id)
     return {"wall": wall, "rc": proc.returncode, "result": result, "lines": lines,
             "compiler_lines": [line for line in lines if COMPILER.search(line)],
             "phase_lines": [line for line in lines if ": compile (" in line]}
