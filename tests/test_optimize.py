@@ -45,8 +45,9 @@ registry.register(registry.ModelEntry(TINY, "Tiny test net", TinyNet, (3, 8, 8),
 
 
 @pytest.fixture(autouse=True)
-def light_compile(monkeypatch):
+def light_compile(monkeypatch, tmp_path):
     monkeypatch.setenv(optimize.BACKEND_ENV, "aot_eager")
+    monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path / "cache"))  # compile logs and caches stay in the test's folder
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()

@@ -62,3 +62,27 @@ def _check_target(path: Path, what: str, folder: bool) -> None:
     reason = read_only_reason(path)
     if reason:
         raise UserError(f"cannot write {what} {path}: {reason}")
+
+
+CACHE_ENV = "DLBENCH_CACHE"
+
+
+def cache_folder(*parts: str) -> Path:
+    """A folder under dlbench's cache, made if missing: what outlives a run and may be rebuilt
+    (compiled kernels, compiler logs). $DLBENCH_CACHE, else $XDG_CACHE_HOME/dlbench, else
+    ~/.cache/dlbench; where that cannot be written, a folder of this user's in the system's
+    temporary folder."""
+    base = os.environ.get(CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "dlbench")
+    folder = Path(base, *parts)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        writable = read_only_reason(folder) is None
+    except OSError:
+        writable = False
+    if not writable:
+        import tempfile
+
+        folder = Path(tempfile.gettempdir(), f"dlbench-cache-uid{os.getuid()}", *parts)
+        folder.mkdir(parents=True, exist_ok=True)
+    return folder

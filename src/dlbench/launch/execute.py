@@ -29,7 +29,7 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
         torch.cuda.init()  # the memory statistics refuse a device before CUDA has started
         torch.cuda.reset_peak_memory_stats(device)
     try:
-        with precision(spec.precision, device), optimize.switches(spec.optimize):
+        with precision(spec.precision, device), optimize.switches(spec.optimize, progress):
             metrics, samples = workload.run(optimize.effective_spec(spec), device, progress)
         result.traces.update(metrics.pop("traces", {}))
         _settle(result, metrics.pop("settled", {}))
@@ -95,7 +95,9 @@ def common_suffix(metrics: dict) -> str:
     """FLOP utilisation, energy and throttling, where measured: the same for every workload."""
     parts = []
     if metrics.get("compile_s") is not None:
-        parts.append(f"--optimize {metrics.get('optimize')}: compile {sig(metrics['compile_s'])} s, matches eager")
+        warm = {True: " (cache warm)", False: " (cache cold)"}.get((metrics.get("compile_cache") or {}).get("warm"), "")
+        log = f", compiler output in {metrics['compile_log']}" if metrics.get("compile_log") else ""
+        parts.append(f"--optimize {metrics.get('optimize')}: compile {sig(metrics['compile_s'])} s{warm}, matches eager{log}")
     if metrics.get("achieved_tflops"):
         text = f"{sig(metrics['achieved_tflops'])} TFLOP/s"
         if metrics.get("ceiling_fraction") is not None:

@@ -3,9 +3,13 @@ store each result as soon as it ends."""
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+import contextlib
+import io
+import os
+from typing import Callable, Iterable, Iterator
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dlbench.errors import UserError
@@ -52,13 +56,17 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     # Transient: the bar goes when the work ends, leaving the result lines (and a user error) alone.
     heartbeat = Heartbeat(console)
-    with Progress(*columns, console=console, transient=True) as bar:
+    with _own_stream(console), Progress(*columns, console=console, transient=True) as bar:
         overall = bar.add_task(f"suite {suite}" if suite else "benchmarks", total=len(specs))
         current = bar.add_task("", total=1)
         for spec in specs:
             def progress(stage: str, done: int, total: int, _label=spec.label()) -> None:
-                bar.update(current, description=f"{_label} [{stage}]", completed=min(done, total), total=total)
-                heartbeat(f"{_label}: {stage} {min(done, total)}/{total}")
+                # escaped: rich would take "[stage]" for a style tag and show nothing of it. A total of
+                # 0: a phase of unknown length (a compile), whose name tells its elapsed time; an
+                # empty bar of 1 keeps rich from calling it finished.
+                bar.update(current, description=escape(f"{_label} [{stage}]"), completed=min(done, total),
+                           total=max(1, total))
+                heartbeat(f"{_label}: {stage}" + (f" {min(done, total)}/{total}" if total > 0 else ""))
 
             try:
                 if spec.gpus > 1:
@@ -80,3 +88,23 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
             if on_result:
                 on_result(result)
     return results
+
+
+@contextlib.contextmanager
+def _own_stream(console: Console) -> Iterator[None]:
+    """The console writes to its own copy of the file descriptor it writes to now, for the block:
+    while a compile runs, descriptors 1 and 2 and sys.stderr point at the compiler's log
+    (workloads.compiling), and the progress must still reach the user."""
+    fixed = getattr(console, "_file", None)  # None: the console follows sys.stdout or sys.stderr
+    try:
+        fd = os.dup(console.file.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):  # not a real file (a test's buffer)
+        yield
+        return
+    encoding = getattr(console.file, "encoding", None) or "utf-8"
+    with open(fd, "w", encoding=encoding, errors="replace", buffering=1) as stream:
+        console.file = stream
+        try:
+            yield
+        finally:
+            console.file = fixed

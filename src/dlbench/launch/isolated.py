@@ -155,6 +155,8 @@ def _outcome(spec: BenchmarkSpec, system: dict, returncode: int, reason: str | N
 def _where(progress: dict | None) -> str:
     if not progress or progress.get("stage") == "start":
         return " (while starting)"
+    if not progress.get("total"):  # a phase of unknown length (a compile)
+        return f" (in {progress.get('stage')})"
     return f" (in {progress.get('stage')}, step {progress.get('done')} of {progress.get('total')})"
 
 

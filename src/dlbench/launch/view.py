@@ -109,9 +109,10 @@ class SuiteView:
         limit = f" of {format_seconds(self.timeout)}" if self.timeout else ""
         stage = "starting"
         if progress and progress.get("stage") != "start":
-            done, total = int(progress.get("done", 0)), max(1, int(progress.get("total", 1)))
-            self.bars.update(self.current, completed=min(done, total), total=total)
-            stage = f"{progress.get('stage')} {done}/{total}"
+            done, total = int(progress.get("done", 0)), int(progress.get("total", 1))
+            self.bars.update(self.current, completed=min(done, total), total=max(1, total))
+            # a total of 0: a phase of unknown length (a compile), whose name tells its elapsed time
+            stage = f"{progress.get('stage')} {done}/{total}" if total > 0 else str(progress.get("stage"))
         self.bars.update(self.current, info=f"{stage}, {format_seconds(elapsed)}{limit}")
         self.bars.update(self.overall, completed=self.index, info=self._eta(elapsed))
         self.heartbeat(f"  {stage}, {format_seconds(elapsed)}{limit}; {self._eta(elapsed)}")

@@ -22,6 +22,9 @@ NOISE_FACTOR times eager's own sensitivity: the change of eager's results when t
 nudged by the precision's rounding error. Both are stored with the result. The time from the
 eager model to the first optimised call done (compilation, capture) is `compile_s`; it falls
 before warm-up, and warm-up runs at least `MIN_WARMUP` more steps, so none of it is measured.
+While it runs the user sees it as a phase with its elapsed time, and a compiler's output goes to a
+log the result names, not to the terminal; Inductor's caches persist in dlbench's cache folder
+(workloads.compiling).
 """
 
 from __future__ import annotations
@@ -37,11 +40,14 @@ import torch
 from torch import nn
 
 from dlbench.errors import UserError
+from dlbench.measure.loop import Progress, _no_progress
+from dlbench.workloads import compiling
 
 # The same as spec.OPTIMIZE_LEVELS (which checks specs before any workload loads) and
 # report.optimize.LEVELS; written out here because workloads do not import the layers above them.
 LEVELS = ("eager", "compile", "graphs", "max")
 NEEDS_CUDA = ("graphs", "max")
+COMPILED = ("compile", "max")  # levels that run torch.compile
 STEP_LEVELS = ("graphs", "max")  # levels at which a training step is captured whole where it can be
 # Relative norm error ||optimised - eager|| / ||eager|| allowed per precision: reduction order and
 # kernel choice change the rounding, by about the precision's epsilon times the depth of the network.
@@ -74,15 +80,24 @@ def check_level(level: str, device: torch.device) -> None:
         raise UserError(f"--optimize {level} needs a CUDA GPU (CUDA graphs); on {device.type} use eager or compile")
 
 
+_progress: Progress = _no_progress  # where the compile phase reports (set by `switches` for the run)
+
+
 @contextlib.contextmanager
-def switches(level: str) -> Iterator[None]:
-    """Global switches a level turns on for the run: cudnn.benchmark at `max`. Restored after."""
-    saved = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = saved or level == "max"
+def switches(level: str, progress: Progress = _no_progress) -> Iterator[None]:
+    """Global switches a level turns on for the run, restored after: cudnn.benchmark at `max`;
+    Inductor's caches in dlbench's cache folder where torch.compile runs (compiling.caches); and
+    `progress`, the workload's callback, to which the compile phase reports: workloads hand
+    `prepare` a model and an input, not the run's display."""
+    global _progress
+    saved = torch.backends.cudnn.benchmark, _progress
+    torch.backends.cudnn.benchmark = saved[0] or level == "max"
+    _progress = progress
     try:
-        yield
+        with compiling.caches() if level in COMPILED else contextlib.nullcontext():
+            yield
     finally:
-        torch.backends.cudnn.benchmark = saved
+        torch.backends.cudnn.benchmark, _progress = saved
 
 
 def effective_spec(spec):
@@ -425,7 +440,31 @@ def _checked(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None, l
     """`make()` the optimised form of `model` and check `outcome(it)` against eager on `example`
     (see `prepare`); then `after(it, allowed)`, a further check whose metrics join the rest.
     Returns it and the check's metrics. A mismatch raises MismatchError. `captured`: it holds
-    CUDA graphs, which keep the dropout setting they were captured with."""
+    CUDA graphs, which keep the dropout setting they were captured with. All of it is one phase
+    the user sees (compiling.phase), with a compiler's output in a log."""
+    with _phase(spec, level, example, training=loss is not None) as found:
+        fast, metrics = _check(spec, model, example, loss, level, make, outcome, captured, after)
+    return fast, {**metrics, **found}
+
+
+def _phase(spec, level: str, example: torch.Tensor, training: bool):
+    """The phase of `_checked`, named after what it runs; a compile's log and cache are keyed by what
+    decides the code it makes."""
+    if level not in COMPILED:
+        return compiling.phase("capture (CUDA graphs)", _progress)
+    backend = os.environ.get(BACKEND_ENV)
+    how = ", ".join(filter(None, ("torch.compile", backend or ("max-autotune" if level == "max" else None))))
+    device = example.device
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    key = "|".join(map(str, (level, backend, spec.workload, spec.model, spec.precision, tuple(example.shape),
+                             example.stride(), example.dtype, training, name)))
+    title = spec.label() if hasattr(spec, "label") else f"{spec.workload} {spec.model}"
+    return compiling.phase(f"compile ({how})", _progress, title, key)
+
+
+def _check(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None, level: str,
+           make: Callable[[], Any], outcome: Callable[[Any], dict[str, torch.Tensor]], captured: bool,
+           after: Callable[[Any, dict[str, float]], dict[str, Any]] | None) -> tuple[Any, dict[str, Any]]:
     device = example.device
     reference = copy.deepcopy(model)
     reference_params = list(reference.parameters())
@@ -459,7 +498,8 @@ def prepare(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None = N
 
     `loss(output) -> scalar` makes it a training check (loss and gradients compared too); without
     it outputs are compared under no_grad. Returns the model to run and the metrics to report
-    (optimize, compile_s, check_error, check_noise, check_allowed, check_tolerance). A mismatch raises
+    (optimize, compile_s, check_error, check_noise, check_allowed, check_tolerance; after a torch.compile
+    compile_log and compile_cache, see compiling.phase). A mismatch raises
     MismatchError."""
     level = getattr(spec, "optimize", "eager")
     if level == "eager":
