@@ -60,7 +60,7 @@ def test_suite_list_shows_specs():
 @pytest.mark.parametrize("args, needle", [
     (["run", "fwdbwd", "--model", "resnet5"], "did you mean resnet50"),
     (["run", "fwdbwd", "--batch", "0"], "--batch must be ≥ 1, got 0"),
-    (["run", "fwdbwd", "--precision", "fp64"], "--precision must be one of fp32, tf32, fp16, bf16, got 'fp64'"),
+    (["run", "fwdbwd", "--precision", "fp64"], "--precision must be one of fp32, tf32, fp16, bf16, auto, got 'fp64'"),
     (["run", "fwdbwd", "--device", "cuda"], "no CUDA GPU"),
     (["run", "fwdbwd", "--input-shape", "3xAx2"], "bad shape"),
     (["suite", "nosuchsuite"], "no suite named 'nosuchsuite'"),

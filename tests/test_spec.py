@@ -14,7 +14,7 @@ def test_valid_spec_round_trips_through_dict():
     ({"model": "resnet5"}, "did you mean resnet50"),
     ({"batch": 0}, "--batch must be ≥ 1, got 0"),
     ({"batch": -3}, "--batch must be ≥ 1, got -3"),
-    ({"precision": "fp8"}, "--precision must be one of fp32, tf32, fp16, bf16, got 'fp8'"),
+    ({"precision": "fp8"}, "--precision must be one of fp32, tf32, fp16, bf16, auto, got 'fp8'"),
     ({"device": "gpu"}, "bad device 'gpu'"),
     ({"workload": "fwdbwdd"}, "unknown workload"),
     ({"steps": 0}, "--steps must be ≥ 1"),
@@ -35,3 +35,12 @@ def test_unknown_key_is_named():
 
 def test_any_torchvision_classifier_resolves():
     assert BenchmarkSpec(workload="fwdbwd", model="mobilenet_v3_small").model == "mobilenet_v3_small"
+
+
+def test_auto_precision_is_for_the_volume_only():
+    from dlbench.spec import BenchmarkSpec
+
+    with pytest.raises(UserError, match=r"--precision auto is for `run volume` only; train takes fp32"):
+        BenchmarkSpec.from_dict({"workload": "train", "precision": "auto"})
+    volume = BenchmarkSpec.from_dict({"workload": "volume"})
+    assert volume.precision == "auto" and volume.opts.block == "auto" and volume.opts.volume_shape == "auto"
