@@ -50,7 +50,9 @@ def run_once(args: list[str], cache: Path, db: Path, timeout: float) -> dict:
     result = max(stored, key=lambda r: r.started)
     STORED.append(result.id)
     return {"wall": wall, "rc": proc.returncode, "result": result, "lines": lines,
-            "compiler_lines": [line for line in lines if COMPILER.search(line)],
+            # dlbench's own lines name the phase ("max-autotune") and the log: not the compiler's
+            "compiler_lines": [line for line in lines if COMPILER.search(line) and ": compile (" not in line
+                               and not line.startswith(("ok ", "error ", "oom "))],
             "phase_lines": [line for line in lines if ": compile (" in line]}
 
 
