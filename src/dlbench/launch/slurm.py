@@ -156,12 +156,12 @@ def run_job(job: dict[str, Any], records: str) -> str:
     """On the compute node: run one spec isolated, write its record file, return the file's path."""
     from dlbench import plugins
     from dlbench.launch import isolated
-    from dlbench.system.info import fingerprint
+    from dlbench.system.info import launcher_fingerprint
 
     prepare()
     plugins.load(job.get("plugins") or None)
     spec = BenchmarkSpec.from_dict(job["spec"])
-    result = isolated.run(spec, fingerprint(), isolated.Job(job["suite"], job["run"], job["tag"]),
+    result = isolated.run(spec, launcher_fingerprint(), isolated.Job(job["suite"], job["run"], job["tag"]),
                           timeout=job["timeout"])
     return str(write_record(result, Path(records), job["index"]))
 

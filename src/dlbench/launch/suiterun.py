@@ -166,13 +166,13 @@ class SuiteRequest(Options):
 def suite_command(request: SuiteRequest, view: Terminal) -> int:
     """Plan, then list, run here or submit to SLURM; the exit status (1: a benchmark failed, 130: stopped)."""
     from dlbench import suites
-    from dlbench.system.info import fingerprint
+    from dlbench.system.info import launcher_fingerprint
 
     if request.name is None and request.list_only:
         view.suites([(name, suites.load(name).description) for name in suites.builtin_names()])
         return 0
     loaded, options = _load(request, view)
-    host = fingerprint()["host"]
+    host = launcher_fingerprint()["host"]
     default_timeout = request.timeout or DEFAULT_TIMEOUT_S
     if request.list_only:
         view.plan(_plan_without_writing(loaded, request, host), default_timeout)
@@ -253,11 +253,11 @@ def _runnable(specs: list[BenchmarkSpec], view: Terminal) -> list[BenchmarkSpec]
 
 def _run_here(plan: Plan, store: Store, request: SuiteRequest, default_timeout: float, view: Terminal) -> int:
     from dlbench.launch.execute import describe
-    from dlbench.system.info import fingerprint
+    from dlbench.system.info import launcher_fingerprint
 
     hint = f"`dlbench suite {plan.suite.name} --resume` runs what is missing"
     try:
-        outcome = run_suite(plan, store, fingerprint(), tag=request.tag, default_timeout=default_timeout,
+        outcome = run_suite(plan, store, launcher_fingerprint(), tag=request.tag, default_timeout=default_timeout,
                             console=view.err, describe=describe)
     except KeyboardInterrupt:
         view.message(f"stopped at once; {hint}")
