@@ -376,6 +376,16 @@ def other_processes(r: Result, record: Result | None) -> Cause | None:
                                                f"of GPU memory during the run")
 
 
+def own_launcher(r: Result, record: Result | None) -> Cause | None:
+    count = r.metrics.get("launcher_processes") or 0
+    if not count:
+        return None
+    memory = r.metrics.get("launcher_memory_gb") or 0.0
+    return Cause("dlbench's own launcher on the GPU", f"the dlbench process that started this benchmark (a suite "
+                                                      f"or torchrun) held {memory:.1f} GB of GPU memory during "
+                                                      f"the run")
+
+
 def low_ceiling(r: Result, record: Result | None) -> Cause | None:
     if record is None:
         return None
@@ -394,7 +404,8 @@ def low_ceiling(r: Result, record: Result | None) -> Cause | None:
 
 
 CAUSES: list[Callable[[Result, Result | None], Cause | None]] = [
-    input_bound, slow_storage, launch_bound, throttled, degraded_link, other_processes, low_ceiling,
+    input_bound, slow_storage, launch_bound, throttled, degraded_link, other_processes, own_launcher,
+    low_ceiling,
 ]
 
 
