@@ -44,13 +44,17 @@ def test_a_suite_never_initialises_cuda_in_its_own_process(tmp_path, db, no_cuda
     # no GPU is pretended) runs on the CPU.
     suite = tmp_path / "tiny.yaml"
     suite.write_text("name: tiny\ndefaults: {workload: fwdbwd, model: resnet18, batch: 2, input_shape: 3x32x32, "
-                     "warmup: 1, warmup_seconds: 0, steps: 2, min_seconds: 0}\nspecs: [{precision: fp32}]\n")
+                     "warmup: 1, warmup_seconds: 0, steps: 2, min_seconds: 0}\nspecs: [{precision: fp32}, {batch: 3}]\n")
     status = suite_command(SuiteRequest(name=str(suite), db=str(db)), Terminal())
     assert status == 0 and not no_cuda_here
     assert not torch.cuda.is_initialized()
     with Store(db, read_only=True) as store:
         ran = [r for r in store.results() if r.workload == "fwdbwd"]
-    assert [r.status for r in ran] == ["ok"]
+        [ceiling] = store.results(workload="system")
+    assert [r.status for r in ran] == ["ok", "ok"]
+    # the first worker measured the fp32 matmul ceiling it lacked, the suite stored it, the second reused it
+    assert ceiling.spec["quick"] and [r.metrics["ceiling_record"] for r in ran] == [ceiling.id] * 2
+    assert all("new_ceiling" not in r.traces for r in ran)
     # the guess for a GPU run came from the child's measurement; without a GPU there, the CPU's rate
     assert estimate.machine().matmul_flops("cuda") == estimate.machine().rates["cpu"] > 0
 

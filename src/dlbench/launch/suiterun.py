@@ -30,6 +30,7 @@ from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, defa
 from dlbench.spec import BenchmarkSpec, check_device
 from dlbench.suites import Suite, spec_key
 from dlbench.suites.estimate import Estimate, estimate, format_seconds, history
+from dlbench.system.records import SYSTEM_WORKLOAD, carried_ceiling, here
 
 if TYPE_CHECKING:  # isolated runs import the models, and so torch: only a suite that runs needs them
     from dlbench.launch import isolated
@@ -97,6 +98,7 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
 
     outcome = Outcome()
     job = isolated.Job(plan.suite.name, plan.run, tag)
+    known = here(store.results(workload=SYSTEM_WORKLOAD), system)  # the workers' ceilings for FLOP utilisation
     with Interrupts() as interrupts, SuiteView(console, plan.suite.name, plan.estimates) as view:
         for index, spec in enumerate(plan.todo):
             if interrupts.count:
@@ -104,10 +106,15 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
             timeout = spec.timeout or default_timeout
             view.start(index, spec, timeout)
             try:
-                result = isolated.run(spec, system, job, timeout=timeout, interrupts=interrupts, tick=view.tick)
+                result = isolated.run(spec, system, job, timeout=timeout, interrupts=interrupts, tick=view.tick,
+                                      ceilings=known)
             except KeyboardInterrupt:
                 store.add(_interrupted(spec, system, job, interrupts.signal_name))
                 raise
+            ceiling = carried_ceiling(result)
+            if ceiling is not None:  # measured once, by the first run that needed it; later ones reuse it
+                store.add(ceiling)
+                known.append(ceiling)
             store.add(result)
             outcome.results.append(result)
             view.finish(result, describe(result))
