@@ -71,3 +71,18 @@ def test_launcher_gpus_follow_cuda_visible_devices(monkeypatch):
         else:
             monkeypatch.setenv("CUDA_VISIBLE_DEVICES", shown)
         assert _visible(handles, uuids.get) == expected, shown
+
+
+def test_planning_the_default_gpu_suite_never_initialises_cuda(no_cuda_here):
+    # What `dlbench` does before its first benchmark: checks every spec (devices, shapes, data)
+    # and estimates the time of specs never run here (a GPU guess, from the child's rates).
+    from dlbench import suites
+    from dlbench.launch.suiterun import _runnable, default_suite, make_plan
+
+    view = Terminal()
+    loaded = suites.load(default_suite(view))
+    assert loaded.name == "quick"
+    loaded.specs = _runnable(loaded.specs, view)
+    plan = make_plan(loaded, None, "here")
+    assert len(plan.todo) == len(loaded.specs) == 5 and all(e.seconds > 0 for e in plan.estimates)
+    assert not no_cuda_here and not torch.cuda.is_initialized()
