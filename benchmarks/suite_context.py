@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import re
 import subprocess
 import sys
