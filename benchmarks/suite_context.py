@@ -11,7 +11,7 @@ checks that
       measured ceiling for its precision, and none the datasheet.
 Prints a short table and exits 1 when a check fails.
 
-    python benchmarks/suite_context.py [--keep DIR]
+    PYTHONPATH=$PWD/src python benchmarks/suite_context.py [--keep DIR]   # from the repository root
 """
 
 from __future__ import annotations
