@@ -38,7 +38,7 @@ def test_train_on_a_jpeg_folder_and_the_seed_002_report(folder, db):
     proc = cli("run", "train", *TINY, "--batch", "2,4", "--data", f"folder:{folder}", "--db", db, env=ONE_THREAD)
     assert proc.returncode == 0, proc.stderr
     with Store(db) as store:
-        results = store.results()
+        results = store.results(workload="train")
     assert [r.spec["batch"] for r in results] == [2, 4] and {r.status for r in results} == {"ok"}
     assert results[0].metrics["dataset_images"] == 16
     report = render_markdown(results)
@@ -61,7 +61,7 @@ def test_two_processes_store_one_merged_result(folder, db):
     assert proc.returncode == 0, proc.stderr
     assert "on 2 processes" in proc.stdout
     with Store(db) as store:
-        (r,) = store.results()
+        (r,) = store.results(workload="train")
     m = r.metrics
     assert m["processes"] == 2 and [line["rank"] for line in m["ranks"]] == [0, 1]
     assert m["images"] == 2 * 2 * m["steps"]
@@ -73,7 +73,7 @@ def test_infer_batch_search_is_recorded(db):
     proc = cli("run", "infer", *TINY, "--batch", "auto", "--max-batch", "4", "--db", db, env=ONE_THREAD)
     assert proc.returncode == 0, proc.stderr
     with Store(db) as store:
-        (r,) = store.results()
+        (r,) = store.results(workload="infer")
     assert r.spec["batch"] == 4 and r.metrics["batch_search"]["largest"] == 4
     assert [t["batch"] for t in r.metrics["batch_search"]["tried"]] == [1, 2, 4]
     assert r.metrics["latency_p99_ms"] >= r.metrics["latency_p50_ms"]
@@ -85,7 +85,7 @@ def test_smooth_and_a_workers_warning(db):
     assert proc.returncode == 0, proc.stderr
     assert f"warning: --workers {many} is more than this machine's" in proc.stderr
     with Store(db) as store:
-        (r,) = store.results()
+        (r,) = store.results(workload="smooth")
     assert r.metrics["noise_copies"] == 3 and r.metrics["warnings"]
 
 

@@ -98,9 +98,13 @@ def test_result_line_shows_utilisation_energy_and_throttling():
     from conftest import make_result
     from dlbench.launch.execute import describe
 
-    result = make_result(metrics={"achieved_tflops": 151.2, "ceiling_fraction": 0.2, "energy_j_per_step": 42.0,
-                                  "throttled": True, "throttle_reasons": ["sw_power_cap"]})
+    result = make_result(metrics={"achieved_tflops": 151.2, "ceiling_fraction": 0.2, "ceiling_tflops": 756.0,
+                                  "ceiling_precision": "bf16", "datasheet_fraction": 0.15, "datasheet_tflops": 989.4,
+                                  "energy_j_per_step": 42.0, "throttled": True, "throttle_reasons": ["sw_power_cap"]})
     line = describe(result)
-    assert "151 TFLOP/s (20% of the measured ceiling)" in line and "42.0 J/step" in line
+    assert "151 TFLOP/s, 20% of the measured bf16 matmul ceiling of 756 TFLOP/s;" in line and "42.0 J/step" in line
     assert "THROTTLED: sw_power_cap" in line
     assert "TFLOP/s" not in describe(make_result())
+    unmeasured = make_result(metrics={"achieved_tflops": 151.2, "ceiling_precision": "fp8", "datasheet_fraction": 0.08,
+                                      "datasheet_tflops": 1979.0})
+    assert "151 TFLOP/s, 8% of the datasheet fp8 peak of 1979 TFLOP/s (no ceiling measured here)" in describe(unmeasured)

@@ -115,3 +115,28 @@ def test_monitor_through_the_nvml_path(monkeypatch):
     assert summary["throttled"] and summary["throttle_reasons"] == ["sw_power_cap"]
     assert summary["power_mean_w"] == 700.0 and summary["other_processes"] == 2
     assert released == [1]
+
+
+def test_the_dlbench_launcher_is_named_not_counted_as_another_process(tmp_path):
+    # A real chain: a process whose command line names dlbench starts this child, which asks
+    # NVML (a stand-in listing both) who else is on the GPU.
+    import subprocess
+    import sys
+
+    child = ("import json, os, sys; sys.path[:0] = sys.argv[1:]; from test_nvml import FakeNvml, READINGS; "
+             "from types import SimpleNamespace as P; from dlbench.system import nvml; "
+             "fake = FakeNvml(READINGS[0]); fake.nvmlDeviceGetComputeRunningProcesses = lambda h: "
+             "[P(pid=os.getppid(), usedGpuMemory=7e8), P(pid=4242424, usedGpuMemory=1e9), "
+             "P(pid=os.getpid(), usedGpuMemory=5e9)]; "
+             "print(json.dumps([os.getppid(), nvml.other_processes(fake, 'h0')]))")
+    launcher = "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))  # dlbench suite stand-in"
+    tests = str(Path(__file__).parent)
+    out = subprocess.run([sys.executable, "-c", launcher, sys.executable, "-c", child, tests, *sys.path],
+                         capture_output=True, text=True, check=True).stdout
+    parent, found = json.loads(out)
+    assert found == [{"pid": parent, "memory_gb": 0.7, "launcher": True}, {"pid": 4242424, "memory_gb": 1.0}]
+    from dlbench.measure.monitor import summarize_readings
+
+    figures = summarize_readings([nvml.parse(READINGS[0], 0.0)], found)
+    assert figures["other_processes"] == 1 and figures["other_processes_memory_gb"] == 1.0
+    assert figures["launcher_processes"] == 1 and figures["launcher_memory_gb"] == 0.7

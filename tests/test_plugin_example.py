@@ -22,6 +22,7 @@ def test_plugin_workload_runs_and_is_stored(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "ok matmul" in proc.stdout and "TFLOP/s" in proc.stdout
     records = [json.loads(line) for line in dlbench("export", "--db", db, cwd=tmp_path).stdout.splitlines()]
+    records = [r for r in records if r["spec"]["workload"] != "system"]  # a ceiling measured for its utilisation
     assert [(r["spec"]["workload"], r["spec"]["options"], r["metrics"]["throughput_unit"]) for r in records] == [
         ("matmul", {"size": 32}, "TFLOP/s")]
     assert records[0]["metrics"]["throughput"] > 0

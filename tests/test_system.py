@@ -80,12 +80,13 @@ def test_ceilings_are_found_by_host_and_gpu():
     run = make_result(spec={"precision": "bf16"}, system={"host": "n1"},
                       metrics={"device": "cuda:0", "achieved_tflops": 300.0})
     assert ceilings_for(run, [old, new, *others]) is new
-    u = utilisation(run, new)
+    u = utilisation(run, [old, new, *others])
     assert u["ceiling_fraction"] == pytest.approx(0.4) and u["ceiling_tflops"] == 750.0
+    assert u["ceiling_precision"] == "bf16" and u["ceiling_record"] == new.id
     assert u["datasheet_fraction"] == pytest.approx(300 / 989.4)
     annotate(run, [old])
     assert run.metrics["ceiling_fraction"] == pytest.approx(300 / 700)
-    assert utilisation(make_result(), new) == {}  # nothing achieved recorded, nothing claimed
+    assert utilisation(make_result(), [new]) == {}  # nothing achieved recorded, nothing claimed
 
 
 def test_system_command_measures_stores_and_reports(db, tmp_path):

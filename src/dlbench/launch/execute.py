@@ -9,11 +9,12 @@ import torch
 
 from dlbench import workloads
 from dlbench.errors import UserError
-from dlbench.figures import percent, sig
+from dlbench.figures import sig
 from dlbench.measure.loop import Progress, _no_progress
 from dlbench.models import registry
 from dlbench.results.record import Result, now
 from dlbench.spec import BenchmarkSpec
+from dlbench.system.records import NEW_CEILING, annotate, utilisation_text
 from dlbench.workloads import optimize
 from dlbench.workloads.runtime import is_oom, precision, release_memory, resolve_device
 
@@ -51,6 +52,20 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
         release_memory(device)
     result.finished = now()
     return result
+
+
+def with_utilisation(result: Result, known: list[Result], *, carry: bool = False) -> Result | None:
+    """FLOP utilisation against the measured ceiling for the precision that ran, in the process that
+    measured the run, after its timed window: a ceiling missing from `known` (system records) is
+    measured here first. The new system record is returned, or with `carry` sent along in the
+    result's traces for the launcher to store."""
+    from dlbench.system.survey import quick_ceiling
+
+    device = torch.device(str(result.metrics.get("device") or "cpu"))
+    new = annotate(result, known, lambda precision: quick_ceiling(result.system, device, precision))
+    if new is not None and carry:
+        result.traces[NEW_CEILING] = new.to_dict()
+    return new
 
 
 def _settle(result: Result, chosen: dict) -> None:
@@ -99,12 +114,8 @@ def common_suffix(metrics: dict) -> str:
         log = f", compiler output in {metrics['compile_log']}" if metrics.get("compile_log") else ""
         parts.append(f"--optimize {metrics.get('optimize')}: compile {sig(metrics['compile_s'])} s{warm}, matches eager{log}")
     if metrics.get("achieved_tflops"):
-        text = f"{sig(metrics['achieved_tflops'])} TFLOP/s"
-        if metrics.get("ceiling_fraction") is not None:
-            text += f" ({percent(metrics['ceiling_fraction'])} of the measured ceiling)"
-        elif metrics.get("datasheet_fraction") is not None:
-            text += f" ({percent(metrics['datasheet_fraction'])} of the datasheet peak)"
-        parts.append(text)
+        share = utilisation_text(metrics)
+        parts.append(f"{sig(metrics['achieved_tflops'])} TFLOP/s" + (f", {share}" if share else ""))
     if metrics.get("energy_j_per_step") is not None:
         parts.append(f"{sig(metrics['energy_j_per_step'])} J/step")
     if metrics.get("throttled"):

@@ -19,9 +19,9 @@ from dlbench.models import registry
 from dlbench.results.record import Result, now
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
-from dlbench.system.info import fingerprint
-from dlbench.system.records import SYSTEM_WORKLOAD, annotate
-from dlbench.launch.execute import execute
+from dlbench.system.info import fingerprint, launcher_fingerprint
+from dlbench.system.records import SYSTEM_WORKLOAD, carried_ceiling, here
+from dlbench.launch.execute import execute, with_utilisation
 from dlbench.workloads.runtime import resolve_device
 
 Callback = Callable[[Result], None]
@@ -49,8 +49,7 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
     for spec in specs:  # a device this machine lacks is a user error before anything runs
         check_devices(spec)
     console = console or Console(stderr=True)
-    system = fingerprint()
-    system_records = store.results(workload=SYSTEM_WORKLOAD)  # ceilings for FLOP utilisation
+    known = store.results(workload=SYSTEM_WORKLOAD)  # ceilings for FLOP utilisation
     results: list[Result] = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
@@ -68,11 +67,10 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                            total=max(1, total))
                 heartbeat(f"{_label}: {stage}" + (f" {min(done, total)}/{total}" if total > 0 else ""))
 
+            # torchrun's ranks measure; this process only starts them, and never initialises CUDA for it
+            system = launcher_fingerprint() if spec.gpus > 1 else fingerprint()
             try:
-                if spec.gpus > 1:
-                    result = torchrun.run(spec, system, suite=suite, tag=tag)
-                else:
-                    result = execute(spec, system, progress=progress, suite=suite, tag=tag)
+                result, ceiling = _run_one(spec, system, known, progress, suite, tag)
             except UserError:
                 bar.live.transient = True  # the error line alone, not a half-drawn bar above it
                 raise
@@ -80,7 +78,9 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                 store.add(Result(spec=spec.to_dict(), system=system, status="interrupted",
                                  title=registry.title(spec.model), suite=suite, tag=tag, finished=now()))
                 raise
-            annotate(result, system_records)
+            if ceiling is not None:  # measured once here; later runs find it in the store
+                store.add(ceiling)
+                known.append(ceiling)
             result.metrics.update(extra_metrics or {})
             store.add(result)
             results.append(result)
@@ -108,3 +108,13 @@ def _own_stream(console: Console) -> Iterator[None]:
             yield
         finally:
             console.file = fixed
+
+
+def _run_one(spec: BenchmarkSpec, system: dict, known: list[Result], progress, suite: str | None,
+             tag: str | None) -> tuple[Result, Result | None]:
+    """The result, with its FLOP utilisation, and the ceiling measured for it where the store had none."""
+    if spec.gpus > 1:
+        result = torchrun.run(spec, system, suite=suite, tag=tag, ceilings=here(known, system))
+        return result, carried_ceiling(result)
+    result = execute(spec, system, progress=progress, suite=suite, tag=tag)
+    return result, with_utilisation(result, known)

@@ -51,13 +51,16 @@ def command(spec: BenchmarkSpec, spec_file: Path, result_file: Path) -> list[str
 
 
 def run(spec: BenchmarkSpec, system: dict, job: Job, *, timeout: float | None,
-        interrupts: Interrupts | None = None, tick: Tick | None = None) -> Result:
-    """Run `spec` in a child process; a second interrupt raises KeyboardInterrupt after killing it."""
+        interrupts: Interrupts | None = None, tick: Tick | None = None, ceilings: list[Result] | None = None) -> Result:
+    """Run `spec` in a child process; a second interrupt raises KeyboardInterrupt after killing it.
+    With `ceilings` (system records of this host) the child adds FLOP utilisation to its result, and
+    a ceiling it had to measure rides in the result's traces (`records.carried_ceiling`)."""
     interrupts = interrupts or Interrupts()
     with scratch.folder("run") as folder:
         files = {name: folder / name for name in ("spec.json", "result.json", "progress.json", "output.log")}
         files["spec.json"].write_text(json.dumps({"spec": spec.to_dict(), "suite": job.suite, "tag": job.tag,
-                                                  "run": job.run}), encoding="utf-8")
+                                                  "run": job.run, **torchrun.job_ceilings(ceilings)}),
+                                      encoding="utf-8")
         started, clock = now(), time.monotonic()
         with open(files["output.log"], "wb") as log:
             proc = _start(command(spec, files["spec.json"], files["result.json"]), log, files["progress.json"])

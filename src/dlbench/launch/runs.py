@@ -101,10 +101,10 @@ def _unstored(spec: BenchmarkSpec) -> Result:
     """Runs a spec without storing it (the probes of a batch search)."""
     from dlbench.launch import torchrun
     from dlbench.launch.execute import execute
-    from dlbench.system.info import fingerprint
+    from dlbench.system.info import fingerprint, launcher_fingerprint
 
     if spec.gpus > 1:
-        return torchrun.run(spec, fingerprint())
+        return torchrun.run(spec, launcher_fingerprint())
     return execute(spec, fingerprint())
 
 

@@ -24,6 +24,7 @@ from dlbench.results import exchange
 from dlbench.results.record import Result, now
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
+from dlbench.system.records import carried_ceiling
 from dlbench.units import suggest
 
 # --slurm keys: how each is checked and which submitit parameter it sets.
@@ -156,13 +157,15 @@ def run_job(job: dict[str, Any], records: str) -> str:
     """On the compute node: run one spec isolated, write its record file, return the file's path."""
     from dlbench import plugins
     from dlbench.launch import isolated
-    from dlbench.system.info import fingerprint
+    from dlbench.system.info import launcher_fingerprint
 
     prepare()
     plugins.load(job.get("plugins") or None)
     spec = BenchmarkSpec.from_dict(job["spec"])
-    result = isolated.run(spec, fingerprint(), isolated.Job(job["suite"], job["run"], job["tag"]),
-                          timeout=job["timeout"])
+    # Which node a job lands on is not known when it is submitted: its worker measures the matmul
+    # ceiling it needs for FLOP utilisation (a second or two) and the record file carries it.
+    result = isolated.run(spec, launcher_fingerprint(), isolated.Job(job["suite"], job["run"], job["tag"]),
+                          timeout=job["timeout"], ceilings=[])
     return str(write_record(result, Path(records), job["index"]))
 
 
@@ -170,7 +173,7 @@ def write_record(result: Result, records: Path, index: int) -> Path:
     path = records / f"{index:04d}-{result.id}.jsonl"
     tmp = records / f".{path.name}.tmp"  # not *.jsonl: `dlbench import DIR` never reads half a file
     with open(tmp, "w", encoding="utf-8") as f:
-        exchange.write_jsonl([result], f)
+        exchange.write_jsonl([r for r in (carried_ceiling(result), result) if r is not None], f)
     os.replace(tmp, path)
     return path
 
@@ -207,7 +210,7 @@ def wait(submitted: list[Submitted], folder: Path, store: Store, *, suite: str, 
 
 def _job_result(item: Submitted, folder: Path) -> Result:
     for path in sorted(records_dir(folder).glob(f"{item.index:04d}-*.jsonl")):
-        return exchange.read_jsonl(path)[0]
+        return exchange.read_jsonl(path)[-1]  # a ceiling the job measured comes first
     state = str(getattr(item.job, "state", "UNKNOWN"))
     try:
         item.job.result()

@@ -30,6 +30,7 @@ from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, defa
 from dlbench.spec import BenchmarkSpec, check_device
 from dlbench.suites import Suite, spec_key
 from dlbench.suites.estimate import Estimate, estimate, format_seconds, history
+from dlbench.system.records import SYSTEM_WORKLOAD, carried_ceiling, here
 
 if TYPE_CHECKING:  # isolated runs import the models, and so torch: only a suite that runs needs them
     from dlbench.launch import isolated
@@ -97,6 +98,7 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
 
     outcome = Outcome()
     job = isolated.Job(plan.suite.name, plan.run, tag)
+    known = here(store.results(workload=SYSTEM_WORKLOAD), system)  # the workers' ceilings for FLOP utilisation
     with Interrupts() as interrupts, SuiteView(console, plan.suite.name, plan.estimates) as view:
         for index, spec in enumerate(plan.todo):
             if interrupts.count:
@@ -104,10 +106,15 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
             timeout = spec.timeout or default_timeout
             view.start(index, spec, timeout)
             try:
-                result = isolated.run(spec, system, job, timeout=timeout, interrupts=interrupts, tick=view.tick)
+                result = isolated.run(spec, system, job, timeout=timeout, interrupts=interrupts, tick=view.tick,
+                                      ceilings=known)
             except KeyboardInterrupt:
                 store.add(_interrupted(spec, system, job, interrupts.signal_name))
                 raise
+            ceiling = carried_ceiling(result)
+            if ceiling is not None:  # measured once, by the first run that needed it; later ones reuse it
+                store.add(ceiling)
+                known.append(ceiling)
             store.add(result)
             outcome.results.append(result)
             view.finish(result, describe(result))
@@ -166,13 +173,13 @@ class SuiteRequest(Options):
 def suite_command(request: SuiteRequest, view: Terminal) -> int:
     """Plan, then list, run here or submit to SLURM; the exit status (1: a benchmark failed, 130: stopped)."""
     from dlbench import suites
-    from dlbench.system.info import fingerprint
+    from dlbench.system.info import launcher_fingerprint
 
     if request.name is None and request.list_only:
         view.suites([(name, suites.load(name).description) for name in suites.builtin_names()])
         return 0
     loaded, options = _load(request, view)
-    host = fingerprint()["host"]
+    host = launcher_fingerprint()["host"]
     default_timeout = request.timeout or DEFAULT_TIMEOUT_S
     if request.list_only:
         view.plan(_plan_without_writing(loaded, request, host), default_timeout)
@@ -253,11 +260,11 @@ def _runnable(specs: list[BenchmarkSpec], view: Terminal) -> list[BenchmarkSpec]
 
 def _run_here(plan: Plan, store: Store, request: SuiteRequest, default_timeout: float, view: Terminal) -> int:
     from dlbench.launch.execute import describe
-    from dlbench.system.info import fingerprint
+    from dlbench.system.info import launcher_fingerprint
 
     hint = f"`dlbench suite {plan.suite.name} --resume` runs what is missing"
     try:
-        outcome = run_suite(plan, store, fingerprint(), tag=request.tag, default_timeout=default_timeout,
+        outcome = run_suite(plan, store, launcher_fingerprint(), tag=request.tag, default_timeout=default_timeout,
                             console=view.err, describe=describe)
     except KeyboardInterrupt:
         view.message(f"stopped at once; {hint}")

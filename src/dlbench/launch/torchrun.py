@@ -22,12 +22,19 @@ def command(spec_file: Path, result_file: Path, nprocs: int, rendezvous: list[st
             "-m", "dlbench.launch.worker", str(spec_file), str(result_file)]
 
 
+def job_ceilings(ceilings: list[Result] | None) -> dict:
+    """The part of a worker's job file that asks it for FLOP utilisation against these system records."""
+    return {} if ceilings is None else {"ceilings": [r.to_dict() for r in ceilings]}
+
+
 def run(spec: BenchmarkSpec, system: dict, *, suite: str | None = None, tag: str | None = None,
-        timeout: float | None = None) -> Result:
-    """Launch `spec.gpus` processes and return rank 0's result (an error result if none came back)."""
+        timeout: float | None = None, ceilings: list[Result] | None = None) -> Result:
+    """Launch `spec.gpus` processes and return rank 0's result (an error result if none came back).
+    With `ceilings` (system records of this host), rank 0 adds FLOP utilisation to its result."""
     with scratch.folder("torchrun") as tmp:
         spec_file, result_file = tmp / "spec.json", tmp / "result.json"
-        spec_file.write_text(json.dumps({"spec": spec.to_dict(), "suite": suite, "tag": tag}), encoding="utf-8")
+        spec_file.write_text(json.dumps({"spec": spec.to_dict(), "suite": suite, "tag": tag,
+                                         **job_ceilings(ceilings)}), encoding="utf-8")
         try:
             proc = subprocess.run(command(spec_file, result_file, spec.gpus), capture_output=True, text=True,
                                   timeout=timeout or spec.timeout)

@@ -92,8 +92,19 @@ def main(argv: list[str]) -> int:
         return 2
     result.run = job.get("run")
     if int(os.environ.get("RANK", "0")) == 0:
+        if job.get("ceilings") is not None:
+            _utilisation(result, job["ceilings"])
         write_result(result, result_path)
     return 0
+
+
+def _utilisation(result, ceilings: list[dict]) -> None:
+    """FLOP utilisation here, where the run was measured (a missing ceiling is measured on this GPU);
+    a ceiling measured for it rides in the result for the launcher to store."""
+    from dlbench.launch.execute import with_utilisation
+    from dlbench.results.record import Result
+
+    with_utilisation(result, [Result.from_dict(c) for c in ceilings], carry=True)
 
 
 if __name__ == "__main__":

@@ -86,9 +86,20 @@ def summarize_readings(readings: list[dict[str, Any]], others: list[dict[str, An
         "throttled": len(slow) >= THROTTLED_SHARE * len(readings) and bool(slow),
         "throttled_share": len(slow) / len(readings),
         "throttle_reasons": reasons,
-        "other_processes": len(others or []),
-        "other_processes_memory_gb": sum(p.get("memory_gb", 0.0) for p in others or []),
+        **_processes(others or []),
     }
+
+
+def _processes(found: list[dict[str, Any]]) -> dict[str, Any]:
+    """Other processes on the GPU, and apart from them the dlbench launcher that started this one."""
+    launchers = [p for p in found if p.get("launcher")]
+    others = [p for p in found if not p.get("launcher")]
+    figures = {"other_processes": len(others),
+               "other_processes_memory_gb": sum(p.get("memory_gb", 0.0) for p in others)}
+    if launchers:
+        figures.update(launcher_processes=len(launchers),
+                       launcher_memory_gb=sum(p.get("memory_gb", 0.0) for p in launchers))
+    return figures
 
 
 class Monitor:

@@ -23,7 +23,8 @@ from dlbench.figures import fixed, ms, percent, sig
 from dlbench.report.markdown import line
 from dlbench.results.record import Result
 from dlbench.system.datasheet import lookup
-from dlbench.system.records import ceiling_name, ceilings_for, is_system_record, machine_key
+from dlbench.system.records import (ceiling_name, ceilings_for, is_system_record, machine_key, matmul_ceiling,
+                                    utilisation, utilisation_text)
 
 AS_EXPECTED = 0.8  # at or above this share of the expected figure a result is fine
 DATA_PHASES = ("data", "data_wait", "load", "loading", "input", "h2d")
@@ -72,6 +73,7 @@ class Diagnosis:
     hints: list[str] = field(default_factory=list)
     not_comparable: str = ""  # why the references that exist for this benchmark cannot judge it
     reason: str = ""  # why there is no expectation otherwise
+    utilisation: str | None = None  # "16% of the measured bf16 matmul ceiling (703 TFLOP/s)"
 
     @property
     def ratio(self) -> float | None:
@@ -163,11 +165,10 @@ def _peak(gpu_name: str, precision: str) -> float | None:
     return spec.peak_tflops(precision) if spec else None
 
 
-def _ceilings(ref: Reference, r: Result, record: Result | None) -> tuple[float, float, str] | None:
+def _ceilings(ref: Reference, r: Result, mine_measured: float | None) -> tuple[float, float, str] | None:
     """(this machine's ceiling, the reference's, how) for the precision; like with like."""
     precision = r.spec.get("precision", "fp32")
     name = ceiling_name(precision)
-    mine_measured = record.metrics.get(name) if record else None
     ref_measured = ref.ceilings.metrics.get(name) if ref.ceilings else None
     if mine_measured and ref_measured:
         return mine_measured, ref_measured, f"measured {precision} matmul"
@@ -199,8 +200,9 @@ def _same_data(ref: Reference, r: Result) -> bool:
     return kind is not None and (kind == "dummy") == (_reads_storage(r) is None)
 
 
-def expectation(r: Result, refs: list[Reference], record: Result | None) -> Diagnosis:
-    """Scale the nearest comparable reference to this machine; say why where none is."""
+def expectation(r: Result, refs: list[Reference], measured: float | None) -> Diagnosis:
+    """Scale the nearest comparable reference to this machine (`measured`: its matmul ceiling for the
+    run's precision, where one was measured); say why where none is."""
     value = r.metrics.get("throughput")
     plain = Diagnosis(r, float(value) if value else None, r.metrics.get("throughput_unit", ""))
     if not on_gpu(r):
@@ -226,7 +228,7 @@ def expectation(r: Result, refs: list[Reference], record: Result | None) -> Diag
         return plain
     best: tuple[float, Reference, float, str, float, str] | None = None
     for ref in comparable:
-        scale = _ceilings(ref, r, record)
+        scale = _ceilings(ref, r, measured)
         actual, unit_here = _actual(r, ref)
         figure = ref.value if ref.metric == "step_s" else _convert(ref.value, ref.unit, unit_here)
         if scale is None or figure is None or actual is None:
@@ -376,6 +378,16 @@ def other_processes(r: Result, record: Result | None) -> Cause | None:
                                                f"of GPU memory during the run")
 
 
+def own_launcher(r: Result, record: Result | None) -> Cause | None:
+    count = r.metrics.get("launcher_processes") or 0
+    if not count:
+        return None
+    memory = r.metrics.get("launcher_memory_gb") or 0.0
+    return Cause("dlbench's own launcher on the GPU", f"the dlbench process that started this benchmark (a suite "
+                                                      f"or torchrun) held {memory:.1f} GB of GPU memory during "
+                                                      f"the run")
+
+
 def low_ceiling(r: Result, record: Result | None) -> Cause | None:
     if record is None:
         return None
@@ -394,7 +406,8 @@ def low_ceiling(r: Result, record: Result | None) -> Cause | None:
 
 
 CAUSES: list[Callable[[Result, Result | None], Cause | None]] = [
-    input_bound, slow_storage, launch_bound, throttled, degraded_link, other_processes, low_ceiling,
+    input_bound, slow_storage, launch_bound, throttled, degraded_link, other_processes, own_launcher,
+    low_ceiling,
 ]
 
 
@@ -413,7 +426,10 @@ def diagnose(results: list[Result], refs: list[Reference] | None = None) -> list
     out = []
     for r in newest.values():
         record = ceilings_for(r, results)
-        d = expectation(r, refs, record)
+        found = matmul_ceiling(r, results)
+        d = expectation(r, refs, found[0] if found else None)
+        # what the run's own line said; figured from the store for results stored without it
+        d.utilisation = utilisation_text(r.metrics) or utilisation_text(utilisation(r, results))
         d.causes = [c for c in (check(r, record) for check in CAUSES) if c]
         if record is None and on_gpu(r) and "dlbench system" not in d.reason:
             d.hints.append("no `dlbench system` record for this machine: run `dlbench system` to measure its "
@@ -468,10 +484,8 @@ def render(diagnoses: list[Diagnosis]) -> str:
         if d.reference:
             ref = d.reference
             lines.append(f"reference: {ref.gpu}, {_reference_value(ref)} ({ref.source}); scaled by {d.scaling}")
-        fraction = r.metrics.get("ceiling_fraction")
-        if fraction is not None and r.metrics.get("achieved_tflops"):
-            lines.append(f"FLOP utilisation: {sig(r.metrics['achieved_tflops'])} TFLOP/s, {percent(fraction)} of the "
-                         f"measured {r.spec.get('precision')} ceiling")
+        if d.utilisation:
+            lines.append(f"FLOP utilisation: {sig(r.metrics['achieved_tflops'])} TFLOP/s, {d.utilisation}")
         if d.causes:
             lines.append("likely causes:")
             lines += [f"- {c.name}: {c.evidence}" for c in d.causes]

@@ -15,6 +15,7 @@ from typing import Any
 from dlbench.report.tables import Table
 from dlbench.figures import fixed
 from dlbench.results.record import Result
+from dlbench.system.records import is_survey
 
 HEADER = ["GPU", "Memory", "Architecture", "CUDA Cores", "FP32 TFLOPS", "Release Date"]
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
@@ -78,10 +79,10 @@ def _value(r: Result, name: str) -> float | None:
 def measured_by_gpu(results: list[Result]) -> dict[str, dict[str, float]]:
     """Latest measured ceilings for each GPU name."""
     out: dict[str, dict[str, float]] = {}
-    for r in sorted(results, key=lambda r: r.started):
+    for r in sorted(results, key=lambda r: (is_survey(r), r.started)):  # a `dlbench system` survey wins
         found = ceilings(r)
         if found and str(r.metrics.get("device", "")).startswith("cuda"):  # CPU ceilings are no GPU's
-            out[r.system_label] = found
+            out.setdefault(r.system_label, {}).update(found)
     return out
 
 

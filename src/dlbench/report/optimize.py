@@ -12,10 +12,11 @@ from dlbench.figures import fixed, percent
 from dlbench.results.record import Result
 
 LEVELS = ("eager", "compile", "graphs", "max")
-HEADER = ("Benchmark", "System", *LEVELS, "Best", "Compile (s)", "TFLOP/s", "Of ceiling")
+HEADER = ("Benchmark", "System", *LEVELS, "Best", "Compile (s)", "TFLOP/s", "Of measured ceiling")
 TITLE = "Optimisation levels"
 NOTES = ["(throughput per level, speed-up over eager in brackets; each optimised level was checked against "
-         "eager before timing; compile time is outside the measurement)"]
+         "eager before timing; compile time is outside the measurement; the ceiling is the matmul ceiling measured "
+         "on that machine for the row's precision)"]
 
 
 def level_of(r: Result) -> str:

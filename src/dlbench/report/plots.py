@@ -336,8 +336,9 @@ def ceiling_plots(results: list[Result]) -> list[Plot]:
     ax.set_xlim(0, max(100.0, max(values) * 1.15))
     ax.axvline(100.0, color="grey", linestyle="--")
     ax.set_xlabel("% of the measured matmul ceiling for the precision used")
-    return [Plot("ceiling", "Utilisation against the measured ceiling",
-                 "Achieved model TFLOP/s as a share of the matmul ceiling that dlbench system measured on that machine." + _where(runs),
+    return [Plot("ceiling", "Utilisation against the measured matmul ceiling",
+                 "Achieved model TFLOP/s as a share of the matmul ceiling measured on that machine for the precision "
+                 "that ran (by `dlbench system`, or once by the first run that needed it)." + _where(runs),
                  _svg(fig))]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from dlbench.figures import percent
 from dlbench.report.tables import Table
 from dlbench.results.record import Result
-from dlbench.system.records import is_system_record, machine_key
+from dlbench.system.records import is_survey, is_system_record, machine_key
 
 _LABELS = {
     "matmul_fp32_tflops": "matmul fp32", "matmul_tf32_tflops": "matmul tf32",
@@ -52,6 +52,8 @@ def ceilings_table(record: Result) -> Table:
         rows.append([_LABELS.get(name, name), _number(ceiling["value"]), ceiling["unit"],
                      _number(peak) if peak else "-", ratio, ceiling["method"]])
     notes = [f"Measured {record.started[:16].replace('T', ' ')} UTC, record {record.id[:8]}."]
+    if not is_survey(record):
+        notes.append("Measured by a benchmark that needed it for FLOP utilisation; `dlbench system` measures them all.")
     notes += [_facts_line(f) for f in record.metrics.get("gpu_facts", [])]
     busy = record.metrics.get("ceilings", {}).get("h2d_pinned_gbs", {}).get("details", {})
     if busy.get("pcie_gen"):
@@ -67,6 +69,7 @@ def tables(results: list[Result]) -> list[Table]:
     for r in results:
         if is_system_record(r) and r.status == "ok":
             key = machine_key(r)
-            if key not in newest or r.started >= newest[key].started:
+            # a run's quick record holds one ceiling: it stands for a machine only where no survey does
+            if key not in newest or (is_survey(r), r.started) >= (is_survey(newest[key]), newest[key].started):
                 newest[key] = r
     return [ceilings_table(r) for r in newest.values()]

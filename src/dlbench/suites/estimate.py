@@ -117,13 +117,14 @@ def _forward_flops(model: str, shape: tuple[int, ...]) -> int:
 @dataclass(frozen=True)
 class Machine:
     startup_s: float  # a fresh worker process: interpreter, torch, torchvision
-    rates: dict  # device kind -> measured fp32 matmul FLOP/s
+    rates: dict  # device kind -> measured fp32 matmul FLOP/s, measured in a child process
 
     def matmul_flops(self, kind: str) -> float:
-        if kind not in self.rates:
-            self.rates[kind] = _matmul_rate(kind)
-        return self.rates[kind]
+        # A GPU the helper could not use (a broken driver, say) still gets a guess: the CPU's speed.
+        return self.rates.get(kind) or self.rates.get("cpu") or FALLBACK_FLOPS
 
+
+FALLBACK_FLOPS = 1e10  # what a guess assumes when not even the CPU's matmul rate came back
 
 # A benchmark of next to no work, run like any other: its wall time is what every isolated run
 # costs besides its steps (interpreter, imports, the machine's fingerprint, monitor, record).
@@ -133,14 +134,29 @@ _EMPTY_RUN = {"workload": "fwdbwd", "model": "resnet18", "batch": 2, "input_shap
 
 @lru_cache(maxsize=1)
 def machine() -> Machine:
-    """This machine's start-up time and speed, measured once (several seconds) for the guesses."""
+    """This machine's start-up time and speed, measured once (several seconds) for the guesses.
+    Both are measured in a child process: a suite's own process must never hold a GPU context,
+    or every benchmark of the suite would run beside it (and the monitor would see it)."""
     with tempfile.TemporaryDirectory(prefix="dlbench-estimate-") as folder:
         spec_file = Path(folder) / "spec.json"
         spec_file.write_text(json.dumps({"spec": _EMPTY_RUN}), encoding="utf-8")
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "dlbench.launch.worker", str(spec_file), str(Path(folder) / "r.json")],
-                       capture_output=True, check=False, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
-        return Machine(time.perf_counter() - start, {})
+        proc = subprocess.run([sys.executable, "-m", "dlbench.suites.estimate", str(spec_file),
+                               str(Path(folder) / "r.json")], capture_output=True, text=True, check=False)
+        wall = time.perf_counter() - start
+    found = _last_json(proc.stdout)
+    return Machine(max(0.0, wall - found.get("rates_s", 0.0)), found.get("rates", {}))
+
+
+def _last_json(text: str) -> dict:
+    for line in reversed(text.splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return found
+    return {}
 
 
 def _matmul_rate(kind: str) -> float:
@@ -158,6 +174,31 @@ def _matmul_rate(kind: str) -> float:
     return 2 * n**3 * count / (time.perf_counter() - start)
 
 
+def _rates() -> dict[str, float]:
+    import torch
+
+    kinds = ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+    rates = {}
+    for kind in kinds:
+        try:
+            rates[kind] = _matmul_rate(kind)
+        except Exception:  # noqa: BLE001 - a kind that cannot multiply is guessed from the others
+            continue
+    return rates
+
+
+def main(argv: list[str]) -> int:
+    """The child of `machine()`: an empty worker run (what every isolated run costs), then the
+    matmul rates, printed as one JSON line with the seconds they took."""
+    from dlbench.launch import worker
+
+    worker.main(argv)
+    start = time.perf_counter()
+    rates = _rates()
+    print(json.dumps({"rates": rates, "rates_s": time.perf_counter() - start}))
+    return 0
+
+
 def format_seconds(seconds: float) -> str:
     seconds = max(0, round(seconds))
     hours, rest = divmod(seconds, 3600)
@@ -165,3 +206,7 @@ def format_seconds(seconds: float) -> str:
     if hours:
         return f"{hours} h {minutes:02d} min"
     return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -84,15 +84,28 @@ def _version(module: str) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def fingerprint() -> dict[str, Any]:
+    """The machine as the process that measures sees it (this initialises CUDA where there is a GPU)."""
+    return _fingerprint(_gpus())
+
+
+@functools.lru_cache(maxsize=1)
+def launcher_fingerprint() -> dict[str, Any]:
+    """The same facts for a process that starts benchmarks but measures none (a suite's, a SLURM
+    job's, torchrun's parent): its GPUs come from NVML, so it never initialises CUDA. Only the
+    records it makes itself (a benchmark that died before writing one) carry it."""
+    return _fingerprint(_nvml_gpus())
+
+
+def _fingerprint(gpus: list[dict[str, Any]]) -> dict[str, Any]:
     nvml = _nvml()
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    cudnn = _cudnn_version()
     return {
         "host": socket.gethostname(),
         "os": platform.platform(),
         "python": platform.python_version(),
         "cpu": {"model": _cpu_model(), "cores": os.cpu_count()},
         "ram_bytes": _ram_bytes(),
-        "gpus": _gpus(),
+        "gpus": gpus,
         "gpu_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
         "driver": nvml.get("driver"),
         "gpu_uuids": nvml.get("uuids", []),
@@ -105,6 +118,58 @@ def fingerprint() -> dict[str, Any]:
         "cloud": os.environ.get("DLBENCH_CLOUD") or None,  # the GPU table's Cloud and Instance Name
         "instance": os.environ.get("DLBENCH_INSTANCE") or None,
     }
+
+
+def _cudnn_version() -> int | None:
+    # torch.backends.cudnn.version() checks every GPU's compute capability first, and so
+    # initialises CUDA; the library's own version number needs no GPU.
+    try:
+        from torch._C import _cudnn
+
+        return int(_cudnn.getVersionInt())
+    except (ImportError, AttributeError, RuntimeError):
+        return None
+
+
+def _nvml_gpus() -> list[dict[str, Any]]:
+    """Name and compute capability of each GPU CUDA_VISIBLE_DEVICES shows, through NVML; [] without it."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return []
+    try:
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        gpus = []
+        for handle in _visible(handles, lambda h: _text(pynvml.nvmlDeviceGetUUID(h))):
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+            gpus.append({"name": _text(pynvml.nvmlDeviceGetName(handle)), "capability": f"{major}.{minor}"})
+        return gpus
+    except Exception:
+        return []
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def _visible(handles: list[Any], uuid: Any) -> list[Any]:
+    """The devices CUDA_VISIBLE_DEVICES names (indices or UUID prefixes), in its order; like CUDA, the
+    list ends at the first entry that names no device."""
+    text = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if text is None:
+        return handles
+    shown = []
+    for entry in (e.strip() for e in text.split(",")):
+        if entry.isdigit() and int(entry) < len(handles):
+            shown.append(handles[int(entry)])
+        elif entry.startswith("GPU-") and (match := [h for h in handles if uuid(h).startswith(entry)]):
+            shown.append(match[0])
+        else:
+            break
+    return shown
 
 
 def format_cudnn(version: int | None) -> str | None:

@@ -150,11 +150,47 @@ def parse(raw: dict[str, Any], t: float) -> dict[str, Any]:
 
 
 def other_processes(nvml: Any, handle: Any, own_pid: int | None = None) -> list[dict[str, Any]]:
-    """Compute processes on the GPU other than this one (pid and GPU memory in GB)."""
+    """Compute processes on the GPU other than this one (pid and GPU memory in GB). The dlbench
+    processes that started this one (a suite, torchrun) are marked `launcher`: they are no
+    stranger's work, and should hold no GPU context at all, so they are named, not blamed."""
     own_pid = os.getpid() if own_pid is None else own_pid
     found = _call(nvml, "nvmlDeviceGetComputeRunningProcesses", handle) or []
-    return [{"pid": p.pid, "memory_gb": (p.usedGpuMemory or 0) / 1e9}
-            for p in found if p.pid != own_pid]
+    launchers = dlbench_ancestors(own_pid)
+    others = []
+    for p in found:
+        if p.pid != own_pid:
+            others.append({"pid": p.pid, "memory_gb": (p.usedGpuMemory or 0) / 1e9})
+            if p.pid in launchers:
+                others[-1]["launcher"] = True
+    return others
+
+
+def dlbench_ancestors(pid: int) -> set[int]:
+    """The ancestors of process `pid` whose command line names dlbench (Linux; empty elsewhere)."""
+    found: set[int] = set()
+    parent = _parent(pid)
+    while parent and parent > 1 and parent not in found:
+        if "dlbench" in command_line(parent):
+            found.add(parent)
+        pid, parent = parent, _parent(parent)
+    return found
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            return int(f.read().rpartition(")")[2].split()[1])  # the name in parentheses may hold spaces
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def command_line(pid: int) -> str:
+    """The command line of process `pid` as one string, or '' when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
 
 
 def _nvlinks(nvml: Any, handle: Any) -> int | None:

@@ -1,19 +1,37 @@
-"""Finding a machine's ceilings among stored results, and FLOP utilisation against them."""
+"""Finding a machine's ceilings among stored results, and FLOP utilisation against them.
+
+Utilisation has one denominator wherever it is shown: the measured matmul ceiling for the
+precision the run settled on, on the machine it ran on. `dlbench system` measures every
+ceiling; a run whose machine has none for its precision measures that one matmul ceiling
+itself (a second or two, after its timed window) and stores it as a `quick` system record,
+which later runs reuse. The datasheet peak is the denominator only where no ceiling can be
+measured (a CPU in half precision), and then it says so.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
+from dlbench.figures import percent, sig
 from dlbench.results.record import Result, system_label
 from dlbench.system.datasheet import lookup
 
 SYSTEM_WORKLOAD = "system"
+QUICK = "quick"  # spec key of a system record that holds one ceiling a run measured for itself
+NEW_CEILING = "new_ceiling"  # traces key: the quick system record a worker measured, for its launcher to store
 _PRECISION_CEILING = {"fp32": "matmul_fp32_tflops", "tf32": "matmul_tf32_tflops",
                       "fp16": "matmul_fp16_tflops", "bf16": "matmul_bf16_tflops", "fp8": "matmul_fp8_tflops"}
+
+Measure = Callable[[str], "Result | None"]  # precision -> a quick system record, or None where none can be measured
 
 
 def is_system_record(result: Result) -> bool:
     return result.workload == SYSTEM_WORKLOAD
+
+
+def is_survey(result: Result) -> bool:
+    """A `dlbench system` record (every ceiling, facts of the GPUs), not a run's quick one."""
+    return is_system_record(result) and not result.spec.get(QUICK)
 
 
 def machine_key(result: Result) -> tuple[str, str]:
@@ -23,10 +41,9 @@ def machine_key(result: Result) -> tuple[str, str]:
 
 
 def ceilings_for(result: Result, candidates: Iterable[Result]) -> Result | None:
-    """The newest system record measured on the same host and the same kind of device."""
+    """The newest `dlbench system` record measured on the same host and the same kind of device."""
     key = machine_key(result)
-    matching = [r for r in candidates
-                if is_system_record(r) and r.status == "ok" and machine_key(r) == key]
+    matching = [r for r in candidates if is_survey(r) and r.status == "ok" and machine_key(r) == key]
     return max(matching, key=lambda r: r.started) if matching else None
 
 
@@ -34,33 +51,86 @@ def ceiling_name(precision: str) -> str:
     return _PRECISION_CEILING.get(precision, "matmul_fp32_tflops")
 
 
+def precision_of(result: Result) -> str:
+    """The precision that ran: the spec holds what the workload settled on (`asked` what was asked)."""
+    return str(result.spec.get("precision") or "fp32")
+
+
+def matmul_ceiling(result: Result, candidates: Iterable[Result]) -> tuple[float, Result] | None:
+    """The measured matmul ceiling (TFLOP/s) for the precision `result` ran in, on its machine, and
+    its record: the newest `dlbench system` survey that has it, else the newest quick one."""
+    name, key = ceiling_name(precision_of(result)), machine_key(result)
+    matching = [r for r in candidates if is_system_record(r) and r.status == "ok" and machine_key(r) == key
+                and isinstance(r.metrics.get(name), (int, float)) and r.metrics[name] > 0]
+    if not matching:
+        return None
+    best = max(matching, key=lambda r: (is_survey(r), r.started))
+    return float(best.metrics[name]), best
+
+
 def datasheet_tflops(result: Result) -> float | None:
     label = machine_key(result)[1]
     spec = lookup(label)
-    return spec.peak_tflops(result.spec.get("precision", "fp32")) if spec else None
+    return spec.peak_tflops(precision_of(result)) if spec else None
 
 
-def utilisation(result: Result, record: Result | None) -> dict[str, Any]:
-    """Achieved TFLOP/s as a fraction of the measured ceiling (and of the datasheet peak)
-    for the precision the result used. Empty where a figure is missing."""
+def utilisation(result: Result, candidates: Iterable[Result]) -> dict[str, Any]:
+    """Achieved TFLOP/s as a fraction of the measured ceiling (and of the datasheet peak) for the
+    precision the result ran in. Empty where a figure is missing."""
     achieved = result.metrics.get("achieved_tflops")
     if not achieved:
         return {}
-    out: dict[str, Any] = {}
-    if record is not None:
-        name = ceiling_name(result.spec.get("precision", "fp32"))
-        ceiling = record.metrics.get(name)
-        if ceiling:
-            out.update({"ceiling_tflops": ceiling, "ceiling_fraction": achieved / ceiling,
-                        "ceiling_record": record.id})
+    out: dict[str, Any] = {"ceiling_precision": precision_of(result)}
+    found = matmul_ceiling(result, candidates)
+    if found is not None:
+        ceiling, record = found
+        out.update({"ceiling_tflops": ceiling, "ceiling_fraction": achieved / ceiling, "ceiling_record": record.id})
     peak = datasheet_tflops(result)
     if peak:
         out.update({"datasheet_tflops": peak, "datasheet_fraction": achieved / peak})
-    return out
+    return out if len(out) > 1 else {}
 
 
-def annotate(result: Result, candidates: Iterable[Result]) -> Result:
-    """Add utilisation metrics to a workload result (in place) from the stored ceilings."""
-    if result.status == "ok" and not is_system_record(result):
-        result.metrics.update(utilisation(result, ceilings_for(result, candidates)))
-    return result
+def utilisation_text(metrics: dict[str, Any]) -> str | None:
+    """'16% of the measured bf16 matmul ceiling of 703 TFLOP/s': the same words in result lines,
+    reports and doctor; the datasheet only where nothing was measured, named as such."""
+    precision = metrics.get("ceiling_precision")
+    kind = f"{precision} " if precision else ""
+    if isinstance(metrics.get("ceiling_fraction"), (int, float)):
+        ceiling = metrics.get("ceiling_tflops")
+        value = f" of {sig(ceiling)} TFLOP/s" if ceiling else ""
+        return f"{percent(metrics['ceiling_fraction'])} of the measured {kind}matmul ceiling{value}"
+    if isinstance(metrics.get("datasheet_fraction"), (int, float)):
+        return (f"{percent(metrics['datasheet_fraction'])} of the datasheet {kind}peak of "
+                f"{sig(metrics['datasheet_tflops'])} TFLOP/s (no ceiling measured here)")
+    return None
+
+
+def annotate(result: Result, candidates: Iterable[Result], measure: Measure | None = None) -> Result | None:
+    """Add utilisation metrics to a workload result (in place) from the stored ceilings. Where its
+    machine has no measured ceiling for its precision, `measure` (given only in the process that
+    measured the run) measures one; that new quick system record is returned, for storing."""
+    if result.status != "ok" or is_system_record(result) or not result.metrics.get("achieved_tflops"):
+        return None
+    known = list(candidates)
+    new = None
+    if measure is not None and matmul_ceiling(result, known) is None:
+        new = measure(precision_of(result))
+        known += [new] if new is not None else []
+    result.metrics.update(utilisation(result, known))
+    return new
+
+
+def here(records: Iterable[Result], system: dict) -> list[Result]:
+    """The ok system records of `system`'s host: what a worker there needs to know of its ceilings."""
+    host = system.get("host")
+    return [r for r in records if is_system_record(r) and r.status == "ok" and r.system.get("host") == host]
+
+
+def carried_ceiling(result: Result) -> Result | None:
+    """The quick system record a worker measured and sent along in `result`'s traces (removed from them)."""
+    data = result.traces.pop(NEW_CEILING, None) if isinstance(result.traces, dict) else None
+    try:
+        return Result.from_dict(data) if isinstance(data, dict) else None
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -19,7 +19,7 @@ from dlbench.results.record import Result, now
 from dlbench.system import ceilings as c
 from dlbench.system import nvml
 from dlbench.system.datasheet import lookup
-from dlbench.system.records import SYSTEM_WORKLOAD
+from dlbench.system.records import QUICK, SYSTEM_WORKLOAD
 
 Progress = Callable[[str, int, int], None]
 
@@ -83,5 +83,27 @@ def survey(system: dict, device: torch.device, *, disk: Path | None = None,
                            "gpu_facts": facts, "datasheet": _datasheet(system, device)})
     if why:
         unmeasured["nvml"] = why
+    result.finished = now()
+    return result
+
+
+QUICK_SIZES = {"cuda": (8192,), "cpu": (512,)}  # the size a full survey finds best, or near it
+
+
+def quick_ceiling(system: dict, device: torch.device, precision: str) -> Result | None:
+    """One matmul ceiling, measured in a second or two for a run whose machine had none for its
+    precision, as a system record marked quick; None where it cannot be measured here."""
+    started = now()
+    try:
+        ceiling = c.matmul(precision, device, sizes=QUICK_SIZES.get(device.type, QUICK_SIZES["cpu"]))
+    except (c.Unmeasured, RuntimeError, KeyError):  # no such precision here, or no memory left for it
+        return None
+    finally:
+        c._free(device)
+    sheet = {k: v for k, v in _datasheet(system, device).items() if k == ceiling.name}
+    result = Result(spec={"workload": SYSTEM_WORKLOAD, "model": "", "device": str(device), QUICK: True},
+                    system=system, started=started)
+    result.metrics.update({ceiling.name: ceiling.value, "device": str(device), "unmeasured": {}, "gpu_facts": [],
+                           "ceilings": {ceiling.name: ceiling.to_dict()}, "datasheet": sheet})
     result.finished = now()
     return result
