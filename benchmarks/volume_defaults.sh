@@ -4,6 +4,7 @@
 # and an explicit fp32 run with --block auto must not be slower than the default block.
 #
 #   bash benchmarks/volume_defaults.sh [WORKDIR]     # about 6 minutes on one H200
+#   FP32=0 bash benchmarks/volume_defaults.sh        # without the fp32 runs: about 2.5 minutes
 #
 # Prints each run's one-line result (what was asked, what ran and why) and a table of Mvox/s.
 set -euo pipefail
@@ -15,13 +16,15 @@ dlbench() { python3 -m dlbench "$@"; }  # installed, or src/ on PYTHONPATH
 run() { echo "+ dlbench run volume $*" >&2; dlbench --db "$db" run volume --overwrite "$@" | tee -a "$work/lines.txt"; }
 
 [ -e "$work/vol.h5" ] || dlbench data volume "$work/vol.h5" --shape 200x3072x3072 --format hdf5
-[ -e "$work/small.h5" ] || dlbench data volume "$work/small.h5" --shape 200x1536x1536 --format hdf5
+[ "${FP32:-1}" = 0 ] || [ -e "$work/small.h5" ] || dlbench data volume "$work/small.h5" --shape 200x1536x1536 --format hdf5
 : > "$work/lines.txt"
 run --model unet3d --input "$work/vol.h5:volumes/raw" --output "$work/pred.zarr"                      # plain
 run --model unet3d --input "$work/vol.h5:volumes/raw" --output "$work/best.zarr" --block auto --precision fp16 --channels-last
 run --model unet3d --input "$work/vol.h5:volumes/raw" --output "$work/pred.zarr"                      # plain, again
-run --model unet3d --input "$work/small.h5:volumes/raw" --output "$work/fp32-auto.zarr" --precision fp32
-run --model unet3d --input "$work/small.h5:volumes/raw" --output "$work/fp32-default.zarr" --precision fp32 --block 32x384x384
+if [ "${FP32:-1}" != 0 ]; then
+  run --model unet3d --input "$work/small.h5:volumes/raw" --output "$work/fp32-auto.zarr" --precision fp32
+  run --model unet3d --input "$work/small.h5:volumes/raw" --output "$work/fp32-default.zarr" --precision fp32 --block 32x384x384
+fi
 python3 - "$work/lines.txt" <<'EOF'
 import re, sys
 names = ["plain", "best flags", "plain again", "fp32 --block auto (0.94 Gvox)", "fp32 --block 32x384x384 (0.94 Gvox)"]
