@@ -125,6 +125,7 @@ def test_output_paths_checked_before_any_work(tmp_path, db, stored):
         (["export", "-o", folder], "it is a folder; give a file name"),
         (["export", "-o", db], "is the result store itself"),
         (["run", "fwdbwd", *TINY, "--results-file", db], "is the result store itself; writing the results file"),
+        (["run", "fwdbwd", *TINY, "--results-file", tmp_path / "r.txt"], "name it .json (one JSON document) or .jsonl"),
         (["report", "--format", "html"], "--format html writes a file: add --output report.html"),
         (["run", "volume", "--output", tmp_path / "p.h5"], "name it .zarr or .n5"),
         (["run", "volume", "--device", "cpu", "--output", missing / "p.zarr"], "folder"),
@@ -138,7 +139,8 @@ def test_output_paths_checked_before_any_work(tmp_path, db, stored):
                       f"cannot create store {missing}/r.db: folder {missing} does not exist")
     assert_user_error(cli("run", "fwdbwd", *TINY, "--db", db, "--results-file", missing / "r.json"),
                       f"cannot write results file {missing}/r.json: folder {missing} does not exist")
-    assert not missing.exists() and list(folder.iterdir()) == [] and not (tmp_path / "p.h5").exists()
+    assert not missing.exists() and list(folder.iterdir()) == []
+    assert not (tmp_path / "p.h5").exists() and not (tmp_path / "r.txt").exists()
     assert stored()
 
 

@@ -93,11 +93,24 @@ def test_run_result_goes_to_stdout_and_to_a_json_file(tmp_path, db):
 
 
 def test_results_as_json_lines_with_typed_values(tmp_path, db):
-    assert cli("run", "infer", *RUN[2:], "--batch", "1,2", "--db", db).returncode == 0
+    lines = tmp_path / "sweep.jsonl"
+    assert cli("run", "infer", *RUN[2:], "--batch", "1,2", "--db", db, "--results-file", lines).returncode == 0
     rows = [json.loads(line) for line in cli("results", "--format", "json", "--db", db).stdout.splitlines()]
     assert [r["batch"] for r in rows] == [1, 2]
+    assert [json.loads(line)["id"] for line in lines.read_text().splitlines()] == [r["id"] for r in rows]
     assert all(isinstance(r["throughput"], float) and isinstance(r["parameters"], int) for r in rows)
     assert cli("results", "--format", "xml", "--db", db).returncode == 2
+
+
+def test_a_list_of_batches_is_one_json_document_and_each_line_names_its_batch(tmp_path, db):
+    out = tmp_path / "r.json"
+    out.write_text("an earlier file\n")
+    proc = cli("run", "infer", *RUN[2:], "--batch", "1,2", "--db", db, "--output", out)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(out.read_text())  # valid JSON: a list, as timm writes for several models
+    assert [r["batch"] for r in rows] == [1, 2] and all(r["status"] == "ok" for r in rows)
+    first, second = proc.stdout.splitlines()
+    assert first.startswith("ok infer resnet18 batch 1 on CPU") and second.startswith("ok infer resnet18 batch 2 on")
 
 
 def test_piped_lines_are_not_wrapped_and_long_runs_report_progress(db):

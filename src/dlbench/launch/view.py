@@ -180,25 +180,6 @@ class Terminal:
             task = bar.add_task(clean(description), total=total)
             yield lambda done, _total: bar.update(task, completed=done)
 
-    @contextlib.contextmanager
-    def json_lines(self, path: Path | None) -> Iterator[Callable[[Result], None]]:
-        """A writer of result summaries, one JSON object per line, to `path` (nothing without one).
-        The file is opened first, so a path that cannot be written fails before any run."""
-        import json
-
-        from dlbench.results.summary import summary
-
-        if path is None:
-            yield lambda result: None
-            return
-        try:
-            f = open(path, "w", encoding="utf-8")
-        except OSError as error:
-            raise UserError(f"cannot write {path}: {error.strerror or error}") from None
-        with f:
-            yield lambda result: (f.write(json.dumps(summary(result)) + "\n"), f.flush())
-        self.message(f"wrote {path}")
-
     def text(self, text: str) -> None:
         """A report or table as text, on stdout."""
         self.out.print(clean(text), highlight=False, markup=False, soft_wrap=True)
