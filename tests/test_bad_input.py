@@ -425,3 +425,41 @@ def test_markdown_report_neutralises_crafted_names(db):
     assert "](javascript:" not in text  # the parenthesis is escaped: never a link
     assert "\r" not in text and "\x1b" not in text and "<img" not in text
     assert "[click]\\(javascript:alert(1))" in text
+
+
+def _torchvision_made_for(tmp_path, version: str) -> dict:
+    """An environment whose torchvision fails on import as one made for another torch does
+    (a CPU torch beside a CUDA torchvision from PyPI): its operators cannot register."""
+    site = tmp_path / "site"
+    (site / "torchvision").mkdir(parents=True)
+    (site / "torchvision" / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
+    (site / f"torchvision-{version}.dist-info").mkdir()
+    (site / f"torchvision-{version}.dist-info" / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: torchvision\nVersion: {version}\n")
+    return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+            "DLBENCH_DB": str(tmp_path / "r.db")}
+
+
+def test_a_torchvision_made_for_another_torch_is_one_line_with_the_fix(tmp_path):
+    import torch
+
+    public = torch.__version__.split("+")[0]
+    matching = f"0.{int(public.split('.')[1]) + 15}"  # torchvision 0.N is made for torch 2.(N-15)
+    env = _torchvision_made_for(tmp_path, "0.26.0")
+    for args in ([], ["run", "infer", *TINY]):  # the default suite, and a run
+        assert_user_error(cli(*args, env=env), "torchvision 0.26.0 is made for torch 2.11, but torch here is "
+                          f"{torch.__version__} (operator torchvision::nms does not exist); install a matching "
+                          f"pair: pip install --force-reinstall torch=={public} 'torchvision=={matching}.*' "
+                          "--index-url https://download.pytorch.org/whl/")
+    assert not (tmp_path / "r.db").exists()
+    same_versions = _torchvision_made_for(tmp_path / "build", f"{matching}.0")
+    assert_user_error(cli("run", "infer", *TINY, env=same_versions),
+                      f"torchvision {matching}.0 was built for another torch than {torch.__version__}")
+
+
+@pytest.mark.parametrize("torchvision, torch", [("0.19.1", "2.4"), ("0.26.0", "2.11"), ("0.29.0+cpu", "2.14")])
+def test_torchvision_releases_pair_with_torch_releases(torchvision, torch):
+    from dlbench import vision
+
+    assert vision.made_for(torchvision) == torch
+    assert vision.matching_torchvision(f"{torch}.1+cpu") == f"torchvision=={torchvision.rsplit('.', 1)[0]}.*"
