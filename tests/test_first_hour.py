@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -119,6 +120,29 @@ def test_piped_lines_are_not_wrapped_and_long_runs_report_progress(db):
     assert len(proc.stdout.splitlines()) == 1 and len(proc.stdout) > 80
     progress = [line for line in proc.stderr.splitlines() if ": measure " in line]
     assert len(progress) >= 1, proc.stderr
+
+
+LONG_SUITE = """name: long
+defaults: {model: resnet18, batch: 2, input_shape: 3x32x32, device: cpu, warmup: 1, warmup_seconds: 0, steps: 2,
+           min_seconds: 14}
+specs: [{workload: fwdbwd}]
+"""
+
+
+def test_piped_suite_progress_arrives_as_lines_while_it_runs(tmp_path, db):
+    # `dlbench | tee log` over ssh, nohup, CI: no terminal, so rich would draw its bars once, at the end.
+    suite = tmp_path / "long.yaml"
+    suite.write_text(LONG_SUITE)
+    proc = subprocess.Popen([sys.executable, "-m", "dlbench", "suite", suite, "--db", db], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": ""})
+    arrived = [(time.monotonic(), line.rstrip("\n")) for line in proc.stderr]  # each line as it is written
+    report = proc.stdout.read()
+    assert proc.wait(timeout=60) == 0, arrived
+    finished = next(t for t, line in arrived if line.startswith("ok fwdbwd resnet18 batch 2"))
+    progress = [t for t, line in arrived if "0/1 done, ETA" in line]
+    assert progress and progress[0] < finished - 1.0, arrived  # a heartbeat, seconds before the result
+    assert all(line.strip() and "━" not in line for _, line in arrived), arrived  # no bar, no blank line
+    assert "ResNet-18" in report
 
 
 def test_version_and_suites_listed_without_a_name():

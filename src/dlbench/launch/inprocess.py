@@ -3,6 +3,7 @@ store each result as soon as it ends."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable, Iterable
 
 from rich.console import Console
@@ -51,8 +52,10 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     # Transient: the bar goes when the work ends, leaving the result lines (and a user error) alone.
+    # Off a terminal rich would draw it once, at the end: the heartbeat's lines say the progress there.
     heartbeat = Heartbeat(console)
-    with Progress(*columns, console=console, transient=True) as bar:
+    bar = Progress(*columns, console=console, transient=True)
+    with bar if console.is_terminal else contextlib.nullcontext():
         overall = bar.add_task(f"suite {suite}" if suite else "benchmarks", total=len(specs))
         current = bar.add_task("", total=1)
         for spec in specs:

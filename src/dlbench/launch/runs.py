@@ -169,9 +169,12 @@ def system_command(request: SystemRequest, view: Terminal) -> None:
     disk = Path(request.disk) if request.disk else None
     store = Store(request.db) if request.store else None  # a bad --db fails before minutes of measuring
     try:
-        with view.err.status("measuring") as status:
-            record = survey(fingerprint(), target, disk=disk,
-                            progress=lambda stage, done, total: status.update(f"measuring {stage} ({done + 1}/{total})"))
+        with view.status("measuring") as status:
+            def progress(stage: str, done: int, total: int) -> None:
+                if done < total:  # the last call only says all is measured; the table says that
+                    status(f"measuring {stage} ({done + 1}/{total})")
+
+            record = survey(fingerprint(), target, disk=disk, progress=progress)
         if store is not None:
             store.add(record)
     finally:
