@@ -114,6 +114,7 @@ def test_a_suite_with_a_shape_its_model_cannot_take(tmp_path, db, stored):
     assert stored()
 
 
+@pytest.mark.slow
 def test_output_paths_checked_before_any_work(tmp_path, db, stored):
     missing = tmp_path / "missing"
     folder = tmp_path / "folder"
@@ -212,6 +213,7 @@ def test_resume_of_an_unknown_or_foreign_run(tmp_path, db, stored):
     assert db.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_read_only_store_is_read_and_never_written(tmp_path):
     folder = tmp_path / "archive"
     folder.mkdir()
@@ -320,6 +322,7 @@ def test_an_error_naming_hostile_input_stays_one_clean_line(db, stored):
     assert stored()
 
 
+@pytest.mark.slow
 def test_temporary_folders_of_a_killed_run_are_removed_by_the_next(tmp_path, db):
     make = ("import os, sys; from dlbench import scratch; "
             "p = scratch.make('volume'); open(os.path.join(p, 'big'), 'w').write('x'); print(p, flush=True); "
@@ -382,6 +385,7 @@ def test_terminal_text_loses_control_characters():
     assert one_line("first\nsecond\r\n third") == "first second third"
 
 
+@pytest.mark.slow
 def test_images_never_mix_into_a_folder_that_holds_other_files(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
@@ -440,6 +444,7 @@ def _torchvision_made_for(tmp_path, version: str) -> dict:
             "DLBENCH_DB": str(tmp_path / "r.db")}
 
 
+@pytest.mark.slow
 def test_a_torchvision_made_for_another_torch_is_one_line_with_the_fix(tmp_path):
     import torch
 

@@ -103,6 +103,7 @@ def test_results_as_json_lines_with_typed_values(tmp_path, db):
     assert cli("results", "--format", "xml", "--db", db).returncode == 2
 
 
+@pytest.mark.slow
 def test_a_list_of_batches_is_one_json_document_and_each_line_names_its_batch(tmp_path, db):
     out = tmp_path / "r.json"
     out.write_text("an earlier file\n")
@@ -114,6 +115,7 @@ def test_a_list_of_batches_is_one_json_document_and_each_line_names_its_batch(tm
     assert first.startswith("ok infer resnet18 batch 1 on CPU") and second.startswith("ok infer resnet18 batch 2 on")
 
 
+@pytest.mark.slow
 def test_piped_lines_are_not_wrapped_and_long_runs_report_progress(db):
     proc = cli(*RUN[:-2], "--min-seconds", "12", "--db", db, env={"COLUMNS": ""})
     assert proc.returncode == 0, proc.stderr
@@ -129,6 +131,7 @@ specs: [{workload: fwdbwd}]
 """
 
 
+@pytest.mark.slow
 def test_piped_suite_progress_arrives_as_lines_while_it_runs(tmp_path, db):
     # `dlbench | tee log` over ssh, nohup, CI: no terminal, so rich would draw its bars once, at the end.
     suite = tmp_path / "long.yaml"
@@ -161,6 +164,7 @@ def test_help_speaks_of_the_users_world(args):
     assert "--compile" not in text
 
 
+@pytest.mark.slow
 def test_default_run_without_a_gpu_is_the_short_cpu_check(tmp_path):
     proc = here(cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
