@@ -114,6 +114,7 @@ def test_a_suite_with_a_shape_its_model_cannot_take(tmp_path, db, stored):
     assert stored()
 
 
+@pytest.mark.slow
 def test_output_paths_checked_before_any_work(tmp_path, db, stored):
     missing = tmp_path / "missing"
     folder = tmp_path / "folder"
@@ -125,6 +126,7 @@ def test_output_paths_checked_before_any_work(tmp_path, db, stored):
         (["export", "-o", folder], "it is a folder; give a file name"),
         (["export", "-o", db], "is the result store itself"),
         (["run", "fwdbwd", *TINY, "--results-file", db], "is the result store itself; writing the results file"),
+        (["run", "fwdbwd", *TINY, "--results-file", tmp_path / "r.txt"], "name it .json (one JSON document) or .jsonl"),
         (["report", "--format", "html"], "--format html writes a file: add --output report.html"),
         (["run", "volume", "--output", tmp_path / "p.h5"], "name it .zarr or .n5"),
         (["run", "volume", "--device", "cpu", "--output", missing / "p.zarr"], "folder"),
@@ -138,7 +140,8 @@ def test_output_paths_checked_before_any_work(tmp_path, db, stored):
                       f"cannot create store {missing}/r.db: folder {missing} does not exist")
     assert_user_error(cli("run", "fwdbwd", *TINY, "--db", db, "--results-file", missing / "r.json"),
                       f"cannot write results file {missing}/r.json: folder {missing} does not exist")
-    assert not missing.exists() and list(folder.iterdir()) == [] and not (tmp_path / "p.h5").exists()
+    assert not missing.exists() and list(folder.iterdir()) == []
+    assert not (tmp_path / "p.h5").exists() and not (tmp_path / "r.txt").exists()
     assert stored()
 
 
@@ -210,6 +213,7 @@ def test_resume_of_an_unknown_or_foreign_run(tmp_path, db, stored):
     assert db.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_read_only_store_is_read_and_never_written(tmp_path):
     folder = tmp_path / "archive"
     folder.mkdir()
@@ -318,6 +322,7 @@ def test_an_error_naming_hostile_input_stays_one_clean_line(db, stored):
     assert stored()
 
 
+@pytest.mark.slow
 def test_temporary_folders_of_a_killed_run_are_removed_by_the_next(tmp_path, db):
     make = ("import os, sys; from dlbench import scratch; "
             "p = scratch.make('volume'); open(os.path.join(p, 'big'), 'w').write('x'); print(p, flush=True); "
@@ -380,6 +385,7 @@ def test_terminal_text_loses_control_characters():
     assert one_line("first\nsecond\r\n third") == "first second third"
 
 
+@pytest.mark.slow
 def test_images_never_mix_into_a_folder_that_holds_other_files(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
@@ -423,3 +429,42 @@ def test_markdown_report_neutralises_crafted_names(db):
     assert "](javascript:" not in text  # the parenthesis is escaped: never a link
     assert "\r" not in text and "\x1b" not in text and "<img" not in text
     assert "[click]\\(javascript:alert(1))" in text
+
+
+def _torchvision_made_for(tmp_path, version: str) -> dict:
+    """An environment whose torchvision fails on import as one made for another torch does
+    (a CPU torch beside a CUDA torchvision from PyPI): its operators cannot register."""
+    site = tmp_path / "site"
+    (site / "torchvision").mkdir(parents=True)
+    (site / "torchvision" / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
+    (site / f"torchvision-{version}.dist-info").mkdir()
+    (site / f"torchvision-{version}.dist-info" / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: torchvision\nVersion: {version}\n")
+    return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+            "DLBENCH_DB": str(tmp_path / "r.db")}
+
+
+@pytest.mark.slow
+def test_a_torchvision_made_for_another_torch_is_one_line_with_the_fix(tmp_path):
+    import torch
+
+    public = torch.__version__.split("+")[0]
+    matching = f"0.{int(public.split('.')[1]) + 15}"  # torchvision 0.N is made for torch 2.(N-15)
+    env = _torchvision_made_for(tmp_path, "0.26.0")
+    for args in ([], ["run", "infer", *TINY]):  # the default suite, and a run
+        assert_user_error(cli(*args, env=env), "torchvision 0.26.0 is made for torch 2.11, but torch here is "
+                          f"{torch.__version__} (operator torchvision::nms does not exist); install a matching "
+                          f"pair: pip install --force-reinstall torch=={public} 'torchvision=={matching}.*' "
+                          "--index-url https://download.pytorch.org/whl/")
+    assert not (tmp_path / "r.db").exists()
+    same_versions = _torchvision_made_for(tmp_path / "build", f"{matching}.0")
+    assert_user_error(cli("run", "infer", *TINY, env=same_versions),
+                      f"torchvision {matching}.0 was built for another torch than {torch.__version__}")
+
+
+@pytest.mark.parametrize("torchvision, torch", [("0.19.1", "2.4"), ("0.26.0", "2.11"), ("0.29.0+cpu", "2.14")])
+def test_torchvision_releases_pair_with_torch_releases(torchvision, torch):
+    from dlbench import vision
+
+    assert vision.made_for(torchvision) == torch
+    assert vision.matching_torchvision(f"{torch}.1+cpu") == f"torchvision=={torchvision.rsplit('.', 1)[0]}.*"

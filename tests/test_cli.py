@@ -41,6 +41,7 @@ def test_run_stores_and_reports(db):
     assert r.id[:8] in listing.stdout
 
 
+@pytest.mark.slow
 def test_db_from_environment(tmp_path):
     path = tmp_path / "env.db"
     proc = cli("run", "fwdbwd", *TINY_FLAGS, env={"DLBENCH_DB": str(path)})
@@ -49,6 +50,7 @@ def test_db_from_environment(tmp_path):
         assert len(store.results(workload="fwdbwd")) == 1
 
 
+@pytest.mark.slow
 def test_suite_list_shows_specs():
     proc = cli("suite", "cnn-benchmarks", "--list")
     assert proc.returncode == 0
@@ -79,6 +81,7 @@ def test_suite_file_not_yaml(tmp_path, db, stored):
     assert stored()
 
 
+@pytest.mark.slow
 def test_suite_file_with_unknown_keys(tmp_path, db, stored):
     bad = tmp_path / "keys.yaml"
     bad.write_text("defaults: {workload: fwdbwd, model: resnet18}\nmatrix: {batch: [1]}\nrepeat: 3\n")
@@ -88,6 +91,7 @@ def test_suite_file_with_unknown_keys(tmp_path, db, stored):
     assert stored()
 
 
+@pytest.mark.slow
 def test_store_that_is_not_sqlite(tmp_path):
     path = tmp_path / "text.db"
     path.write_bytes(b"not a database at all\n" * 10)
@@ -113,6 +117,7 @@ def test_unknown_export_format(db, stored):
     assert_user_error(cli("export", "--format", "xml", "--db", db), "--format must be one of jsonl, csv")
 
 
+@pytest.mark.slow
 def test_suite_report_lines_are_never_wrapped(tmp_path, db):
     suite = tmp_path / "one.yaml"
     suite.write_text("defaults: {workload: infer, model: resnet18, batch: 2, input_shape: 3x32x32, device: cpu,"

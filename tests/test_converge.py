@@ -120,6 +120,7 @@ def test_cli_data_seg_then_converge_then_report(tmp_path, db):
             "Time to train - mixed precision (bf16) [min]|Time to DICE 0.89 - mixed precision (bf16) [min]|") in report
 
 
+@pytest.mark.slow
 def test_two_processes_train_one_fold_together(tmp_path, db):
     data = generate_seg.write(tmp_path / "seg", n=4, size=32)
     proc = cli("run", "converge", "--data", data, "--folds", "2", "--fold-limit", "1", "--eval-every", "2",

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -94,21 +95,60 @@ def test_run_result_goes_to_stdout_and_to_a_json_file(tmp_path, db):
 
 
 def test_results_as_json_lines_with_typed_values(tmp_path, db):
-    assert cli("run", "infer", *RUN[2:], "--batch", "1,2", "--db", db).returncode == 0
+    lines = tmp_path / "sweep.jsonl"
+    assert cli("run", "infer", *RUN[2:], "--batch", "1,2", "--db", db, "--results-file", lines).returncode == 0
     rows = [json.loads(line) for line in cli("results", "--format", "json", "--db", db).stdout.splitlines()]
     ceilings = [r for r in rows if r["workload"] == "system"]  # measured once, by the first run, for its utilisation
     rows = [r for r in rows if r["workload"] != "system"]
     assert [r["batch"] for r in rows] == [1, 2] and len(ceilings) == 1
+    assert [json.loads(line)["id"] for line in lines.read_text().splitlines()] == [r["id"] for r in rows]
     assert all(isinstance(r["throughput"], float) and isinstance(r["parameters"], int) for r in rows)
     assert cli("results", "--format", "xml", "--db", db).returncode == 2
 
 
+@pytest.mark.slow
+def test_a_list_of_batches_is_one_json_document_and_each_line_names_its_batch(tmp_path, db):
+    out = tmp_path / "r.json"
+    out.write_text("an earlier file\n")
+    proc = cli("run", "infer", *RUN[2:], "--batch", "1,2", "--db", db, "--output", out)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(out.read_text())  # valid JSON: a list, as timm writes for several models
+    assert [r["batch"] for r in rows] == [1, 2] and all(r["status"] == "ok" for r in rows)
+    first, second = proc.stdout.splitlines()
+    assert first.startswith("ok infer resnet18 batch 1 on CPU") and second.startswith("ok infer resnet18 batch 2 on")
+
+
+@pytest.mark.slow
 def test_piped_lines_are_not_wrapped_and_long_runs_report_progress(db):
     proc = cli(*RUN[:-2], "--min-seconds", "12", "--db", db, env={"COLUMNS": ""})
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.splitlines()) == 1 and len(proc.stdout) > 80
     progress = [line for line in proc.stderr.splitlines() if ": measure " in line]
     assert len(progress) >= 1, proc.stderr
+
+
+LONG_SUITE = """name: long
+defaults: {model: resnet18, batch: 2, input_shape: 3x32x32, device: cpu, warmup: 1, warmup_seconds: 0, steps: 2,
+           min_seconds: 14}
+specs: [{workload: fwdbwd}]
+"""
+
+
+@pytest.mark.slow
+def test_piped_suite_progress_arrives_as_lines_while_it_runs(tmp_path, db):
+    # `dlbench | tee log` over ssh, nohup, CI: no terminal, so rich would draw its bars once, at the end.
+    suite = tmp_path / "long.yaml"
+    suite.write_text(LONG_SUITE)
+    proc = subprocess.Popen([sys.executable, "-m", "dlbench", "suite", suite, "--db", db], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": ""})
+    arrived = [(time.monotonic(), line.rstrip("\n")) for line in proc.stderr]  # each line as it is written
+    report = proc.stdout.read()
+    assert proc.wait(timeout=60) == 0, arrived
+    finished = next(t for t, line in arrived if line.startswith("ok fwdbwd resnet18 batch 2"))
+    progress = [t for t, line in arrived if "0/1 done, ETA" in line]
+    assert progress and progress[0] < finished - 1.0, arrived  # a heartbeat, seconds before the result
+    assert all(line.strip() and "━" not in line for _, line in arrived), arrived  # no bar, no blank line
+    assert "ResNet-18" in report
 
 
 def test_version_and_suites_listed_without_a_name():
@@ -127,6 +167,7 @@ def test_help_speaks_of_the_users_world(args):
     assert "--compile" not in text
 
 
+@pytest.mark.slow
 def test_default_run_without_a_gpu_is_the_short_cpu_check(tmp_path):
     proc = here(cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

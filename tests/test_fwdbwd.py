@@ -15,6 +15,7 @@ from dlbench.workloads.runtime import precision
 from conftest import TINY
 
 
+@pytest.mark.slow
 def test_fwdbwd_resnet18_tiny():
     spec = BenchmarkSpec(**TINY)
     result = execute(spec, fingerprint())

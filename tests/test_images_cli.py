@@ -34,6 +34,7 @@ def stored(db):
     return lambda: [r.id for r in Store(db).results()] == [earlier.id]
 
 
+@pytest.mark.slow
 def test_train_on_a_jpeg_folder_and_the_seed_002_report(folder, db):
     proc = cli("run", "train", *TINY, "--batch", "2,4", "--data", f"folder:{folder}", "--db", db, env=ONE_THREAD)
     assert proc.returncode == 0, proc.stderr
@@ -55,6 +56,7 @@ def test_train_on_a_jpeg_folder_and_the_seed_002_report(folder, db):
     assert "Throughput - FP32 [img/s]" in report
 
 
+@pytest.mark.slow
 def test_two_processes_store_one_merged_result(folder, db):
     proc = cli("run", "train", *TINY, "--batch", "2", "--gpus", "2", "--data", f"folder:{folder}", "--db", db,
                env=ONE_THREAD)
@@ -69,6 +71,7 @@ def test_two_processes_store_one_merged_result(folder, db):
     assert len(r.samples["step"]) == 2 * m["steps"]  # every rank's steps
 
 
+@pytest.mark.slow
 def test_infer_batch_search_is_recorded(db):
     proc = cli("run", "infer", *TINY, "--batch", "auto", "--max-batch", "4", "--db", db, env=ONE_THREAD)
     assert proc.returncode == 0, proc.stderr

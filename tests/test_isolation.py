@@ -48,6 +48,7 @@ def wait_for(check, seconds: float, what: str) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_suite_survives_abort_oom_and_hang(tmp_path, db):
     path = suite_file(tmp_path, "rough", "timeout: 120\nspecs:\n"
                       "  - {model: abort-model}\n  - {model: oom-model}\n"
@@ -69,6 +70,7 @@ def test_suite_survives_abort_oom_and_hang(tmp_path, db):
     assert "## tiny-model" in proc.stdout  # the report of the good specs
 
 
+@pytest.mark.slow
 def test_sigint_then_resume_runs_only_what_was_missing(tmp_path, db):
     path = suite_file(tmp_path, "stop", "specs:\n  - {model: tiny-model}\n  - {model: sleep-model}\n"
                       "  - {model: tiny-model, seed: 1}\n")
@@ -97,6 +99,7 @@ def test_sigint_then_resume_runs_only_what_was_missing(tmp_path, db):
     assert {r.run for rs in after.values() for r in rs} == {run}
 
 
+@pytest.mark.slow
 def test_second_signal_stops_at_once(tmp_path, db):
     path = suite_file(tmp_path, "stubborn", "specs:\n  - {model: stubborn-model}\n  - {model: tiny-model}\n")
     marker = tmp_path / "reached"
@@ -118,6 +121,7 @@ def test_second_signal_stops_at_once(tmp_path, db):
     assert "tiny-model" not in found
 
 
+@pytest.mark.slow
 def test_slurm_jobs_through_submitit_local_executor(tmp_path, db):
     pytest.importorskip("submitit")
     path = suite_file(tmp_path, "cluster", "specs:\n  - {model: tiny-model}\n")
@@ -137,6 +141,7 @@ def test_slurm_jobs_through_submitit_local_executor(tmp_path, db):
     assert ceiling.spec["quick"] and result.metrics["ceiling_record"] == ceiling.id
 
 
+@pytest.mark.slow
 def test_slurm_without_slurm_is_a_user_error(tmp_path, db):
     if __import__("shutil").which("sbatch"):
         pytest.skip("SLURM is installed here")

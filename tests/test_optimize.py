@@ -309,6 +309,7 @@ def test_fused_optimizer_only_at_max_on_gpu_parameters():
     assert optimize.optimizer_kwargs(BenchmarkSpec(workload="train", model=TINY, optimize="max"), params) == {}
 
 
+@pytest.mark.slow
 def test_every_run_command_takes_optimize():
     for workload in ("fwdbwd", "train", "infer", "smooth", "volume", "converge"):
         proc = cli("run", workload, "--help")

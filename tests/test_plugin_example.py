@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # every test here starts dlbench with the plug-in, one or more times
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 

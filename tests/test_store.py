@@ -53,6 +53,7 @@ def _writer(path: str, worker: int, n: int) -> None:
             store.add(make_result(tag=f"{worker}-{i}"))
 
 
+@pytest.mark.slow
 def test_eight_processes_writing_at_once_lose_nothing(db):
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_writer, args=(str(db), w, 25)) for w in range(8)]
@@ -66,6 +67,7 @@ def test_eight_processes_writing_at_once_lose_nothing(db):
     assert len(tags) == 200
 
 
+@pytest.mark.slow
 def test_sigkill_mid_benchmark_keeps_earlier_results(tmp_path, db):
     suite = tmp_path / "s.yaml"
     suite.write_text(

@@ -73,6 +73,7 @@ def _stored(spec, run, status="ok", host="here", wall=None, started="2026-01-01T
                   traces=traces, started=started, finished=started)
 
 
+@pytest.mark.slow
 def test_resume_plans_only_what_is_missing(db):
     suite = _suite()
     a, b, c = suite.specs
@@ -105,6 +106,7 @@ def test_estimates_from_earlier_runs_else_a_guess():
     assert guessed.measured == 0 and guessed.source == "guess" and guessed.seconds == guess(b) > 0
 
 
+@pytest.mark.slow
 def test_list_shows_estimates_from_the_store(tmp_path, db):
     path = write(tmp_path / "l.yaml", HEAD + "matrix: {model: [resnet18, resnet34]}\n")
     spec = suites.load(str(path)).specs[0]

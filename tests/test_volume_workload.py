@@ -195,6 +195,7 @@ def _run_args(data, output, *extra, model=None):
             "--block", "4x16x16", "--halo", "2x2x2", "--dtype", "float16", "--device", "cpu", "--warmup", "1", *extra)
 
 
+@pytest.mark.slow
 def test_sigkill_and_resume_gives_the_same_bytes(data, tmp_path, db):
     reference = tmp_path / "ref.zarr"
     assert predict(data, reference, model=data["slow"], block=(4, 8, 8)).status == "ok"
@@ -220,6 +221,7 @@ def test_sigkill_and_resume_gives_the_same_bytes(data, tmp_path, db):
     assert chunk_bytes(output) == chunk_bytes(reference)
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_equal_one(data, tmp_path, db):
     one = tmp_path / "one.zarr"
     assert predict(data, one).status == "ok"

@@ -23,6 +23,8 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler, SequentialSampler
+
+from dlbench import vision  # noqa: F401, I001 - before torchvision: a mismatched pair fails in one line
 from torchvision.io import ImageReadMode, decode_image, decode_jpeg
 from torchvision.transforms import v2
 

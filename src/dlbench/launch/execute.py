@@ -96,14 +96,23 @@ def peak_memory(device: torch.device) -> dict:
     return {"peak_memory_mb": gpu_mb, "peak_host_rss_mb": rss_mb}
 
 
+def _batch(result: Result) -> str:
+    """' batch N' where the workload takes a batch: the lines of a sweep differ only by it."""
+    batch = result.spec.get("batch")
+    if batch is None or result.workload not in workloads.names():
+        return ""  # a failed run of a workload this process never loaded still gets its line
+    return f" batch {batch}" if "batch" in workloads.get(result.workload).general else ""
+
+
 def describe(result: Result) -> str:
     """One line about a result, for the terminal."""
     if result.status == "ok":
         line = workloads.get(result.workload).describe(result.metrics)
-        return f"ok {result.spec['workload']} {result.model} on {result.system_label}: {line}" + common_suffix(result.metrics)
+        return f"ok {result.spec['workload']} {result.model}{_batch(result)} on {result.system_label}: {line}" + \
+            common_suffix(result.metrics)
     if result.status == "oom":
         return f"oom {result.workload} {result.model}: out of memory at batch {result.metrics.get('batch_tried')}"
-    return f"{result.status} {result.workload} {result.model}: {result.error or ''}"
+    return f"{result.status} {result.workload} {result.model}{_batch(result)}: {result.error or ''}"
 
 
 def common_suffix(metrics: dict) -> str:

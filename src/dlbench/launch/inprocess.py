@@ -54,8 +54,10 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     # Transient: the bar goes when the work ends, leaving the result lines (and a user error) alone.
+    # Off a terminal rich would draw it once, at the end: the heartbeat's lines say the progress there.
     heartbeat = Heartbeat(console)
-    with _own_stream(console), Progress(*columns, console=console, transient=True) as bar:
+    bar = Progress(*columns, console=console, transient=True)
+    with _own_stream(console), (bar if console.is_terminal else contextlib.nullcontext()):
         overall = bar.add_task(f"suite {suite}" if suite else "benchmarks", total=len(specs))
         current = bar.add_task("", total=1)
         for spec in specs:

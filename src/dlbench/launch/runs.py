@@ -3,10 +3,11 @@ checked before anything runs and stored one result per batch run."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from dlbench import scratch, workloads
 from dlbench.errors import UserError
@@ -26,21 +27,23 @@ class RunExtras(Options):
                             high=MAX_BATCH)
     db: str | None = option(None, DB_HELP, parse=one_store)
     tag: str | None = option(None, TAG_HELP)
-    results_file: str | None = option(None, "Also write the result as JSON: one object per run (throughput, step "
-                                            "time percentiles, batch, shape, precision, parameters, FLOPs, peak "
-                                            "memory, system).", flag="--results-file")
+    results_file: str | None = option(None, "Also write the result to this .json file (an object; a list for a "
+                                            "list of batches or a sweep) or .jsonl file (one object per line): "
+                                            "throughput, step time percentiles, batch, shape, precision, "
+                                            "parameters, FLOPs, peak memory, system.", flag="--results-file")
 
 
 def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int:
     """Run what a `dlbench run` command asks for; the exit status (1 when a run ended in error).
-    With --results-file, every result is also written there as one JSON object per line."""
+    With --results-file, every result is also written there as it ends."""
     extras = RunExtras(**{f: values.pop(f) for f in RunExtras.names() if f in values})
     spec, plan, sweep = _plan(workload, dict(values), extras.max_batch)
     check_writable(extras.db)  # the store, the results file and the spec are checked before anything runs
-    results_file = output_file(extras.results_file, extras.db, "results file")
+    results_file = _results_path(extras)
     preflight(spec, view)
     scratch.clean_stale()  # what killed runs left behind
-    with Store(extras.db) as store, view.json_lines(results_file) as write:
+    several = plan != "auto" and len(plan) > 1
+    with Store(extras.db) as store, _results_to(results_file, several, view) as write:
         if plan == "auto":
             result = _search(spec, store, extras.tag, extras.max_batch, view)
             write(result)
@@ -53,6 +56,31 @@ def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int
             if result.status == "oom" and sweep:
                 break  # larger batches cannot fit either
     return 1 if failed else 0
+
+
+def _results_path(extras: RunExtras) -> Path | None:
+    """The results file, checked; its name says the format, so JSON lines never land in a .json file."""
+    path = output_file(extras.results_file, extras.db, "results file")
+    if path is not None and path.suffix.lower() not in (".json", ".jsonl"):
+        raise UserError(f"cannot write results file {path}: name it .json (one JSON document) "
+                        "or .jsonl (one JSON object per line)")
+    return path
+
+
+@contextlib.contextmanager
+def _results_to(path: Path | None, several: bool, view: Terminal) -> Iterator[Callable[[Result], None]]:
+    """The writer of each result to the results file (nothing without one)."""
+    from dlbench.results.summary import ResultsFile
+
+    if path is None:
+        yield lambda result: None
+        return
+    out = ResultsFile(path, several)
+    try:
+        yield out.write
+    finally:
+        if out.close():
+            view.message(f"wrote {path}")
 
 
 def _plan(workload: str, values: dict[str, Any], limit: int) -> tuple[BenchmarkSpec, str | list[BenchmarkSpec], bool]:
@@ -141,9 +169,12 @@ def system_command(request: SystemRequest, view: Terminal) -> None:
     disk = Path(request.disk) if request.disk else None
     store = Store(request.db) if request.store else None  # a bad --db fails before minutes of measuring
     try:
-        with view.err.status("measuring") as status:
-            record = survey(fingerprint(), target, disk=disk,
-                            progress=lambda stage, done, total: status.update(f"measuring {stage} ({done + 1}/{total})"))
+        with view.status("measuring") as status:
+            def progress(stage: str, done: int, total: int) -> None:
+                if done < total:  # the last call only says all is measured; the table says that
+                    status(f"measuring {stage} ({done + 1}/{total})")
+
+            record = survey(fingerprint(), target, disk=disk, progress=progress)
         if store is not None:
             store.add(record)
     finally:

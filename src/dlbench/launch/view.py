@@ -89,11 +89,13 @@ class SuiteView:
         self.current = self.bars.add_task("", total=1, info="")
 
     def __enter__(self) -> "SuiteView":
-        self.bars.start()
+        if self.console.is_terminal:  # elsewhere rich would draw the bars once, at the end: plain lines say it
+            self.bars.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.bars.stop()
+        if self.console.is_terminal:
+            self.bars.stop()
 
     def start(self, index: int, spec: BenchmarkSpec, timeout: float | None) -> None:
         self.index, self.started, self.timeout = index, time.monotonic(), timeout
@@ -176,29 +178,23 @@ class Terminal:
         """A bar for long work; yields the `progress(done, total)` callback the work calls."""
         from rich.progress import BarColumn, Progress, TimeRemainingColumn
 
+        if not self.err.is_terminal:  # a log or a pipe: a line every few seconds, not one bar at the end
+            heartbeat = Heartbeat(self.err)
+            yield lambda done, _total: heartbeat(f"{description}: {done}/{total} {unit}")
+            return
         columns = ("{task.description}", BarColumn(), "{task.completed}/{task.total} " + unit, TimeRemainingColumn())
         with Progress(*columns, console=self.err) as bar:
             task = bar.add_task(clean(description), total=total)
             yield lambda done, _total: bar.update(task, completed=done)
 
     @contextlib.contextmanager
-    def json_lines(self, path: Path | None) -> Iterator[Callable[[Result], None]]:
-        """A writer of result summaries, one JSON object per line, to `path` (nothing without one).
-        The file is opened first, so a path that cannot be written fails before any run."""
-        import json
-
-        from dlbench.results.summary import summary
-
-        if path is None:
-            yield lambda result: None
+    def status(self, text: str) -> Iterator[Callable[[str], None]]:
+        """A spinner whose text the work changes; off a terminal each new text is a line of its own."""
+        if not self.err.is_terminal:
+            yield self.message
             return
-        try:
-            f = open(path, "w", encoding="utf-8")
-        except OSError as error:
-            raise UserError(f"cannot write {path}: {error.strerror or error}") from None
-        with f:
-            yield lambda result: (f.write(json.dumps(summary(result)) + "\n"), f.flush())
-        self.message(f"wrote {path}")
+        with self.err.status(clean(text)) as spinner:
+            yield lambda new: spinner.update(clean(new))
 
     def text(self, text: str) -> None:
         """A report or table as text, on stdout."""

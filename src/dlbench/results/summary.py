@@ -4,8 +4,11 @@ batch, shape, precision, parameters, FLOPs, peak memory and the system."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+from dlbench.errors import UserError
 from dlbench.measure.stats import summarize
 from dlbench.results.record import Result
 
@@ -34,3 +37,40 @@ def summary(result: Result) -> dict[str, Any]:
                      "host": system.get("host")}
     row.update({"suite": result.suite, "tag": result.tag, "error": result.error})
     return row
+
+
+class ResultsFile:
+    """Result summaries written to a file as each run ends: one object per line for `.jsonl`;
+    for `.json` one JSON document (an object for a single run, a list for a list of batches or
+    a sweep, as timm's `--results-file` does for one model or many), rewritten after every run
+    so that the file is valid JSON whenever the command stops.
+
+    The file is opened first, so a path that cannot be written fails before any run; an
+    existing file is only replaced once there is a result to put in it."""
+
+    def __init__(self, path: Path, several: bool) -> None:
+        self.path, self.several, self.rows = path, several, []
+        self.document = path.suffix.lower() == ".json"
+        self.created = not path.exists()
+        try:
+            self.file = open(path, "a", encoding="utf-8")  # append: an error before the first run loses nothing
+        except OSError as error:
+            raise UserError(f"cannot write {path}: {error.strerror or error}") from None
+
+    def write(self, result: Result) -> None:
+        self.rows.append(summary(result))
+        if self.document:
+            self.file.truncate(0)
+            self.file.write(json.dumps(self.rows if self.several else self.rows[-1], indent=2) + "\n")
+        else:
+            if len(self.rows) == 1:
+                self.file.truncate(0)
+            self.file.write(json.dumps(self.rows[-1]) + "\n")
+        self.file.flush()
+
+    def close(self) -> bool:
+        """Closes the file; whether it holds results (an unused new file is removed)."""
+        self.file.close()
+        if not self.rows and self.created:
+            self.path.unlink(missing_ok=True)
+        return bool(self.rows)
