@@ -39,8 +39,9 @@ from dlbench.data.volumes import Volume, open_volume
 from dlbench.errors import UserError
 from dlbench.figures import fixed, percent, sig
 from dlbench.measure.flops import count_flops
-from dlbench.measure.loop import Progress, common_metrics, synchronize
+from dlbench.measure.loop import Progress, common_metrics, mean_step, synchronize
 from dlbench.measure.monitor import Monitor, MonitorData
+from dlbench.measure.profile import compact, profile_steps
 from dlbench.measure.timer import Spans, record_event
 from dlbench.models import fused, registry
 from dlbench.options import Options, option
@@ -291,6 +292,14 @@ class Pipeline:
         self.log.spans.add("copy_out", t4, t5)
         return host, t5 if self.cuda else None
 
+    def replay(self, block: Block, source: torch.Tensor) -> None:
+        """One block's device work as `run` does it (copy in, forward, encode, copy out) from a tile
+        read before, nothing written: what --profile looks at."""
+        tile = self.tiles.take(tuple(source.shape)).copy_(source)
+        y, start, stream = self._compute(tile)
+        host, ready = self._finish(block, y, start, stream)
+        self.outputs.give(host, ready)
+
     def run(self, blocks: list[Block], progress: Progress) -> float:
         """Predict `blocks`; returns the wall time. A write failure stops the run as a UserError."""
         start = time.perf_counter()
@@ -523,6 +532,7 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
                         readers=opts.readers, writers=opts.writers, queue=opts.queue)
     with Monitor(device) as monitor:  # clocks, power and throttling while the blocks run
         wall = pipeline.run(mine, progress)
+    profile = _profile(spec, pipeline, mine, flops, group, progress)
     voxels = sum(int(np.prod(b.shape)) for b in mine)
     volume.close()
     per_rank = group.gather({"voxels": voxels, "wall": wall, "blocks": len(mine),
@@ -537,15 +547,38 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
                        settled={"precision": precision, "channels_last": cl})
     if choice.checks:
         metrics["precision_check"] = choice.checks
-    metrics.update(_common_metrics(pipeline.log.samples()["step"], flops, monitor.data, voxels))
+    metrics.update(_common_metrics(pipeline.log.samples()["step"], flops, monitor.data, voxels, profile))
     return metrics, pipeline.log.samples()
 
 
-def _common_metrics(steps: list[float], flops: int, monitor: MonitorData, voxels: int) -> dict:
+def _profile(spec, pipeline: Pipeline, blocks: list[Block], flops: int, group: distributed.Group,
+             progress: Progress) -> dict | None:
+    """--profile: that many more tiles through the device part of the pipeline under the profiler,
+    their tiles read beforehand (the run reads ahead on its own threads). Every rank gathers."""
+    if not spec.profile:
+        return None
+    summary = None
+    if blocks:
+        progress("profile", 0, spec.profile)
+        chosen = [blocks[i % len(blocks)] for i in range(spec.profile)]
+        tiles = {b.index: host_tile(pipeline.blocking.read_tile(pipeline.volume.read, b)) for b in chosen}
+        queue = iter([(b, tiles[b.index]) for b in chosen])
+        trace = distributed.rank_path(spec.profile_trace, group.rank) if spec.profile_trace and group.distributed \
+            else spec.profile_trace
+        steps = pipeline.log.samples()["step"]
+        summary = profile_steps(lambda: pipeline.replay(*next(queue)), pipeline.device, spec.profile,
+                                measured_step_s=mean_step(steps), flops_per_step=flops, trace_path=trace)
+    ranks = group.gather(compact(summary) if summary else None)
+    if summary and group.distributed:
+        summary["ranks"] = ranks
+    return summary
+
+
+def _common_metrics(steps: list[float], flops: int, monitor: MonitorData, voxels: int, profile: dict | None) -> dict:
     """What every workload reports, one tile a step: FLOPs and TFLOP/s, this rank's GPU during
     the run (clocks, power, throttling), its energy per block and per Mvox."""
     mvox_per_block = voxels / 1e6 / len(steps) if steps else 0.0
-    return common_metrics(steps, flops, monitor, mvox_per_block, "mvox")
+    return common_metrics(steps, flops, monitor, mvox_per_block, "mvox", profile)
 
 
 def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], world: int, skipped: int,
@@ -597,6 +630,7 @@ def describe(metrics: dict) -> str:
 WORKLOAD = Workload(
     "volume", "Blockwise prediction of a whole volume of any size: Mvox/s, time per phase, hours for "
               "--extrapolate voxels.", run, describe, VolumeOptions, preflight,
-    general=("model", "precision", "channels_last", "optimize", "device", "gpus", "warmup", "seed"),
+    general=("model", "precision", "channels_last", "optimize", "device", "gpus", "warmup", "seed", "profile",
+             "profile_trace"),
     auto_precision=True,
     defaults={"model": "unet3d", "precision": "auto", "batch": 1, "warmup": 2, "warmup_seconds": 0.0, "steps": 1, "min_seconds": 0.0})
