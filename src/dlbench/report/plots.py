@@ -405,17 +405,18 @@ def _roofline(system: str, pairs: list[tuple[Result, Result]]) -> Plot:
                     ha="right", va="bottom")
     runs = [r for r, _ in pairs]
     markers = "osD^vP"
+    drawn = set()
     for i, (r, rec) in enumerate(pairs):
         for p in profile.placements(r, rec):
             point = _roofline_point(p, bandwidth)
             if point:
+                drawn.add(p.cls)
                 ax.scatter(*point, color=PROFILE_COLOURS.get(p.cls, "black"), marker=markers[i % len(markers)],
                            edgecolors="black", linewidths=0.5, zorder=3)
         ax.scatter([], [], color="white", edgecolors="black", marker=markers[i % len(markers)],
                    label=_label(_run_label(r, runs)))
-    for cls, colour in PROFILE_COLOURS.items():
-        if cls != "idle":
-            ax.scatter([], [], color=colour, label=profile.CLASS_LABELS[cls])
+    for cls in (c for c in PROFILE_COLOURS if c in drawn):
+        ax.scatter([], [], color=PROFILE_COLOURS[cls], label=profile.CLASS_LABELS[cls])
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
