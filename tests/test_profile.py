@@ -276,3 +276,30 @@ def test_report_draws_a_stacked_bar_and_a_roofline():
     roofs = roofline_plots(runs)
     assert len(roofs) == 1 and roofs[0].id.startswith("roofline-") and b"arithmetic intensity" in roofs[0].svg
     assert roofline_plots(runs[:2]) == []  # no system record: no ceilings to draw
+
+
+def test_converge_profiles_the_last_fold(tmp_path):
+    from dlbench.launch.execute import execute
+    from dlbench.spec import BenchmarkSpec
+
+    options = dict(synthetic_n=6, synthetic_size=32, folds=2, fold_limit=None, features=2, target_dice=1.0,
+                   eval_every=2, max_steps=2)
+    spec = BenchmarkSpec(workload="converge", model="unet2d", batch=2, device="cpu", profile=2, options=options)
+    result = execute(spec, {})
+    assert result.status == "ok", result.error
+    p = result.metrics["profile"]
+    assert p["steps"] == 2 and p["measured_step_s"] > 0 and "matmul" in p["classes"]
+    assert all("profile" not in fold for fold in result.metrics["per_fold"])
+
+
+def test_train_from_the_command_line_stores_the_profile_and_doctor_reads_it(tmp_path):
+    db, trace = tmp_path / "r.db", tmp_path / "train.json"
+    proc = cli("--db", db, "run", "train", "--model", "resnet18", "--batch", "2", "--input-shape", "3x32x32",
+               "--device", "cpu", "--warmup", "1", "--warmup-seconds", "0", "--steps", "2", "--min-seconds", "0",
+               "--profile", "2", "--profile-trace", trace)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(trace.read_text())["traceEvents"]
+    doctor = cli("--db", db, "doctor")
+    assert doctor.returncode == 0, doctor.stderr[-2000:]
+    assert "- profile: other conv/matmul:" in doctor.stdout
+    assert "note: profile: 2 extra steps after the measured ones took" in doctor.stdout
