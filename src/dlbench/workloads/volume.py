@@ -256,8 +256,9 @@ class Pipeline:
         """Work queued inside the block runs on `stream`; the CPU has no streams."""
         return torch.cuda.stream(stream) if self.cuda else contextlib.nullcontext()
 
-    def _compute(self, tile: torch.Tensor):
-        """Copy in and forward one tile; returns the output, the event at the forward's start, its stream."""
+    def _compute(self, tile: torch.Tensor, recycle: bool = True):
+        """Copy in and forward one tile; returns the output, the event at the forward's start, its stream.
+        `recycle`: the tile is one of `self.tiles`, handed back once read."""
         stream = torch.cuda.current_stream(self.device) if self.cuda else None
         with self._on(self.copy_in_stream):
             t0 = record_event(self.device, self.copy_in_stream)
@@ -270,7 +271,8 @@ class Pipeline:
         start = record_event(self.device, stream)
         y = forward(self.model, to_input(x, self.channels_last), self.blocking.tile)
         # Reused once the copy has read it (on a GPU), or the forward (on the CPU, x may be the buffer).
-        self.tiles.give(tile, t1 if self.cuda else None)
+        if recycle:
+            self.tiles.give(tile, t1 if self.cuda else None)
         return y, start, stream
 
     def _finish(self, block: Block, y: torch.Tensor, start, stream):
@@ -292,11 +294,10 @@ class Pipeline:
         self.log.spans.add("copy_out", t4, t5)
         return host, t5 if self.cuda else None
 
-    def replay(self, block: Block, source: torch.Tensor) -> None:
+    def replay(self, block: Block, tile: torch.Tensor) -> None:
         """One block's device work as `run` does it (copy in, forward, encode, copy out) from a tile
-        read before, nothing written: what --profile looks at."""
-        tile = self.tiles.take(tuple(source.shape)).copy_(source)
-        y, start, stream = self._compute(tile)
+        read and pinned before, as the reader threads do, nothing written: what --profile looks at."""
+        y, start, stream = self._compute(tile, recycle=False)
         host, ready = self._finish(block, y, start, stream)
         self.outputs.give(host, ready)
 
@@ -561,7 +562,8 @@ def _profile(spec, pipeline: Pipeline, blocks: list[Block], flops: int, group: d
     if blocks:
         progress("profile", 0, spec.profile)
         chosen = [blocks[i % len(blocks)] for i in range(spec.profile)]
-        tiles = {b.index: host_tile(pipeline.blocking.read_tile(pipeline.volume.read, b)) for b in chosen}
+        tiles = {b.index: _pinned(host_tile(pipeline.blocking.read_tile(pipeline.volume.read, b)), pipeline.cuda)
+                 for b in chosen}
         queue = iter([(b, tiles[b.index]) for b in chosen])
         trace = distributed.rank_path(spec.profile_trace, group.rank) if spec.profile_trace and group.distributed \
             else spec.profile_trace
@@ -572,6 +574,10 @@ def _profile(spec, pipeline: Pipeline, blocks: list[Block], flops: int, group: d
     if summary and group.distributed:
         summary["ranks"] = ranks
     return summary
+
+
+def _pinned(tile: torch.Tensor, cuda: bool) -> torch.Tensor:
+    return tile.pin_memory() if cuda else tile
 
 
 def _common_metrics(steps: list[float], flops: int, monitor: MonitorData, voxels: int, profile: dict | None) -> dict:
