@@ -303,3 +303,13 @@ def test_train_from_the_command_line_stores_the_profile_and_doctor_reads_it(tmp_
     assert doctor.returncode == 0, doctor.stderr[-2000:]
     assert "- profile: other conv/matmul:" in doctor.stdout
     assert "note: profile: 2 extra steps after the measured ones took" in doctor.stdout
+
+
+def test_report_table_puts_the_profiled_runs_side_by_side():
+    from dlbench.report import render_markdown
+
+    text = render_markdown([profiled(), profiled(optimize="graphs", idle=0.02), ceilings()])
+    section = text[text.index("## Where the step's time goes"):]
+    rows = [line for line in section.splitlines() if line.startswith("|")][2:4]
+    assert len(rows) == 2 and all("|20.00|yes (100%)|" in row for row in rows)
+    assert {row.split("|")[-2] for row in rows} == {"45%", "2%"}  # GPU idle, the last column
