@@ -261,6 +261,23 @@ def test_volume_advice_names_the_fused_kernels():
     assert name == "profile: elementwise passes" and "`--kernels fused`, `--optimize compile`" in evidence
 
 
+def test_doctor_lists_each_rank_idle_share():
+    r = profiled()
+    r.metrics["profile"]["ranks"] = [{"step_s": 0.02, "coverage": 1.0, "shares": {"idle": 0.05}},
+                                     {"step_s": 0.02, "coverage": 1.0, "shares": {"idle": 0.4}}]
+    assert "; idle per rank 5%, 40%;" in placing.profile_note(r)
+
+
+def test_host_operators_fall_into_their_classes():
+    assert prof.classify_operator("aten::mkldnn_convolution") == "matmul"
+    assert prof.classify_operator("aten::addmm") == "matmul"
+    assert prof.classify_operator("aten::native_batch_norm") == "elementwise"
+    assert prof.classify_operator("aten::max_pool2d_with_indices") == "reduction"
+    assert prof.classify_operator("aten::copy_") == "d2d"
+    assert prof.classify_operator("aten::view") == "idle"
+    assert prof.classify_operator("gloo:all_reduce") == "communication"
+
+
 def test_doctor_says_why_the_classes_do_not_add_up():
     r = profiled()
     r.metrics["profile"].update(adds_up=False, coverage=1.3, note="profiled steps took 30% longer than measured ones")

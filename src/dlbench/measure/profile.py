@@ -84,6 +84,8 @@ def classify_copy(name: str) -> str:
 def classify_operator(name: str) -> str:
     """A host operator's class, for runs on the CPU (no kernels there; the innermost operator works)."""
     lower = name.lower()
+    if re.search(r"gloo|nccl|c10d|all_?reduce|allgather|broadcast", lower):
+        return "communication"
     if _NO_WORK.search(lower):
         return "idle"
     if re.search(r"copy_|clone", lower):
@@ -174,7 +176,9 @@ def kernel_bytes(detail: dict, tensor_cores_likely: bool) -> dict[str, dict[str,
             out[cls]["bytes"] += float(event["args"]["bytes"])
             out[cls]["known_s"] += seconds
             continue
-        op_id = event["args"].get("External id", launches.get(event["args"].get("correlation")))
+        op_id = event["args"].get("External id")
+        if op_id not in ops:  # Kineto links the kernel to its launch, the launch to the operator
+            op_id = launches.get(event["args"].get("correlation"))
         if op_id in ops:
             event["cls"], event["seconds"] = cls, seconds
             by_op[op_id].append(event)

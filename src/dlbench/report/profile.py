@@ -176,6 +176,10 @@ def profile_note(r: Result) -> str | None:
     if not profile:
         return None
     text = f"profile: {profile.get('steps')} extra steps after the measured ones took {sig(profile.get('wall_s') or 0)} s"
+    ranks = profile.get("ranks") or []
+    if len(ranks) > 1:  # a rank that idles much more than the others waits for them
+        idle = ", ".join(percent((rank or {}).get("shares", {}).get("idle", 0.0)) for rank in ranks)
+        text += f"; idle per rank {idle}"
     cover = profile.get("coverage")
     if profile.get("adds_up") and cover is not None:
         return f"{text}; the classes add up to {percent(cover)} of the measured step"
