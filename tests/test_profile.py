@@ -330,3 +330,6 @@ def test_report_table_puts_the_profiled_runs_side_by_side():
     rows = [line for line in section.splitlines() if line.startswith("|")][2:4]
     assert len(rows) == 2 and all("|20.00|yes (100%)|" in row for row in rows)
     assert {row.split("|")[-2] for row in rows} == {"45%", "2%"}  # GPU idle, the last column
+    assert {row.split("|")[1] for row in rows} == {"fwdbwd ResNet-50 b16 fp32 eager", "fwdbwd ResNet-50 b16 fp32 graphs"}
+    volume = [profiled(workload="volume", options={"kernels": k, "input": "v.h5"}) for k in ("pytorch", "fused")]
+    assert "kernels=fused" in render_markdown(volume) and "input=" not in render_markdown(volume)

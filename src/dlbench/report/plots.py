@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
@@ -350,6 +351,15 @@ MAX_ROOFLINE_RUNS = 6
 ASSUMED_INTENSITY = 0.25  # FLOP/byte where a class's FLOPs are not counted: where elementwise passes sit
 
 
+def profile_label(r: Result, runs: list[Result]) -> str:
+    """A profiled run among others: its label, and the workload options in which the runs differ
+    (volume's --kernels pytorch beside --kernels fused)."""
+    options = [x.spec.get("options") or {} for x in runs]
+    mine = r.spec.get("options") or {}
+    differ = sorted({k for o in options for k in o if len({json.dumps(x.get(k), sort_keys=True) for x in options}) > 1})
+    return " ".join([_run_label(r, runs), *(f"{k}={mine.get(k)}" for k in differ if k in mine)])
+
+
 def _profiled(results: list[Result]) -> list[Result]:
     return [r for r in latest_ok(results) if profile.profile_of(r)][-MAX_DISTRIBUTIONS:]
 
@@ -367,7 +377,7 @@ def profile_plots(results: list[Result]) -> list[Plot]:
         shares = np.array([100.0 * float(profile.profile_of(r)["classes"].get(cls, {}).get("share") or 0.0) for r in runs])
         ax.barh(range(len(runs)), shares, left=left, color=PROFILE_COLOURS[cls], label=profile.CLASS_LABELS[cls])
         left += shares
-    ax.set_yticks(range(len(runs)), [_label(_run_label(r, runs)) for r in runs])
+    ax.set_yticks(range(len(runs)), [_label(profile_label(r, runs)) for r in runs])
     ax.invert_yaxis()
     ax.set_xlim(0, max(100.0, float(left.max()) * 1.02))
     ax.set_xlabel("% of the profiled step")
@@ -414,7 +424,7 @@ def _roofline(system: str, pairs: list[tuple[Result, Result]]) -> Plot:
                 ax.scatter(*point, color=PROFILE_COLOURS.get(p.cls, "black"), marker=markers[i % len(markers)],
                            edgecolors="black", linewidths=0.5, zorder=3)
         ax.scatter([], [], color="white", edgecolors="black", marker=markers[i % len(markers)],
-                   label=_label(_run_label(r, runs)))
+                   label=_label(profile_label(r, runs)))
     for cls in (c for c in PROFILE_COLOURS if c in drawn):
         ax.scatter([], [], color=PROFILE_COLOURS[cls], label=profile.CLASS_LABELS[cls])
     ax.set_xscale("log")

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dlbench.figures import ms, percent
 from dlbench.report import profile
-from dlbench.report.compare import benchmark_name
-from dlbench.report.plots import latest_ok
+from dlbench.report.plots import latest_ok, profile_label
 from dlbench.report.tables import Table
 from dlbench.results.record import Result
 
@@ -21,7 +20,7 @@ def tables(results: list[Result]) -> list[Table]:
     if not runs:
         return []
     present = [c for c in profile.CLASS_LABELS if any(c in profile.profile_of(r)["classes"] for r in runs)]
-    header = ["Benchmark", "System", "Step (ms)", "Adds up", *(profile.CLASS_LABELS[c] for c in present)]
+    header = ["Run", "System", "Step (ms)", "Adds up", *(profile.CLASS_LABELS[c] for c in present)]
     rows = [_row(r, runs, present) for r in runs]
     return [Table(TITLE, header, "llrl" + "r" * len(present), rows, notes=list(NOTES))]
 
@@ -31,5 +30,5 @@ def _row(r: Result, runs: list[Result], present: list[str]) -> list[object]:
     cover = p.get("coverage")
     adds_up = ("yes" if p.get("adds_up") else "no") + (f" ({percent(cover)})" if cover is not None else "")
     shares = [p["classes"].get(c, {}).get("share") for c in present]
-    return [benchmark_name(r, runs), r.system_label, ms(float(p.get("step_s") or 0.0) * 1e3), adds_up,
+    return [f"{r.workload} {profile_label(r, runs)}", r.system_label, ms(float(p.get("step_s") or 0.0) * 1e3), adds_up,
             *(None if s is None else percent(s) for s in shares)]
