@@ -316,6 +316,7 @@ def test_train_from_the_command_line_stores_the_profile_and_doctor_reads_it(tmp_
                "--profile", "2", "--profile-trace", trace)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(trace.read_text())["traceEvents"]
+    assert "; profile (2 steps, " in proc.stdout and "other conv/matmul" in proc.stdout
     doctor = cli("--db", db, "doctor")
     assert doctor.returncode == 0, doctor.stderr[-2000:]
     assert "- profile: other conv/matmul:" in doctor.stdout

@@ -376,6 +376,15 @@ def profile_steps(step: Callable[[], None], device: torch.device, steps: int, *,
     return summary
 
 
+def headline(summary: dict[str, Any], classes: int = 3) -> str:
+    """The run's line for the terminal: the largest classes and the time profiling took."""
+    ranked = sorted(summary.get("classes", {}).items(), key=lambda kv: -kv[1].get("share", 0.0))[:classes]
+    idle = CPU_IDLE_LABEL if summary.get("device") == "cpu" else LABELS["idle"]
+    parts = ", ".join(f"{idle if cls == 'idle' else LABELS.get(cls, cls)} {c.get('share', 0.0):.0%}" for cls, c in ranked)
+    check = "" if summary.get("adds_up") else " (profiled step off the measured one: see `dlbench doctor`)"
+    return f"profile ({summary.get('steps')} steps, {summary.get('wall_s', 0.0):.1f} s): {parts}{check}"
+
+
 def compact(summary: dict[str, Any]) -> dict[str, Any]:
     """One rank's figures for the record of a run under torchrun: shares and the step only."""
     return {"step_s": summary.get("step_s"), "coverage": summary.get("coverage"),
