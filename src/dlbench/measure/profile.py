@@ -42,7 +42,7 @@ ADDS_UP = 0.05  # the profiled step within this of the measured one
 _TENSOR_CORE = re.compile(r"h884|h1688|h16816|s1688|s16816|i8816|hmma|wgmma|gmma|tensorop|tf32|bf16|f16|fp16|"
                           r"_16x8x16|e4m3|e5m2")
 _PLAIN_MATMUL = re.compile(r"sgemm|dgemm|simt|winograd|fft|f32f32_f32f32|ffma")
-_MATMUL = re.compile(r"gemm|conv|winograd|fft|xmma|cutlass|cublas|cudnn_infer|wgrad|dgrad|fprop|implicit|matmul|splitk|"
+_MATMUL = re.compile(r"gemm|conv(?!ert)|winograd|fft|xmma|cutlass|cublas|cudnn_infer|wgrad|dgrad|fprop|implicit|matmul|splitk|"
                      r"triton_tem|_mm_|_bmm_|\bmm\b|addmm|linear|gemv")
 _NORMALISE = re.compile(r"norm|bn_|welford")
 _REDUCE = re.compile(r"reduce|pool|softmax|argmax|argmin|cub::|scan|sort|topk|bincount|histogram|triton_red|"
@@ -59,6 +59,12 @@ def classify_kernel(name: str, tensor_cores_likely: bool = False) -> str:
     lower = name.lower()
     if "nccl" in lower:
         return "communication"
+    # Inductor's and ATen's own kinds first: their names also list the operators fused in
+    # (triton_poi_fused_convolution_relu is the convolution's bias and ReLU, not a convolution).
+    if lower.startswith(("triton_poi", "triton_red", "triton_per")):
+        return "elementwise" if lower.startswith("triton_poi") else "reduction"
+    if "elementwise_kernel" in lower:
+        return "elementwise"
     if _MATMUL.search(lower) and not _NORMALISE.search(lower):
         if _TENSOR_CORE.search(lower):
             return "tensor_core"
