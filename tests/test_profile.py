@@ -339,3 +339,11 @@ def test_report_table_puts_the_profiled_runs_side_by_side():
     assert {row.split("|")[1] for row in rows} == {"fwdbwd ResNet-50 b16 fp32 eager", "fwdbwd ResNet-50 b16 fp32 graphs"}
     volume = [profiled(workload="volume", options={"kernels": k, "input": "v.h5"}) for k in ("pytorch", "fused")]
     assert "kernels=fused" in render_markdown(volume) and "input=" not in render_markdown(volume)
+
+
+def test_the_warm_step_before_the_mark_is_left_out():
+    trace = gpu_trace()
+    trace["dlbench_start_us"] = 95.0  # the mark: between the first step (the warm one) and the second
+    step_s, classes, _ = prof.split_device(trace, steps=1, tensor_cores_likely=False)
+    assert step_s == pytest.approx(90e-6) and classes["idle"]["seconds"] == pytest.approx(15e-6)
+    assert prof.kernel_bytes(trace, False)["elementwise"]["bytes"] == 2 * 2_000_000

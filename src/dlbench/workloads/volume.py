@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import queue
 import shutil
@@ -564,7 +565,7 @@ def _profile(spec, pipeline: Pipeline, blocks: list[Block], flops: int, group: d
         chosen = [blocks[i % len(blocks)] for i in range(spec.profile)]
         tiles = {b.index: _pinned(host_tile(pipeline.blocking.read_tile(pipeline.volume.read, b)), pipeline.cuda)
                  for b in chosen}
-        queue = iter([(b, tiles[b.index]) for b in chosen])
+        queue = itertools.cycle([(b, tiles[b.index]) for b in chosen])  # profiling runs a few more
         trace = distributed.rank_path(spec.profile_trace, group.rank) if spec.profile_trace and group.distributed \
             else spec.profile_trace
         steps = pipeline.log.samples()["step"]
