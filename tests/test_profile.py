@@ -278,7 +278,7 @@ def test_host_operators_fall_into_their_classes():
     assert prof.classify_operator("aten::addmm") == "matmul"
     assert prof.classify_operator("aten::native_batch_norm") == "elementwise"
     assert prof.classify_operator("aten::max_pool2d_with_indices") == "reduction"
-    assert prof.classify_operator("aten::copy_") == "d2d"
+    assert prof.classify_operator("aten::copy_") == prof.classify_operator("aten::_to_copy") == "d2d"
     assert prof.classify_operator("aten::view") == "idle"
     assert prof.classify_operator("gloo:all_reduce") == "communication"
 

@@ -43,14 +43,14 @@ PAUSE_S = 0.005  # either side of the mark between the warm step and the profile
 _TENSOR_CORE = re.compile(r"h884|h1688|h16816|s1688|s16816|i8816|hmma|wgmma|gmma|tensorop|tf32|bf16|f16|fp16|"
                           r"_16x8x16|e4m3|e5m2")
 _PLAIN_MATMUL = re.compile(r"sgemm|dgemm|simt|winograd|fft|f32f32_f32f32|ffma")
-_MATMUL = re.compile(r"gemm|conv(?!ert)|winograd|fft|xmma|cutlass|cublas|cudnn_infer|wgrad|dgrad|fprop|implicit|matmul|splitk|"
-                     r"triton_tem|_mm_|_bmm_|\bmm\b|addmm|linear|gemv")
+_MATMUL = re.compile(r"gemm|conv(?!ert)|winograd|fft|xmma|cutlass|cublas|cudnn_infer|wgrad|dgrad|fprop|implicit|"
+                     r"matmul|splitk|triton_tem|_mm_|_bmm_|\bmm\b|addmm|linear|gemv")
 _NORMALISE = re.compile(r"norm|bn_|welford")
 _REDUCE = re.compile(r"reduce|pool|softmax|argmax|argmin|cub::|scan|sort|topk|bincount|histogram|triton_red|"
                      r"triton_per|\bsum\b|\bmean\b|\bmax\b|\bmin\b|nll_loss|cross_entropy")
 # Host operators that only make views or allocate: on a CPU their time is framework overhead.
 _NO_WORK = re.compile(r"^aten::(view|_?reshape|_unsafe_view|empty.*|as_strided_?|t|transpose|expand|detach|"
-                      r"resize_|flatten|unsqueeze|squeeze|permute|select|slice|alias|lift_fresh|_to_copy_?$|to|"
+                      r"resize_|flatten|unsqueeze|squeeze|permute|select|slice|alias|lift_fresh|to|"
                       r"contiguous|set_|result_type|item|_local_scalar_dense|zeros?_?like|ones_like)$|^detach")
 
 
@@ -95,7 +95,7 @@ def classify_operator(name: str) -> str:
         return "communication"
     if _NO_WORK.search(lower):
         return "idle"
-    if re.search(r"copy_|clone", lower):
+    if re.search(r"copy|clone", lower):
         return "d2d"
     if re.search(r"conv|mm\b|addmm|bmm|matmul|linear|baddbmm|mkldnn", lower):
         return "matmul"
@@ -170,7 +170,7 @@ def _class_of(event: dict, tensor_cores_likely: bool) -> str:
 def kernel_bytes(detail: dict, tensor_cores_likely: bool) -> dict[str, dict[str, float]]:
     """Per class: bytes the launching operators move (each operator once, split among its kernels
     of that class) and the share of the class's kernel time whose operator had shapes."""
-    ops = {op["args"].get("External id"): op for op in host_operators(detail) if op["args"].get("External id") is not None}
+    ops = {op["args"]["External id"]: op for op in host_operators(detail) if op["args"].get("External id") is not None}
     launches = {}
     for e in detail.get("traceEvents", []):
         if e.get("cat") in ("cuda_runtime", "cuda_driver") and (e.get("args") or {}).get("correlation") is not None:
@@ -235,7 +235,8 @@ def split_host(trace: dict, steps: int, window: tuple[float, float]) -> tuple[fl
         classes[op["cls"]]["seconds"] += seconds
         classes[op["cls"]]["kernel_seconds"] += seconds
         leaves.append({"name": op["name"], "cls": op["cls"], "start": 0.0, "end": own.get(i, 0.0)})
-    classes["idle"]["seconds"] += max(0.0, (end - start) - union_length([(o["start"], o["end"]) for o in ops])) / 1e6 / steps
+    busy = union_length([(o["start"], o["end"]) for o in ops])
+    classes["idle"]["seconds"] += max(0.0, (end - start) - busy) / 1e6 / steps
     return (end - start) / 1e6 / steps, classes, _top([l for l in leaves if l["cls"] != "idle"], steps)
 
 
@@ -400,7 +401,8 @@ def headline(summary: dict[str, Any], classes: int = 3) -> str:
     """The run's line for the terminal: the largest classes and the time profiling took."""
     ranked = sorted(summary.get("classes", {}).items(), key=lambda kv: -kv[1].get("share", 0.0))[:classes]
     idle = CPU_IDLE_LABEL if summary.get("device") == "cpu" else LABELS["idle"]
-    parts = ", ".join(f"{idle if cls == 'idle' else LABELS.get(cls, cls)} {c.get('share', 0.0):.0%}" for cls, c in ranked)
+    names = {**LABELS, "idle": idle}
+    parts = ", ".join(f"{names.get(cls, cls)} {c.get('share', 0.0):.0%}" for cls, c in ranked)
     check = "" if summary.get("adds_up") else " (profiled step off the measured one: see `dlbench doctor`)"
     return f"profile ({summary.get('steps')} steps, {summary.get('wall_s', 0.0):.1f} s): {parts}{check}"
 

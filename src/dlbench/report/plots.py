@@ -374,7 +374,8 @@ def profile_plots(results: list[Result]) -> list[Plot]:
     present = [c for c in PROFILE_COLOURS if any(c in profile.profile_of(r)["classes"] for r in runs)]
     left = np.zeros(len(runs))
     for cls in present:
-        shares = np.array([100.0 * float(profile.profile_of(r)["classes"].get(cls, {}).get("share") or 0.0) for r in runs])
+        shares = np.array([100.0 * float(profile.profile_of(r)["classes"].get(cls, {}).get("share") or 0.0)
+                           for r in runs])
         ax.barh(range(len(runs)), shares, left=left, color=PROFILE_COLOURS[cls], label=profile.CLASS_LABELS[cls])
         left += shares
     ax.set_yticks(range(len(runs)), [_label(profile_label(r, runs)) for r in runs])

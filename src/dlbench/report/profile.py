@@ -175,7 +175,8 @@ def profile_note(r: Result) -> str | None:
     profile = profile_of(r)
     if not profile:
         return None
-    text = f"profile: {profile.get('steps')} extra steps after the measured ones took {sig(profile.get('wall_s') or 0)} s"
+    took = sig(profile.get("wall_s") or 0)
+    text = f"profile: {profile.get('steps')} extra steps after the measured ones took {took} s"
     ranks = profile.get("ranks") or []
     if len(ranks) > 1:  # a rank that idles much more than the others waits for them
         idle = ", ".join(percent((rank or {}).get("shares", {}).get("idle", 0.0)) for rank in ranks)
