@@ -347,3 +347,15 @@ def test_the_warm_step_before_the_mark_is_left_out():
     step_s, classes, _ = prof.split_device(trace, steps=1, tensor_cores_likely=False)
     assert step_s == pytest.approx(90e-6) and classes["idle"]["seconds"] == pytest.approx(15e-6)
     assert prof.kernel_bytes(trace, False)["elementwise"]["bytes"] == 2 * 2_000_000
+
+
+def test_a_suite_entry_takes_profile(tmp_path):
+    from dlbench.results.store import Store
+
+    suite, db = tmp_path / "p.yaml", tmp_path / "s.db"
+    suite.write_text("defaults: {workload: infer, model: resnet18, batch: 2, input_shape: 3x32x32, device: cpu,"
+                     " warmup: 1, warmup_seconds: 0, steps: 2, min_seconds: 0, profile: 2}\nspecs: [{}]\n")
+    proc = cli("suite", suite, "--db", db)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (result,) = Store(str(db)).results()
+    assert result.spec["profile"] == 2 and result.metrics["profile"]["steps"] == 2
