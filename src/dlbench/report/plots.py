@@ -443,12 +443,12 @@ def _roofline(system: str, pairs: list[tuple[Result, Result]]) -> Plot:
 
 
 def _roofline_point(p, bandwidth: float) -> tuple[float, float] | None:
-    """(FLOP/byte, TFLOP/s) of one class; None for idle and classes without a rate."""
+    """(FLOP/byte, TFLOP/s) of one class; None for idle, host copies and classes without a rate."""
     if p.cls in profile.COMPUTE and p.flop_s:
         # Intensity not measured: drawn where the memory roof is twice as high, under the compute roof.
         intensity = p.intensity or (p.flop_s / bandwidth) * 2
         return intensity, p.flop_s / 1e12
-    if p.bytes_s and p.cls != "idle":
+    if p.bytes_s and p.ceiling_name == "copy_gbs":  # host copies are bound by the link, not by memory
         return ASSUMED_INTENSITY, p.bytes_s * ASSUMED_INTENSITY / 1e12
     return None
 

@@ -163,7 +163,7 @@ def causes(r: Result, record: Result | None) -> list[tuple[str, str]]:
     out = []
     for p in found:
         head = f"{percent(p.share)} of the step ({ms(p.seconds * 1e3)} of {ms(step * 1e3)} ms)"
-        rate = "" if p.cls == "idle" else f" {_rate(p)}"
+        rate = "" if p.cls in ("idle", "communication") else f" {_rate(p)}"
         on_cpu = profile.get("device") == "cpu"
         label = "outside operators (Python, dispatch)" if p.cls == "idle" and on_cpu else CLASS_LABELS.get(p.cls, p.cls)
         out.append((f"profile: {label}", f"{head}{rate}: {_advice(p, r, on_cpu)}"))
