@@ -347,6 +347,11 @@ def test_the_warm_step_before_the_mark_is_left_out():
     step_s, classes, _ = prof.split_device(trace, steps=1, tensor_cores_likely=False)
     assert step_s == pytest.approx(90e-6) and classes["idle"]["seconds"] == pytest.approx(15e-6)
     assert prof.kernel_bytes(trace, False)["elementwise"]["bytes"] == 2 * 2_000_000
+    # a mark on another clock (before or after everything) leaves the warm step in, counted as one more
+    for mark in (-1e9, 1e12):
+        trace["dlbench_start_us"] = mark
+        assert prof.split_device(trace, steps=1, tensor_cores_likely=False)[0] == pytest.approx(190e-6 / 2)
+        assert prof.kernel_bytes(trace, False)["elementwise"]["bytes"] == 2 * 2_000_000
 
 
 def test_a_suite_entry_takes_profile(tmp_path):

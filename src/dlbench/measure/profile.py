@@ -130,19 +130,21 @@ def operator_bytes(args: dict) -> int | None:
     return sum(sizes) + max(sizes) if sizes else None
 
 
-def device_events(trace: dict) -> list[dict]:
-    """Kernels, copies and fills on the device timeline after the profiled steps began (the
-    warm step's are left out), each {name, kind, start, end, args}."""
-    out = []
-    begin = float(trace.get("dlbench_start_us", float("-inf")))
+def device_events(trace: dict) -> tuple[list[dict], int]:
+    """Kernels, copies and fills on the device timeline after the profiled steps began, each
+    {name, kind, start, end, args}, and how many warm steps they include: 0, or 1 where the
+    mark falls outside the device's activity (a profiler whose clock dlbench does not know)."""
+    events = []
     for e in trace.get("traceEvents", []):
-        cat = e.get("cat")
-        if e.get("ph") != "X" or cat not in ("kernel", "gpu_memcpy", "gpu_memset") or float(e["ts"]) < begin:
-            continue
-        start = float(e["ts"])
-        out.append({"name": str(e.get("name", "")), "kind": cat, "start": start, "end": start + float(e.get("dur", 0)),
-                    "args": e.get("args") or {}})
-    return out
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            start = float(e["ts"])
+            events.append({"name": str(e.get("name", "")), "kind": e["cat"], "start": start,
+                           "end": start + float(e.get("dur", 0)), "args": e.get("args") or {}})
+    begin = trace.get("dlbench_start_us")
+    if begin is None:
+        return events, 0
+    after = [e for e in events if e["start"] >= begin]
+    return (after, 0) if after and len(after) < len(events) else (events, 1)
 
 
 def host_operators(trace: dict) -> list[dict]:
@@ -177,7 +179,8 @@ def kernel_bytes(detail: dict, tensor_cores_likely: bool) -> dict[str, dict[str,
             launches[e["args"]["correlation"]] = e["args"].get("External id")
     by_op: dict[Any, list[dict]] = defaultdict(list)
     out: dict[str, dict[str, float]] = defaultdict(lambda: {"bytes": 0.0, "known_s": 0.0, "total_s": 0.0})
-    for event in device_events(detail):
+    events, warm = device_events(detail)
+    for event in events:
         cls = _class_of(event, tensor_cores_likely)
         seconds = (event["end"] - event["start"]) / 1e6
         out[cls]["total_s"] += seconds
@@ -198,14 +201,15 @@ def kernel_bytes(detail: dict, tensor_cores_likely: bool) -> dict[str, dict[str,
         for k in kernels:
             out[k["cls"]]["bytes"] += moved / len(kernels)
             out[k["cls"]]["known_s"] += k["seconds"]
-    return {cls: {"bytes": v["bytes"], "bytes_coverage": v["known_s"] / v["total_s"] if v["total_s"] else 0.0}
+    return {cls: {"bytes": v["bytes"] / (1 + warm), "bytes_coverage": _ratio(v["known_s"], v["total_s"])}
             for cls, v in out.items()}
 
 
 def split_device(trace: dict, steps: int, tensor_cores_likely: bool) -> tuple[float, dict[str, dict], list[dict]]:
     """(seconds per step, per-class {seconds, kernel_seconds}, kernels by total time) from a
     timing pass: the window runs from the first device activity to the last."""
-    events = device_events(trace)
+    events, warm = device_events(trace)
+    steps += warm
     if not events:
         return 0.0, {}, []
     for e in events:
@@ -256,8 +260,11 @@ def operator_moves(trace: dict, window: tuple[float, float]) -> dict[str, dict[s
         if moved is not None:
             entry["bytes"] += moved
             entry["known_s"] += seconds
-    return {cls: {"bytes": v["bytes"], "bytes_coverage": v["known_s"] / v["total_s"] if v["total_s"] else 0.0}
-            for cls, v in out.items()}
+    return {cls: {"bytes": v["bytes"], "bytes_coverage": _ratio(v["known_s"], v["total_s"])} for cls, v in out.items()}
+
+
+def _ratio(part: float, whole: float) -> float:
+    return part / whole if whole else 0.0
 
 
 def _top(events: Iterable[dict], steps: int) -> list[dict]:
