@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from conftest import assert_user_error, cli, make_result
+from dlbench.measure import kernels, trace as tr
 from dlbench.measure import profile as prof
 from dlbench.measure.intervals import exclusive_time, union_length
 from dlbench.measure.loop import run_steps
@@ -61,21 +62,21 @@ def test_exclusive_time_gives_each_instant_to_the_highest_priority():
     ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", False, "communication"),
 ])
 def test_kernel_names_fall_into_their_classes(name, likely, cls):
-    assert prof.classify_kernel(name, likely) == cls
+    assert kernels.classify_kernel(name, likely) == cls
 
 
 def test_copies_by_direction():
-    assert prof.classify_copy("Memcpy HtoD (Pinned -> Device)") == "h2d"
-    assert prof.classify_copy("Memcpy DtoH (Device -> Pageable)") == "d2h"
-    assert prof.classify_copy("Memcpy DtoD (Device -> Device)") == "d2d"
-    assert prof.classify_copy("Memset (Device)") == "d2d"
+    assert kernels.classify_copy("Memcpy HtoD (Pinned -> Device)") == "h2d"
+    assert kernels.classify_copy("Memcpy DtoH (Device -> Pageable)") == "d2h"
+    assert kernels.classify_copy("Memcpy DtoD (Device -> Device)") == "d2d"
+    assert kernels.classify_copy("Memset (Device)") == "d2d"
 
 
 def test_operator_bytes_from_recorded_shapes():
     args = {"Input Dims": [[2, 3], [2, 3], []], "Input type": ["float", "c10::BFloat16", "Scalar"]}
-    assert prof.operator_bytes(args) == 24 + 12 + 24  # both inputs read, one output as large as the largest
-    assert prof.operator_bytes({"Input Dims": [[]], "Input type": ["Scalar"]}) is None
-    assert prof.operator_bytes({}) is None
+    assert tr.operator_bytes(args) == 24 + 12 + 24  # both inputs read, one output as large as the largest
+    assert tr.operator_bytes({"Input Dims": [[]], "Input type": ["Scalar"]}) is None
+    assert tr.operator_bytes({}) is None
 
 
 def _kernel(name, ts, dur, stream=7, correlation=None, cat="kernel", **args):
@@ -108,7 +109,7 @@ def gpu_trace():
 
 
 def test_gpu_trace_splits_into_classes_that_add_up_to_the_step():
-    step_s, classes, top = prof.split_device(gpu_trace(), steps=2, tensor_cores_likely=False)
+    step_s, classes, top = tr.split_device(gpu_trace(), steps=2, tensor_cores_likely=False)
     assert step_s == pytest.approx(190e-6 / 2)  # first kernel start to last end, over two steps
     seconds = {cls: c["seconds"] for cls, c in classes.items()}
     assert sum(seconds.values()) == pytest.approx(step_s)
@@ -124,16 +125,16 @@ def test_gpu_trace_splits_into_classes_that_add_up_to_the_step():
 
 
 def test_bytes_come_from_the_launching_operator_and_the_copies():
-    moved = prof.kernel_bytes(gpu_trace(), tensor_cores_likely=False)
+    moved = tr.kernel_bytes(gpu_trace(), tensor_cores_likely=False)
     assert moved["elementwise"]["bytes"] == 2 * 2 * 2_000_000 and moved["elementwise"]["bytes_coverage"] == 1.0
     assert moved["h2d"]["bytes"] == 8_000_000
     assert moved["tensor_core"]["bytes_coverage"] == 0.0  # its operator was not recorded
 
 
 def test_summary_rates_shares_and_the_coverage_check():
-    step_s, classes, top = prof.split_device(gpu_trace(), steps=2, tensor_cores_likely=False)
+    step_s, classes, top = tr.split_device(gpu_trace(), steps=2, tensor_cores_likely=False)
     moved = {cls: {"bytes": v["bytes"] / 2, "bytes_coverage": v["bytes_coverage"]}
-             for cls, v in prof.kernel_bytes(gpu_trace(), False).items()}
+             for cls, v in tr.kernel_bytes(gpu_trace(), False).items()}
     summary = prof.summarise(step_s, classes, top, steps=2, measured_step_s=step_s * 1.02, flops_per_step=8e9,
                              moved=moved, on_gpu=True)
     shares = [c["share"] for c in summary["classes"].values()]
@@ -274,13 +275,13 @@ def test_doctor_lists_each_rank_idle_share():
 
 
 def test_host_operators_fall_into_their_classes():
-    assert prof.classify_operator("aten::mkldnn_convolution") == "matmul"
-    assert prof.classify_operator("aten::addmm") == "matmul"
-    assert prof.classify_operator("aten::native_batch_norm") == "elementwise"
-    assert prof.classify_operator("aten::max_pool2d_with_indices") == "reduction"
-    assert prof.classify_operator("aten::copy_") == prof.classify_operator("aten::_to_copy") == "d2d"
-    assert prof.classify_operator("aten::view") == "idle"
-    assert prof.classify_operator("gloo:all_reduce") == "communication"
+    assert kernels.classify_operator("aten::mkldnn_convolution") == "matmul"
+    assert kernels.classify_operator("aten::addmm") == "matmul"
+    assert kernels.classify_operator("aten::native_batch_norm") == "elementwise"
+    assert kernels.classify_operator("aten::max_pool2d_with_indices") == "reduction"
+    assert kernels.classify_operator("aten::copy_") == kernels.classify_operator("aten::_to_copy") == "d2d"
+    assert kernels.classify_operator("aten::view") == "idle"
+    assert kernels.classify_operator("gloo:all_reduce") == "communication"
 
 
 def test_doctor_says_why_the_classes_do_not_add_up():
@@ -344,14 +345,14 @@ def test_report_table_puts_the_profiled_runs_side_by_side():
 def test_the_warm_step_before_the_mark_is_left_out():
     trace = gpu_trace()
     trace["dlbench_start_us"] = 95.0  # the mark: between the first step (the warm one) and the second
-    step_s, classes, _ = prof.split_device(trace, steps=1, tensor_cores_likely=False)
+    step_s, classes, _ = tr.split_device(trace, steps=1, tensor_cores_likely=False)
     assert step_s == pytest.approx(90e-6) and classes["idle"]["seconds"] == pytest.approx(15e-6)
-    assert prof.kernel_bytes(trace, False)["elementwise"]["bytes"] == 2 * 2_000_000
+    assert tr.kernel_bytes(trace, False)["elementwise"]["bytes"] == 2 * 2_000_000
     # a mark on another clock (before or after everything) leaves the warm step in, counted as one more
     for mark in (-1e9, 1e12):
         trace["dlbench_start_us"] = mark
-        assert prof.split_device(trace, steps=1, tensor_cores_likely=False)[0] == pytest.approx(190e-6 / 2)
-        assert prof.kernel_bytes(trace, False)["elementwise"]["bytes"] == 2 * 2_000_000
+        assert tr.split_device(trace, steps=1, tensor_cores_likely=False)[0] == pytest.approx(190e-6 / 2)
+        assert tr.kernel_bytes(trace, False)["elementwise"]["bytes"] == 2 * 2_000_000
 
 
 def test_a_suite_entry_takes_profile(tmp_path):
