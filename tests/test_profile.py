@@ -365,3 +365,17 @@ def test_a_suite_entry_takes_profile(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     (result,) = Store(str(db)).results()
     assert result.spec["profile"] == 2 and result.metrics["profile"]["steps"] == 2
+
+
+def test_each_rank_profiles_under_torchrun(tmp_path):
+    from dlbench.results.store import Store
+
+    db, trace = tmp_path / "d.db", tmp_path / "t.json"
+    proc = cli("--db", db, "run", "train", "--model", "resnet18", "--batch", "2", "--input-shape", "3x32x32",
+               "--device", "cpu", "--gpus", "2", "--warmup", "1", "--warmup-seconds", "0", "--steps", "2",
+               "--min-seconds", "0", "--profile", "2", "--profile-trace", trace)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (result,) = Store(str(db)).results()
+    ranks = result.metrics["profile"]["ranks"]
+    assert len(ranks) == 2 and all(sum(r["shares"].values()) == pytest.approx(1.0) for r in ranks)
+    assert (tmp_path / "t.rank0.json").is_file() and (tmp_path / "t.rank1.json").is_file()
