@@ -57,8 +57,9 @@ class BenchmarkSpec:
     profile: int = option(0, "Steps run under torch.profiler after the measured ones (0: none): the step's time "
                              "split into kernel classes, GPU idle among them; `dlbench doctor` reads it.",
                           low=0, high=1000)
-    profile_trace: str | None = option(None, "With --profile: also write the Chrome/Perfetto trace of one "
-                                             "profiled step (host operators and kernels) to this file.")
+    profile_trace: str | None = option(None, "With --profile: also write a Chrome trace (Perfetto, TensorBoard) "
+                                             "to this file: on a GPU one more step with host operators, shapes "
+                                             "and kernels; on a CPU the profiled steps.")
     options: dict[str, Any] = field(default_factory=dict)  # the workload's settings this spec sets
 
     def __post_init__(self) -> None:
