@@ -379,3 +379,20 @@ def test_each_rank_profiles_under_torchrun(tmp_path):
     ranks = result.metrics["profile"]["ranks"]
     assert len(ranks) == 2 and all(sum(r["shares"].values()) == pytest.approx(1.0) for r in ranks)
     assert (tmp_path / "t.rank0.json").is_file() and (tmp_path / "t.rank1.json").is_file()
+
+
+def test_a_failing_profiler_leaves_the_measurement_and_says_why(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("CUPTI_ERROR_NOT_INITIALIZED\nmore")
+
+    monkeypatch.setattr(prof, "record", broken)
+    measured = run_steps(lambda timer: None, torch.device("cpu"), warmup=0, warmup_seconds=0.0, steps=2,
+                         min_seconds=0.0, flops=False, monitor=False, profile=2)
+    assert len(measured.samples["step"]) == 2
+    assert measured.profile["error"] == "RuntimeError: CUPTI_ERROR_NOT_INITIALIZED"
+    assert "profile failed (RuntimeError" in prof.headline(measured.profile)
+    r = profiled()
+    r.metrics["profile"] = measured.profile
+    text = render(diagnose([r], refs=[]))
+    assert "note: profile: the profiled steps failed (RuntimeError: CUPTI_ERROR_NOT_INITIALIZED)" in text
+    assert "- profile:" not in text

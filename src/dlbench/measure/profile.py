@@ -132,6 +132,17 @@ def profile_steps(step: Callable[[], None], device: torch.device, steps: int, *,
     `trace_path` keeps the detailed trace (host operators with shapes and the kernels they
     launched) for Perfetto or TensorBoard."""
     start = time.perf_counter()
+    try:
+        summary = _profile(step, device, steps, measured_step_s, flops_per_step, trace_path)
+    except Exception as error:  # noqa: BLE001 - the measurement before it stands; the record says why
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+        summary = {"steps": steps, "error": f"{type(error).__name__}: {first}"}
+    summary.update(wall_s=time.perf_counter() - start, trace=trace_path)
+    return summary
+
+
+def _profile(step: Callable[[], None], device: torch.device, steps: int, measured_step_s: float | None,
+             flops_per_step: float | None, trace_path: str | None) -> dict[str, Any]:
     likely = tensor_cores_likely(device)
     on_gpu = device.type == "cuda"
     with tempfile.TemporaryDirectory(prefix="dlbench-profile-") as folder:
@@ -149,14 +160,14 @@ def profile_steps(step: Callable[[], None], device: torch.device, steps: int, *,
             moved = operator_moves(timing, window)
     if not classes:
         classes = {cls: {"seconds": 0.0, "kernel_seconds": 0.0} for cls in CLASSES}
-    summary = summarise(step_s, classes, top, steps=steps, measured_step_s=measured_step_s,
-                        flops_per_step=flops_per_step, moved=moved, on_gpu=on_gpu)
-    summary.update(wall_s=time.perf_counter() - start, trace=trace_path)
-    return summary
+    return summarise(step_s, classes, top, steps=steps, measured_step_s=measured_step_s,
+                     flops_per_step=flops_per_step, moved=moved, on_gpu=on_gpu)
 
 
 def headline(summary: dict[str, Any], classes: int = 3) -> str:
     """The run's line for the terminal: the largest classes and the time profiling took."""
+    if summary.get("error"):
+        return f"profile failed ({summary['error']}); the measurement stands"
     ranked = sorted(summary.get("classes", {}).items(), key=lambda kv: -kv[1].get("share", 0.0))[:classes]
     idle = CPU_IDLE_LABEL if summary.get("device") == "cpu" else LABELS["idle"]
     names = {**LABELS, "idle": idle}

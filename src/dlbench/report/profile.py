@@ -172,6 +172,9 @@ def causes(r: Result, record: Result | None) -> list[tuple[str, str]]:
 
 def profile_note(r: Result) -> str | None:
     """How long profiling took and whether the classes add up to the measured step (why not, if not)."""
+    failed = (r.metrics.get("profile") or {}).get("error") if isinstance(r.metrics.get("profile"), dict) else None
+    if failed:
+        return f"profile: the profiled steps failed ({failed}); the measured figures stand"
     profile = profile_of(r)
     if not profile:
         return None
