@@ -15,7 +15,8 @@ from dlbench.report.html import render_html
 from conftest import make_result
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-PLOTS = {"throughput-fwdbwd", "scaling", "batch-sweep", "latency", "gpu-traces", "ceiling"}
+PLOTS = {"throughput-fwdbwd", "scaling", "batch-sweep", "latency", "gpu-traces", "ceiling", "profile",
+         "roofline-NVIDIA-H200"}
 # Added to a copy of the page only: records whether each image decoded and whether the page is
 # wider than the window (a figure or a long name pushing it sideways), for --dump-dom to show.
 PROBE = """<script>window.addEventListener("load", () => { document.body.dataset.images = JSON.stringify(
@@ -43,10 +44,24 @@ def _results():
         for gpus in (2, 4, 8):
             out.append(make_result(spec={"gpus": gpus}, system=system,
                                    metrics={"throughput": 1.6e3 * gpus * 0.9 * 10 / ms}))
+    out += _profiled({"gpus": [{"name": "NVIDIA H200"}], "host": "H200"})
     out.append(make_result(system={"gpus": [{"name": "<script>alert(1)</script>"}]}, status="oom"))
     # A run without NVML: its monitor trace says so and is skipped.
     out.append(make_result(spec={"model": "resnet18"}, traces={"monitor": {"available": False, "reason": "no NVML"}}))
     return out
+
+
+def _profiled(system):
+    """Two profiled runs (eager and CUDA graphs) and the machine's measured ceilings."""
+    from test_profile import ceilings, profiled
+
+    runs = [profiled(idle=0.4), profiled(optimize="graphs", idle=0.03)]
+    for r in runs:
+        r.system = system
+        r.spec["model"] = "resnet18"
+    record = ceilings()
+    record.system = system
+    return [*runs, record]
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")

@@ -54,6 +54,12 @@ class BenchmarkSpec:
                                     "GPU only) or max (compile with autotuned kernels, CUDA graphs, channels-last, "
                                     "fused optimizer; GPU only). Checked against eager before timing; compile time "
                                     "is reported apart.", choices=OPTIMIZE_LEVELS)
+    profile: int = option(0, "Steps run under torch.profiler after the measured ones (0: none): the step's time "
+                             "split into kernel classes, GPU idle among them; `dlbench doctor` reads it.",
+                          low=0, high=1000)
+    profile_trace: str | None = option(None, "With --profile: also write a Chrome trace (Perfetto, TensorBoard) "
+                                             "to this file: on a GPU one more step with host operators, shapes "
+                                             "and kernels; on a CPU the profiled steps.")
     options: dict[str, Any] = field(default_factory=dict)  # the workload's settings this spec sets
 
     def __post_init__(self) -> None:
@@ -72,6 +78,12 @@ class BenchmarkSpec:
             raise UserError(f"--precision auto is for `run volume` only; {self.workload} takes fp32, tf32, fp16 or bf16")
         if self.input_shape is not None:
             registry.check_input(entry, self.input_shape)
+        if self.profile_trace is not None and not self.profile:
+            raise UserError("--profile-trace needs --profile N (the number of steps to profile)")
+        if self.profile_trace is not None:
+            from dlbench.paths import check_new_file
+
+            check_new_file(self.profile_trace, "profile trace")
         if not isinstance(self.options, dict):
             raise UserError(f"options must be a mapping, got {shown(self.options)}")
         object.__setattr__(self, "_opts", workload.options.from_dict(self.options, f"workload {self.workload!r} "))

@@ -11,6 +11,7 @@ from dlbench import workloads
 from dlbench.errors import UserError
 from dlbench.figures import sig
 from dlbench.measure.loop import Progress, _no_progress
+from dlbench.measure.profile import headline
 from dlbench.models import registry
 from dlbench.results.record import Result, now
 from dlbench.spec import BenchmarkSpec
@@ -129,4 +130,6 @@ def common_suffix(metrics: dict) -> str:
         parts.append(f"{sig(metrics['energy_j_per_step'])} J/step")
     if metrics.get("throttled"):
         parts.append("THROTTLED: " + ", ".join(metrics.get("throttle_reasons") or []))
+    if metrics.get("profile"):
+        parts.append(headline(metrics["profile"]))
     return "; " + "; ".join(parts) if parts else ""

@@ -5,8 +5,9 @@ steps and `min_seconds`. The host clock only decides when to stop; the numbers c
 from the PhaseTimer after one synchronize.
 
 Before warm-up one extra step runs under the FLOP counter (once per spec); during the
-measured window the GPU monitor samples NVML. `common_metrics` (or `Measured.common_metrics`)
-turns both into the metrics every workload reports.
+measured window the GPU monitor samples NVML; with `profile` steps, that many more run under
+torch.profiler after the window (measure/profile.py), so profiling never touches the timing.
+`common_metrics` (or `Measured.common_metrics`) turns them into the metrics every workload reports.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 
 from dlbench.measure.flops import achieved_tflops, count_flops
 from dlbench.measure.monitor import Monitor, MonitorData
+from dlbench.measure.profile import profile_steps
 from dlbench.measure.timer import NullTimer, PhaseTimer
 
 
@@ -38,13 +40,15 @@ class Measured:
     window_s: float  # wall time of the measured window, device work included
     flops_per_step: int | None = None
     monitor: MonitorData | None = None
+    profile: dict[str, Any] | None = None  # measure/profile.py's summary of the profiled steps
 
     def common_metrics(self, items_per_step: float, unit: str = "img") -> dict[str, Any]:
-        return common_metrics(self.samples.get("step", []), self.flops_per_step, self.monitor, items_per_step, unit)
+        return common_metrics(self.samples.get("step", []), self.flops_per_step, self.monitor, items_per_step, unit,
+                              self.profile)
 
 
 def common_metrics(step_seconds: Sequence[float], flops_per_step: int | None, monitor: MonitorData | None,
-                   items_per_step: float, unit: str = "img") -> dict[str, Any]:
+                   items_per_step: float, unit: str = "img", profile: dict[str, Any] | None = None) -> dict[str, Any]:
     """Metrics every workload reports: FLOPs and TFLOP/s, GPU monitor figures, energy per
     step and per item (`unit`: img, mvox, ...). The monitor trace rides along under
     'traces'; `workloads.execute` moves it into Result.traces. A workload that measures its
@@ -59,6 +63,8 @@ def common_metrics(step_seconds: Sequence[float], flops_per_step: int | None, mo
         if items_per_step:
             metrics[f"energy_j_per_{unit}"] = summary["energy_j"] / (len(step_seconds) * items_per_step)
     metrics["traces"] = {"monitor": data.trace()}
+    if profile:
+        metrics["profile"] = profile
     return metrics
 
 
@@ -79,6 +85,8 @@ def run_steps(
     flops: bool = True,
     monitor: bool = True,
     monitor_interval: float | None = None,
+    profile: int = 0,
+    profile_trace: str | None = None,
 ) -> Measured:
     null = NullTimer()
     flops_per_step = None
@@ -108,4 +116,16 @@ def run_steps(
     finally:
         data = sampler.stop() if monitor else None
     window_s = time.perf_counter() - start
-    return Measured(timer.samples(), done, warmup_s, window_s, flops_per_step, data)
+    samples = timer.samples()
+    summary = None
+    if profile:
+        progress("profile", 0, profile)
+        summary = profile_steps(lambda: step(null), device, profile, measured_step_s=mean_step(samples.get("step")),
+                                flops_per_step=flops_per_step, trace_path=profile_trace)
+    return Measured(samples, done, warmup_s, window_s, flops_per_step, data, summary)
+
+
+def mean_step(steps: Sequence[float] | None) -> float | None:
+    """The measured step the profiled ones are compared with: the mean, as profiled steps are
+    one window divided by their count."""
+    return sum(steps) / len(steps) if steps else None

@@ -25,6 +25,7 @@ SECTIONS = [f"dlbench.report.{name}" for name in (
     "medical",  # seed 003: accuracy and time to train
     "claims",  # seeds 002, 004: "A is N x faster than B", checked and computed
     "optimize",  # eager against optimised levels
+    "timesplit",  # --profile: where each profiled step's time goes
     "system",  # measured ceilings per machine
 )]
 FORMATS = ("md", "csv", "json", "html")

@@ -24,7 +24,8 @@ RESAMPLES = 2000
 _CHUNK_ELEMENTS = 2_000_000  # bootstrap in chunks so a long run's samples never take much memory
 _HEX = re.compile(r"^[0-9a-f]{4,32}$")
 # Settings that change how long or where a run measured, not what it measured.
-_NOT_BENCHMARK = {"device", "seed", "warmup", "warmup_seconds", "steps", "min_seconds", "timeout"}
+_NOT_BENCHMARK = {"device", "seed", "warmup", "warmup_seconds", "steps", "min_seconds", "timeout", "profile",
+                  "profile_trace"}
 
 
 @dataclass

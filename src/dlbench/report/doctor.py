@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Any, Callable
 
 from dlbench.figures import fixed, ms, percent, sig
+from dlbench.report import profile
 from dlbench.report.markdown import line
 from dlbench.results.record import Result
 from dlbench.system.datasheet import lookup
@@ -419,7 +420,7 @@ def diagnose(results: list[Result], refs: list[Reference] | None = None) -> list
         if is_system_record(r) or r.status != "ok":
             continue
         spec = r.spec
-        key = (*machine_key(r), r.workload, r.model, spec.get("batch"), spec.get("precision"),
+        key = (*machine_key(r), r.workload, r.model, spec.get("batch"), spec.get("precision"), spec.get("optimize"),
                spec.get("gpus"), str(spec.get("input_shape")), json.dumps(spec.get("options"), sort_keys=True))
         if key not in newest or r.started >= newest[key].started:
             newest[key] = r
@@ -430,7 +431,9 @@ def diagnose(results: list[Result], refs: list[Reference] | None = None) -> list
         d = expectation(r, refs, found[0] if found else None)
         # what the run's own line said; figured from the store for results stored without it
         d.utilisation = utilisation_text(r.metrics) or utilisation_text(utilisation(r, results))
-        d.causes = [c for c in (check(r, record) for check in CAUSES) if c]
+        d.causes = [Cause(*cause) for cause in profile.causes(r, record)]
+        d.causes += [c for c in (check(r, record) for check in CAUSES) if c]
+        d.hints += [note] if (note := profile.profile_note(r)) else []
         if record is None and on_gpu(r) and "dlbench system" not in d.reason:
             d.hints.append("no `dlbench system` record for this machine: run `dlbench system` to measure its "
                            "ceilings (expectations then compare measured with measured), then `dlbench doctor` again")
@@ -479,7 +482,9 @@ def render(diagnoses: list[Diagnosis]) -> str:
         host, label = machine_key(r)
         gpus = r.spec.get("gpus") or 1
         where = (f" x{gpus} GPUs" if on_gpu(r) else f" x{gpus} processes") if gpus > 1 else ""
-        title = f"## {r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}{where} on {label} ({host})"
+        level = f" {r.spec['optimize']}" if r.spec.get("optimize", "eager") != "eager" else ""
+        title = (f"## {r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}{level}{where} on {label} "
+                 f"({host})")
         lines = [title, _headline(d)]
         if d.reference:
             ref = d.reference

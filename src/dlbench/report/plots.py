@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
+from dlbench.report import profile
 from dlbench.report import rows as rowinfo
 from dlbench.report.compare import benchmark_key
 from dlbench.report.tables import model_title
 from dlbench.figures import sig
 from dlbench.results.record import Result
+from dlbench.system.records import ceilings_for
 
 MAX_DISTRIBUTIONS = 24  # boxes in one latency figure
 MAX_TRACES = 8  # monitored runs drawn
@@ -342,8 +345,118 @@ def ceiling_plots(results: list[Result]) -> list[Plot]:
                  _svg(fig))]
 
 
+PROFILE_COLOURS = {"tensor_core": "#1f77b4", "matmul": "#aec7e8", "elementwise": "#ff7f0e", "reduction": "#ffbb78",
+                   "other": "#8c564b", "d2d": "#9467bd", "h2d": "#c5b0d5", "d2h": "#e377c2", "communication": "#2ca02c",
+                   "idle": "#bbbbbb"}
+MAX_ROOFLINE_RUNS = 6
+ASSUMED_INTENSITY = 0.25  # FLOP/byte where a class's FLOPs are not counted: where elementwise passes sit
+
+
+def profile_label(r: Result, runs: list[Result]) -> str:
+    """A profiled run among others: its label, and the workload options in which the runs differ
+    (volume's --kernels pytorch beside --kernels fused)."""
+    options = [x.spec.get("options") or {} for x in runs]
+    mine = r.spec.get("options") or {}
+    differ = sorted({k for o in options for k in o if len({json.dumps(x.get(k), sort_keys=True) for x in options}) > 1})
+    return " ".join([_run_label(r, runs), *(f"{k}={mine.get(k)}" for k in differ if k in mine)])
+
+
+def _profiled(results: list[Result]) -> list[Result]:
+    return [r for r in latest_ok(results) if profile.profile_of(r)][-MAX_DISTRIBUTIONS:]
+
+
+def profile_plots(results: list[Result]) -> list[Plot]:
+    """One stacked bar per profiled run: the step's time by class, GPU idle included."""
+    runs = _profiled(results)
+    if not runs:
+        return []
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.4 * len(runs)))
+    present = [c for c in PROFILE_COLOURS if any(c in profile.profile_of(r)["classes"] for r in runs)]
+    left = np.zeros(len(runs))
+    for cls in present:
+        shares = np.array([100.0 * float(profile.profile_of(r)["classes"].get(cls, {}).get("share") or 0.0)
+                           for r in runs])
+        ax.barh(range(len(runs)), shares, left=left, color=PROFILE_COLOURS[cls], label=profile.CLASS_LABELS[cls])
+        left += shares
+    ax.set_yticks(range(len(runs)), [_label(profile_label(r, runs)) for r in runs])
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(100.0, float(left.max()) * 1.02))
+    ax.set_xlabel("% of the profiled step")
+    _legend(ax)
+    return [Plot("profile", "Where the step's time goes", "Each profiled run's step split into kernel classes and GPU "
+                 "idle (`--profile`); the classes add up to the profiled step." + _where(runs), _svg(fig))]
+
+
+def roofline_plots(results: list[Result]) -> list[Plot]:
+    """Per machine: the classes of its profiled runs as points under the measured compute and
+    memory ceilings (`dlbench system`)."""
+    by_system: dict[str, list[tuple[Result, Result]]] = defaultdict(list)
+    for r in _profiled(results):
+        record = ceilings_for(r, results)
+        if record is not None and record.metrics.get("copy_gbs"):
+            by_system[r.system_label].append((r, record))
+    return [_roofline(system, pairs[-MAX_ROOFLINE_RUNS:]) for system, pairs in sorted(by_system.items())]
+
+
+def _roofline(system: str, pairs: list[tuple[Result, Result]]) -> Plot:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    record = pairs[-1][1]
+    bandwidth = float(record.metrics["copy_gbs"]) * 1e9
+    x = np.logspace(-2, 4, 200)
+    roofs = {}
+    for r, rec in pairs:
+        for cls in profile.COMPUTE:
+            ceiling, name = profile.compute_ceiling(cls, str(r.spec.get("precision", "fp32")), rec)
+            if ceiling:
+                roofs[name] = ceiling
+    for name, ceiling in sorted(roofs.items(), key=lambda kv: kv[1]):
+        ax.plot(x, np.minimum(ceiling, bandwidth * x) / 1e12, color="grey", linewidth=1)
+        ax.annotate(name.removeprefix("matmul_").removesuffix("_tflops"), (x[-1], ceiling / 1e12), fontsize="small",
+                    ha="right", va="bottom")
+    runs = [r for r, _ in pairs]
+    markers = "osD^vP"
+    drawn = set()
+    for i, (r, rec) in enumerate(pairs):
+        for p in profile.placements(r, rec):
+            point = _roofline_point(p, bandwidth)
+            if point:
+                drawn.add(p.cls)
+                ax.scatter(*point, color=PROFILE_COLOURS.get(p.cls, "black"), marker=markers[i % len(markers)],
+                           edgecolors="black", linewidths=0.5, zorder=3)
+        ax.scatter([], [], color="white", edgecolors="black", marker=markers[i % len(markers)],
+                   label=_label(profile_label(r, runs)))
+    for cls in (c for c in PROFILE_COLOURS if c in drawn):
+        ax.scatter([], [], color=PROFILE_COLOURS[cls], label=profile.CLASS_LABELS[cls])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("TFLOP/s")
+    ax.grid(alpha=0.3, which="both")
+    _legend(ax)
+    slug = "".join(c if c.isalnum() else "-" for c in system)[:40]
+    return Plot(f"roofline-{slug}", f"Roofline: {shorten(system, 60)}",
+                f"Kernel classes of the profiled runs under the ceilings `dlbench system` measured (grey: matmul per "
+                f"precision and the {sig(bandwidth / 1e9)} GB/s copy rate). Classes whose FLOPs are not counted "
+                f"(elementwise, reductions, copies) are drawn at {ASSUMED_INTENSITY} FLOP/byte, at the height their "
+                f"bandwidth reaches.", _svg(fig))
+
+
+def _roofline_point(p, bandwidth: float) -> tuple[float, float] | None:
+    """(FLOP/byte, TFLOP/s) of one class; None for idle, host copies and classes without a rate."""
+    if p.cls in profile.COMPUTE and p.flop_s:
+        # Intensity not measured: drawn where the memory roof is twice as high, under the compute roof.
+        intensity = p.intensity or (p.flop_s / bandwidth) * 2
+        return intensity, p.flop_s / 1e12
+    if p.bytes_s and p.ceiling_name == "copy_gbs":  # host copies are bound by the link, not by memory
+        return ASSUMED_INTENSITY, p.bytes_s * ASSUMED_INTENSITY / 1e12
+    return None
+
+
 ALL: list[Callable[[list[Result]], list[Plot]]] = [
-    throughput_plots, scaling_plots, batch_plots, latency_plots, trace_plots, ceiling_plots,
+    throughput_plots, scaling_plots, batch_plots, latency_plots, trace_plots, ceiling_plots, profile_plots,
+    roofline_plots,
 ]
 
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 # The general spec fields a workload's command shows by default.
 GENERAL = ("model", "batch", "input_shape", "precision", "channels_last", "optimize", "device", "warmup",
-           "warmup_seconds", "steps", "min_seconds", "seed", "gpus")
+           "warmup_seconds", "steps", "min_seconds", "seed", "gpus", "profile", "profile_trace")
 
 
 def no_preflight(spec: "BenchmarkSpec") -> list[str]:

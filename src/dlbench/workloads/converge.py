@@ -30,6 +30,7 @@ from dlbench.data import segmentation
 from dlbench.errors import UserError
 from dlbench.figures import fixed, ms, sig
 from dlbench.measure.loop import Progress, synchronize
+from dlbench.measure.profile import compact, profile_steps
 from dlbench.models import registry
 from dlbench.options import MAX_SECONDS, MAX_STEPS, Options, option
 from dlbench.units import SEED003_ITERATIONS
@@ -200,13 +201,14 @@ class FoldRun:
     best_dice: float = 0.0
     curve: list[dict] = field(default_factory=list)  # one entry per evaluation
     optimize: dict = field(default_factory=dict)  # level, compile_s and the check against eager
+    profile: dict | None = None  # measure/profile.py's summary, for the fold that was profiled
 
     def summary(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "curve"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("curve", "profile")}
 
 
 def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]], geo: Geometry, fold: int,
-               group: distributed.Group, progress: Progress) -> FoldRun:
+               group: distributed.Group, progress: Progress, profile: int = 0) -> FoldRun:
     opts = spec.opts
     train, val = split
     device = group.device
@@ -229,7 +231,8 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
     loss_sum = torch.zeros((), device=device)
     synchronize(device)
     start = interval = time.perf_counter()
-    while True:
+
+    def step() -> None:
         x, y = batch_of(data, train_index, geo.crop, spec.batch, opts.augment, g)
         if spec.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
@@ -239,7 +242,10 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
-        loss_sum += loss.detach()
+        loss_sum.add_(loss.detach())
+
+    while True:
+        step()
         run.steps += 1
         progress(f"fold {fold + 1}", run.steps, opts.max_steps)
         if run.steps % opts.eval_every and run.steps < opts.max_steps:
@@ -262,8 +268,21 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
         out_of_time = opts.max_seconds is not None and run.wall_s >= opts.max_seconds
         # Every process stops at the same step if any is out of time (DDP needs them all in step).
         if run.reached or run.steps >= opts.max_steps or group.agree(int(out_of_time)):
+            run.profile = _profile(spec, step, run, group, profile) if profile else None
             return run
         interval = time.perf_counter()
+
+
+def _profile(spec, step, run: "FoldRun", group: distributed.Group, steps: int) -> dict:
+    """--profile: that many more training steps after the fold, compared with its mean step."""
+    trace = distributed.rank_path(spec.profile_trace, group.rank) if spec.profile_trace and group.distributed \
+        else spec.profile_trace
+    measured = run.train_s / run.steps if run.steps else None
+    summary = profile_steps(step, group.device, steps, measured_step_s=measured, flops_per_step=None, trace_path=trace)
+    ranks = group.gather(compact(summary))
+    if group.distributed:
+        summary["ranks"] = ranks
+    return summary
 
 
 # ---------------------------------------------------------------- the workload
@@ -297,8 +316,13 @@ def run(spec, device: torch.device, progress: Progress):
         del probe
         data = to_device(raw, geo.margin, device)
         splits = segmentation.kfold(len(raw), opts.folds, spec.seed)[: opts.fold_limit or opts.folds]
-        runs = [train_fold(spec, build, data, split, geo, i, group, progress) for i, split in enumerate(splits)]
-    return _metrics(spec, opts, runs, raw, geo, group.world), _samples(runs)
+        last = len(splits) - 1  # the last fold is profiled: its steps are as warm as they get
+        runs = [train_fold(spec, build, data, split, geo, i, group, progress, spec.profile if i == last else 0)
+                for i, split in enumerate(splits)]
+    metrics = _metrics(spec, opts, runs, raw, geo, group.world)
+    if runs and runs[-1].profile:
+        metrics["profile"] = runs[-1].profile
+    return metrics, _samples(runs)
 
 
 def _mean(values: list[float]) -> float | None:
@@ -372,5 +396,6 @@ def describe(metrics: dict) -> str:
 WORKLOAD = Workload(
     "converge", "Train to a DICE target with k-fold cross-validation: time to train, DICE per fold.",
     run, describe, ConvergeOptions, preflight,
-    general=("model", "batch", "input_shape", "precision", "channels_last", "optimize", "device", "seed", "gpus"),
+    general=("model", "batch", "input_shape", "precision", "channels_last", "optimize", "device", "seed", "gpus",
+             "profile", "profile_trace"),
     defaults={"model": "unet2d", "batch": 8})

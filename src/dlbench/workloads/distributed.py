@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 from dlbench.measure.loop import Measured, Progress, run_steps, synchronize
+from dlbench.measure.profile import compact
 from dlbench.measure.timer import NullTimer
 
 
@@ -107,9 +108,10 @@ def measure(step: Callable, spec, group: Group, progress: Progress, steps: int |
     """Warm-up and measurement as the spec asks; `steps` fixes the measured count (whole epochs)."""
     min_seconds = 0.0 if steps else spec.min_seconds
     steps = steps or spec.steps
+    profiling = {"profile": spec.profile, "profile_trace": spec.profile_trace}
     if not group.distributed:
         return run_steps(step, group.device, warmup=spec.warmup, warmup_seconds=spec.warmup_seconds,
-                         steps=steps, min_seconds=min_seconds, progress=progress)
+                         steps=steps, min_seconds=min_seconds, progress=progress, **profiling)
     null = NullTimer()
     start = time.perf_counter()
     first = max(1, spec.warmup)
@@ -124,8 +126,19 @@ def measure(step: Callable, spec, group: Group, progress: Progress, steps: int |
     synchronize(group.device)
     warmup_s = time.perf_counter() - start
     count = group.agree(max(steps, math.ceil(min_seconds / per_step)))
+    # Every rank profiles as many steps (their all-reduces pair up); each writes its own trace.
+    if spec.profile_trace:
+        profiling["profile_trace"] = rank_path(spec.profile_trace, group.rank)
     measured = run_steps(step, group.device, warmup=0, warmup_seconds=0.0, steps=count, min_seconds=0.0,
-                         progress=progress)
+                         progress=progress, **profiling)
     measured.warmup_steps, measured.warmup_s = first + extra, warmup_s
+    if measured.profile:
+        measured.profile["ranks"] = [compact(p) for p in group.gather(measured.profile)]
     return measured
+
+
+def rank_path(path: str, rank: int) -> str:
+    """`trace.json` -> `trace.rank1.json`: one file per process."""
+    stem, dot, suffix = path.rpartition(".")
+    return f"{stem}.rank{rank}.{suffix}" if dot and "/" not in suffix else f"{path}.rank{rank}"
 

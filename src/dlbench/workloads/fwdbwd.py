@@ -52,7 +52,8 @@ def run(spec, device: torch.device, progress: Progress):
             model.zero_grad(set_to_none=True)
 
     measured = run_steps(step, device, warmup=spec.warmup, warmup_seconds=spec.warmup_seconds,
-                         steps=spec.steps, min_seconds=spec.min_seconds, progress=progress)
+                         steps=spec.steps, min_seconds=spec.min_seconds, progress=progress, profile=spec.profile,
+                         profile_trace=spec.profile_trace)
     samples = measured.samples
     samples["total"] = [f + b for f, b in zip(samples["forward"], samples["backward"])]
     stats = {phase: summarize(values) for phase, values in samples.items()}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import queue
 import shutil
@@ -39,8 +40,9 @@ from dlbench.data.volumes import Volume, open_volume
 from dlbench.errors import UserError
 from dlbench.figures import fixed, percent, sig
 from dlbench.measure.flops import count_flops
-from dlbench.measure.loop import Progress, common_metrics, synchronize
+from dlbench.measure.loop import Progress, common_metrics, mean_step, synchronize
 from dlbench.measure.monitor import Monitor, MonitorData
+from dlbench.measure.profile import compact, profile_steps
 from dlbench.measure.timer import Spans, record_event
 from dlbench.models import fused, registry
 from dlbench.options import Options, option
@@ -255,8 +257,9 @@ class Pipeline:
         """Work queued inside the block runs on `stream`; the CPU has no streams."""
         return torch.cuda.stream(stream) if self.cuda else contextlib.nullcontext()
 
-    def _compute(self, tile: torch.Tensor):
-        """Copy in and forward one tile; returns the output, the event at the forward's start, its stream."""
+    def _compute(self, tile: torch.Tensor, recycle: bool = True):
+        """Copy in and forward one tile; returns the output, the event at the forward's start, its stream.
+        `recycle`: the tile is one of `self.tiles`, handed back once read."""
         stream = torch.cuda.current_stream(self.device) if self.cuda else None
         with self._on(self.copy_in_stream):
             t0 = record_event(self.device, self.copy_in_stream)
@@ -269,7 +272,8 @@ class Pipeline:
         start = record_event(self.device, stream)
         y = forward(self.model, to_input(x, self.channels_last), self.blocking.tile)
         # Reused once the copy has read it (on a GPU), or the forward (on the CPU, x may be the buffer).
-        self.tiles.give(tile, t1 if self.cuda else None)
+        if recycle:
+            self.tiles.give(tile, t1 if self.cuda else None)
         return y, start, stream
 
     def _finish(self, block: Block, y: torch.Tensor, start, stream):
@@ -290,6 +294,13 @@ class Pipeline:
             t5 = record_event(self.device, self.copy_out_stream)
         self.log.spans.add("copy_out", t4, t5)
         return host, t5 if self.cuda else None
+
+    def replay(self, block: Block, tile: torch.Tensor) -> None:
+        """One block's device work as `run` does it (copy in, forward, encode, copy out) from a tile
+        read and pinned before, as the reader threads do, nothing written: what --profile looks at."""
+        y, start, stream = self._compute(tile, recycle=False)
+        host, ready = self._finish(block, y, start, stream)
+        self.outputs.give(host, ready)
 
     def run(self, blocks: list[Block], progress: Progress) -> float:
         """Predict `blocks`; returns the wall time. A write failure stops the run as a UserError."""
@@ -523,6 +534,7 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
                         readers=opts.readers, writers=opts.writers, queue=opts.queue)
     with Monitor(device) as monitor:  # clocks, power and throttling while the blocks run
         wall = pipeline.run(mine, progress)
+    profile = _profile(spec, pipeline, mine, flops, group, progress)
     voxels = sum(int(np.prod(b.shape)) for b in mine)
     volume.close()
     per_rank = group.gather({"voxels": voxels, "wall": wall, "blocks": len(mine),
@@ -537,15 +549,43 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
                        settled={"precision": precision, "channels_last": cl})
     if choice.checks:
         metrics["precision_check"] = choice.checks
-    metrics.update(_common_metrics(pipeline.log.samples()["step"], flops, monitor.data, voxels))
+    metrics.update(_common_metrics(pipeline.log.samples()["step"], flops, monitor.data, voxels, profile))
     return metrics, pipeline.log.samples()
 
 
-def _common_metrics(steps: list[float], flops: int, monitor: MonitorData, voxels: int) -> dict:
+def _profile(spec, pipeline: Pipeline, blocks: list[Block], flops: int, group: distributed.Group,
+             progress: Progress) -> dict | None:
+    """--profile: that many more tiles through the device part of the pipeline under the profiler,
+    their tiles read beforehand (the run reads ahead on its own threads). Every rank gathers."""
+    if not spec.profile:
+        return None
+    summary = None
+    if blocks:
+        progress("profile", 0, spec.profile)
+        chosen = [blocks[i % len(blocks)] for i in range(spec.profile)]
+        tiles = {b.index: _pinned(host_tile(pipeline.blocking.read_tile(pipeline.volume.read, b)), pipeline.cuda)
+                 for b in chosen}
+        queue = itertools.cycle([(b, tiles[b.index]) for b in chosen])  # profiling runs a few more
+        trace = distributed.rank_path(spec.profile_trace, group.rank) if spec.profile_trace and group.distributed \
+            else spec.profile_trace
+        steps = pipeline.log.samples()["step"]
+        summary = profile_steps(lambda: pipeline.replay(*next(queue)), pipeline.device, spec.profile,
+                                measured_step_s=mean_step(steps), flops_per_step=flops, trace_path=trace)
+    ranks = group.gather(compact(summary) if summary else None)
+    if summary and group.distributed:
+        summary["ranks"] = ranks
+    return summary
+
+
+def _pinned(tile: torch.Tensor, cuda: bool) -> torch.Tensor:
+    return tile.pin_memory() if cuda else tile
+
+
+def _common_metrics(steps: list[float], flops: int, monitor: MonitorData, voxels: int, profile: dict | None) -> dict:
     """What every workload reports, one tile a step: FLOPs and TFLOP/s, this rank's GPU during
     the run (clocks, power, throttling), its energy per block and per Mvox."""
     mvox_per_block = voxels / 1e6 / len(steps) if steps else 0.0
-    return common_metrics(steps, flops, monitor, mvox_per_block, "mvox")
+    return common_metrics(steps, flops, monitor, mvox_per_block, "mvox", profile)
 
 
 def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], world: int, skipped: int,
@@ -597,6 +637,7 @@ def describe(metrics: dict) -> str:
 WORKLOAD = Workload(
     "volume", "Blockwise prediction of a whole volume of any size: Mvox/s, time per phase, hours for "
               "--extrapolate voxels.", run, describe, VolumeOptions, preflight,
-    general=("model", "precision", "channels_last", "optimize", "device", "gpus", "warmup", "seed"),
+    general=("model", "precision", "channels_last", "optimize", "device", "gpus", "warmup", "seed", "profile",
+             "profile_trace"),
     auto_precision=True,
     defaults={"model": "unet3d", "precision": "auto", "batch": 1, "warmup": 2, "warmup_seconds": 0.0, "steps": 1, "min_seconds": 0.0})
