@@ -143,10 +143,30 @@ def test_summary_rates_shares_and_the_coverage_check():
     assert tc["flops"] == pytest.approx(8e9) and tc["flop_s"] == pytest.approx(8e9 / 40e-6)
     assert summary["classes"]["elementwise"]["bytes_s"] == pytest.approx(4e6 / 20e-6)
     assert summary["adds_up"] and summary["coverage"] == pytest.approx(1 / 1.02)
-    slow = prof.summarise(step_s, classes, top, steps=2, measured_step_s=step_s / 1.3, flops_per_step=None,
+    busy = step_s - classes["idle"]["seconds"]
+    # Kernels alone longer than the measured step: the profiled run was slower, and it says so.
+    slow = prof.summarise(step_s, classes, top, steps=2, measured_step_s=busy / 1.3, flops_per_step=None,
                           moved={}, on_gpu=True)
-    assert not slow["adds_up"] and "30% longer" in slow["note"]
+    assert not slow["adds_up"] and "longer than measured ones" in slow["note"]
     assert "flops" not in slow["classes"]["tensor_core"]
+
+
+def test_the_profilers_launch_cost_is_taken_out_of_the_idle_share():
+    step_s, classes, top = tr.split_device(gpu_trace(), steps=2, tensor_cores_likely=False)
+    busy = step_s - classes["idle"]["seconds"]
+    measured = busy + 0.2 * classes["idle"]["seconds"]  # the profiler stretched the gaps between launches
+    assert step_s > measured * (1 + prof.ADDS_UP)
+    summary = prof.summarise(step_s, classes, top, steps=2, measured_step_s=measured, flops_per_step=None,
+                             moved={}, on_gpu=True)
+    assert summary["adds_up"] and summary["step_s"] == pytest.approx(measured)
+    assert summary["classes"]["idle"]["seconds"] == pytest.approx(measured - busy)
+    assert sum(c["share"] for c in summary["classes"].values()) == pytest.approx(1.0)
+    assert summary["profiled"] == {"step_s": step_s, "idle_s": classes["idle"]["seconds"]}
+    assert "the profiler's cost per kernel launch" in summary["note"]
+    # On a CPU there are no device kernels to trust apart from the host: nothing is re-based.
+    cpu = prof.summarise(step_s, classes, top, steps=2, measured_step_s=measured, flops_per_step=None,
+                         moved={}, on_gpu=False)
+    assert not cpu["adds_up"] and "profiled" not in cpu
 
 
 def test_a_real_cpu_run_profiles_after_the_measured_window(tmp_path):
@@ -363,7 +383,7 @@ def test_a_suite_entry_takes_profile(tmp_path):
                      " warmup: 1, warmup_seconds: 0, steps: 2, min_seconds: 0, profile: 2}\nspecs: [{}]\n")
     proc = cli("suite", suite, "--db", db)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    (result,) = Store(str(db)).results()
+    (result,) = Store(str(db)).results(workload="infer")
     assert result.spec["profile"] == 2 and result.metrics["profile"]["steps"] == 2
 
 
@@ -375,7 +395,7 @@ def test_each_rank_profiles_under_torchrun(tmp_path):
                "--device", "cpu", "--gpus", "2", "--warmup", "1", "--warmup-seconds", "0", "--steps", "2",
                "--min-seconds", "0", "--profile", "2", "--profile-trace", trace)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    (result,) = Store(str(db)).results()
+    (result,) = Store(str(db)).results(workload="train")
     ranks = result.metrics["profile"]["ranks"]
     assert len(ranks) == 2 and all(sum(r["shares"].values()) == pytest.approx(1.0) for r in ranks)
     assert (tmp_path / "t.rank0.json").is_file() and (tmp_path / "t.rank1.json").is_file()

@@ -568,13 +568,21 @@ def _profile(spec, pipeline: Pipeline, blocks: list[Block], flops: int, group: d
         queue = itertools.cycle([(b, tiles[b.index]) for b in chosen])  # profiling runs a few more
         trace = distributed.rank_path(spec.profile_trace, group.rank) if spec.profile_trace and group.distributed \
             else spec.profile_trace
-        steps = pipeline.log.samples()["step"]
         summary = profile_steps(lambda: pipeline.replay(*next(queue)), pipeline.device, spec.profile,
-                                measured_step_s=mean_step(steps), flops_per_step=flops, trace_path=trace)
+                                measured_step_s=_device_time_per_tile(pipeline.log.samples()), flops_per_step=flops,
+                                trace_path=trace)
     ranks = group.gather(compact(summary) if summary else None)
     if summary and group.distributed:
         summary["ranks"] = ranks
     return summary
+
+
+def _device_time_per_tile(samples: dict[str, list[float]]) -> float | None:
+    """What a profiled tile is compared with: its copy in, compute and copy out one after the other,
+    as the profile runs them. The pipeline's step (one tile's turn of the host loop) is not it:
+    the host runs ahead of the GPU, and its copies overlap the next tile's compute."""
+    means = [mean_step(samples.get(phase)) for phase in ("copy_in", "compute", "copy_out")]
+    return sum(means) if all(m is not None for m in means) else mean_step(samples.get("step"))
 
 
 def _pinned(tile: torch.Tensor, cuda: bool) -> torch.Tensor:
