@@ -28,7 +28,8 @@ HEAD = ["Cluster", "Dataset", "Benchmark", "Device Name", "# Devices", "Num Work
 SOURCE = "BenchmarkJade"
 NOTE = ("Seconds per batch, means over the measured batches (the publication's figures are per-batch averages "
         "over an epoch: a whole ImageNet epoch cannot take 0.1 s). Data Loading includes the copy to the device; "
-        "Other Time: wall time per batch in no phase; Total: the wall time per batch (measured window / "
+        "Other Time: wall time per batch in no phase (a few microseconds below zero where the phases, timed "
+        "on the device, overlap the host's clock by that much); Total: the wall time per batch (measured window / "
         "batches), the sum of the columns before it; Median Batch: the median whole batch, below Total where "
         "some batches stall.")
 PUBLISHED_NOTE = ("Rows from BenchmarkJade are its published seconds as printed (ResNet-50, fp32; batch size not "
