@@ -68,7 +68,7 @@ def test_tiny_volume_training_is_stored_with_iteration_metrics(volumes, tmp_path
     report = render_markdown([result])
     assert f"## {registry.title(model)}: training and prediction" in report and "(patch 4x24x24)" in report
     # training in the seeds' single table: no prediction of this model, so Inference [s] is '-'
-    assert f"|{fixed(1001 * m['iteration_mean_s'], 1)}|-|{fixed(m['iters_per_min'], 1)}|" in report
+    assert f"|{fixed(1001 * m['iteration_mean_s'], 1)} (extrapolated from 2)|-|{fixed(m['iters_per_min'], 1)}|" in report
 
 
 def test_iteration_metrics_reproduce_the_seed():
