@@ -207,6 +207,7 @@ def test_cache_folder_falls_back_when_it_cannot_be_written(monkeypatch, tmp_path
         locked.chmod(0o755)
 
 
+@pytest.mark.slow
 def test_compile_log_and_warm_cache_across_processes(tmp_path, cache):
     """The real thing: inductor compiles a tiny model in `dlbench run`, twice in new processes. Its
     generated code (TORCH_LOGS=output_code) lands in the log, never on the terminal, and the second

@@ -375,6 +375,7 @@ def test_the_warm_step_before_the_mark_is_left_out():
         assert tr.kernel_bytes(trace, False)["elementwise"]["bytes"] == 2 * 2_000_000
 
 
+@pytest.mark.slow
 def test_a_suite_entry_takes_profile(tmp_path):
     from dlbench.results.store import Store
 
@@ -387,6 +388,7 @@ def test_a_suite_entry_takes_profile(tmp_path):
     assert result.spec["profile"] == 2 and result.metrics["profile"]["steps"] == 2
 
 
+@pytest.mark.slow
 def test_each_rank_profiles_under_torchrun(tmp_path):
     from dlbench.results.store import Store
 

@@ -39,6 +39,7 @@ def no_cuda_here(monkeypatch):
     estimate.machine.cache_clear()
 
 
+@pytest.mark.slow
 def test_a_suite_never_initialises_cuda_in_its_own_process(tmp_path, db, no_cuda_here):
     # device auto: the estimate guesses a GPU run, and the worker (a real child process, where
     # no GPU is pretended) runs on the CPU.
