@@ -370,23 +370,22 @@ def degraded_link(r: Result, record: Result | None) -> Cause | None:
     return Cause("degraded link", "; ".join(problems)) if problems else None
 
 
+def _holders(r: Result, count_key: str, memory_key: str) -> tuple[int, float]:
+    """How many processes the monitor saw on the GPU under `count_key`, and the GB they held."""
+    return r.metrics.get(count_key) or 0, r.metrics.get(memory_key) or 0.0
+
+
 def other_processes(r: Result, record: Result | None) -> Cause | None:
-    count = r.metrics.get("other_processes") or 0
-    if not count:
-        return None
-    memory = r.metrics.get("other_processes_memory_gb") or 0.0
+    count, memory = _holders(r, "other_processes", "other_processes_memory_gb")
     return Cause("other processes on the GPU", f"{count} other compute process(es) held {memory:.1f} GB "
-                                               f"of GPU memory during the run")
+                                               f"of GPU memory during the run") if count else None
 
 
 def own_launcher(r: Result, record: Result | None) -> Cause | None:
-    count = r.metrics.get("launcher_processes") or 0
-    if not count:
-        return None
-    memory = r.metrics.get("launcher_memory_gb") or 0.0
+    count, memory = _holders(r, "launcher_processes", "launcher_memory_gb")
     return Cause("dlbench's own launcher on the GPU", f"the dlbench process that started this benchmark (a suite "
                                                       f"or torchrun) held {memory:.1f} GB of GPU memory during "
-                                                      f"the run")
+                                                      f"the run") if count else None
 
 
 def low_ceiling(r: Result, record: Result | None) -> Cause | None:

@@ -156,13 +156,8 @@ def other_processes(nvml: Any, handle: Any, own_pid: int | None = None) -> list[
     own_pid = os.getpid() if own_pid is None else own_pid
     found = _call(nvml, "nvmlDeviceGetComputeRunningProcesses", handle) or []
     launchers = dlbench_ancestors(own_pid)
-    others = []
-    for p in found:
-        if p.pid != own_pid:
-            others.append({"pid": p.pid, "memory_gb": (p.usedGpuMemory or 0) / 1e9})
-            if p.pid in launchers:
-                others[-1]["launcher"] = True
-    return others
+    return [{"pid": p.pid, "memory_gb": (p.usedGpuMemory or 0) / 1e9, **({"launcher": True} if p.pid in launchers else {})}
+            for p in found if p.pid != own_pid]
 
 
 def dlbench_ancestors(pid: int) -> set[int]:
@@ -172,7 +167,7 @@ def dlbench_ancestors(pid: int) -> set[int]:
     while parent and parent > 1 and parent not in found:
         if "dlbench" in command_line(parent):
             found.add(parent)
-        pid, parent = parent, _parent(parent)
+        parent = _parent(parent)
     return found
 
 

@@ -40,10 +40,15 @@ def machine_key(result: Result) -> tuple[str, str]:
     return result.system.get("host", ""), system_label(result.system, device)
 
 
+def _on_machine(result: Result, candidates: Iterable[Result]) -> list[Result]:
+    """The ok system records measured on `result`'s host and kind of device."""
+    key = machine_key(result)
+    return [r for r in candidates if is_system_record(r) and r.status == "ok" and machine_key(r) == key]
+
+
 def ceilings_for(result: Result, candidates: Iterable[Result]) -> Result | None:
     """The newest `dlbench system` record measured on the same host and the same kind of device."""
-    key = machine_key(result)
-    matching = [r for r in candidates if is_survey(r) and r.status == "ok" and machine_key(r) == key]
+    matching = [r for r in _on_machine(result, candidates) if is_survey(r)]
     return max(matching, key=lambda r: r.started) if matching else None
 
 
@@ -59,9 +64,9 @@ def precision_of(result: Result) -> str:
 def matmul_ceiling(result: Result, candidates: Iterable[Result]) -> tuple[float, Result] | None:
     """The measured matmul ceiling (TFLOP/s) for the precision `result` ran in, on its machine, and
     its record: the newest `dlbench system` survey that has it, else the newest quick one."""
-    name, key = ceiling_name(precision_of(result)), machine_key(result)
-    matching = [r for r in candidates if is_system_record(r) and r.status == "ok" and machine_key(r) == key
-                and isinstance(r.metrics.get(name), (int, float)) and r.metrics[name] > 0]
+    name = ceiling_name(precision_of(result))
+    matching = [r for r in _on_machine(result, candidates)
+                if isinstance(r.metrics.get(name), (int, float)) and r.metrics[name] > 0]
     if not matching:
         return None
     best = max(matching, key=lambda r: (is_survey(r), r.started))
