@@ -53,13 +53,13 @@ def _kernel(name: str) -> Callable:
         import triton.language as tl
 
         @triton.jit
-        def bias_relu(x_ptr, b_ptr, n, inner, channels, BLOCK: tl.constexpr):
+        def bias_relu(x_ptr, y_ptr, b_ptr, n, inner, channels, BLOCK: tl.constexpr):
             offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
             mask = offsets < n
             x = tl.load(x_ptr + offsets, mask=mask)
             b = tl.load(b_ptr + (offsets // inner) % channels, mask=mask)
             y = (x.to(tl.float32) + b.to(tl.float32)).to(x.dtype)
-            tl.store(x_ptr + offsets, tl.where(y < 0, tl.zeros_like(y), y), mask=mask)  # NaN stays NaN
+            tl.store(y_ptr + offsets, tl.where(y < 0, tl.zeros_like(y), y), mask=mask)  # NaN stays NaN
 
         @triton.jit
         def max_pool2(x_ptr, y_ptr, n, channels, d_out, h_out, w_out, s_n, s_d, s_h, s_w, BLOCK: tl.constexpr):
@@ -104,14 +104,29 @@ def _grid(n: int) -> tuple[int]:
 @torch.library.custom_op("dlbench::bias_relu_", mutates_args=("x",))
 def bias_relu_(x: torch.Tensor, bias: torch.Tensor) -> None:
     """x = relu(x + bias) over channel dim 1, in place; x dense in channels-last or contiguous layout."""
-    inner = 1 if x.stride(1) == 1 else x.stride(1)  # channels-last: channels innermost
-    _kernel("bias_relu")[_grid(x.numel())](x, bias.to(x.dtype).contiguous(), x.numel(), inner, x.shape[1],
-                                           BLOCK=BLOCK)
+    _bias_relu(x, bias, x)
 
 
 @bias_relu_.register_fake
 def _(x: torch.Tensor, bias: torch.Tensor) -> None:
     return None
+
+
+@torch.library.custom_op("dlbench::bias_relu_into", mutates_args=("out",))
+def bias_relu_into(x: torch.Tensor, bias: torch.Tensor, out: torch.Tensor) -> None:
+    """out = relu(x + bias), x and out dense in the same layout (out a depth slab of a larger tensor, say)."""
+    _bias_relu(x, bias, out)
+
+
+@bias_relu_into.register_fake
+def _(x: torch.Tensor, bias: torch.Tensor, out: torch.Tensor) -> None:
+    return None
+
+
+def _bias_relu(x: torch.Tensor, bias: torch.Tensor, out: torch.Tensor) -> None:
+    inner = 1 if x.stride(1) == 1 else x.stride(1)  # channels-last: channels innermost
+    _kernel("bias_relu")[_grid(x.numel())](x, out, bias.to(x.dtype).contiguous(), x.numel(), inner, x.shape[1],
+                                           BLOCK=BLOCK)
 
 
 @torch.library.custom_op("dlbench::max_pool2", mutates_args=())
@@ -140,14 +155,29 @@ def _pooled(x: torch.Tensor) -> torch.Tensor:
 def bias_cat(up: torch.Tensor, bias: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
     """[up + bias, skip] along channels, all channels-last-3d of one dtype and spatial shape."""
     out = _joined(up, skip)
-    _kernel("bias_cat")[_grid(out.numel())](up, bias.to(up.dtype).contiguous(), skip, out, out.numel(), up.shape[1],
-                                            skip.shape[1], BLOCK=BLOCK)
+    _bias_cat(up, bias, skip, out)
     return out
 
 
 @bias_cat.register_fake
 def _(up: torch.Tensor, bias: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
     return _joined(up, skip)
+
+
+@torch.library.custom_op("dlbench::bias_cat_into", mutates_args=("out",))
+def bias_cat_into(up: torch.Tensor, bias: torch.Tensor, skip: torch.Tensor, out: torch.Tensor) -> None:
+    """bias_cat written into `out` (a depth slab of a larger tensor, say), dense channels-last-3d."""
+    _bias_cat(up, bias, skip, out)
+
+
+@bias_cat_into.register_fake
+def _(up: torch.Tensor, bias: torch.Tensor, skip: torch.Tensor, out: torch.Tensor) -> None:
+    return None
+
+
+def _bias_cat(up: torch.Tensor, bias: torch.Tensor, skip: torch.Tensor, out: torch.Tensor) -> None:
+    _kernel("bias_cat")[_grid(out.numel())](up, bias.to(up.dtype).contiguous(), skip, out, out.numel(), up.shape[1],
+                                            skip.shape[1], BLOCK=BLOCK)
 
 
 def _joined(up: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
@@ -196,11 +226,16 @@ class FusedUpJoin(nn.Module):
     def forward(self, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
         c = self.join.conv
         up = F.conv_transpose3d(x, c.weight, None, c.stride, c.padding, c.output_padding, c.groups, c.dilation)
-        cl = torch.channels_last_3d
-        if (up.shape[2:] != skip.shape[2:] or up.dtype != skip.dtype or not up.is_contiguous(memory_format=cl)
-                or not skip.is_contiguous(memory_format=cl)):  # odd sizes, mixed types: PyTorch's passes
+        if not joinable(up, skip):  # odd sizes, mixed types: PyTorch's passes
             return torch.cat([fit(up + c.bias.to(up.dtype).view(1, -1, 1, 1, 1), skip), skip], dim=1)
         return torch.ops.dlbench.bias_cat(up, c.bias, skip)
+
+
+def joinable(up: torch.Tensor, skip: torch.Tensor) -> bool:
+    """Whether the concatenation kernel indexes these two: one shape, one type, both channels-last-3d."""
+    cl = torch.channels_last_3d
+    return (up.shape[2:] == skip.shape[2:] and up.dtype == skip.dtype and up.is_contiguous(memory_format=cl)
+            and skip.is_contiguous(memory_format=cl))
 
 
 def _fusable(conv: nn.Module, act: nn.Module) -> bool:

@@ -9,11 +9,14 @@ kept in the record.
 Block: the model's time grows with a tile's voxels at about one rate (the isotropic unet3d ran
 388 Mvox/s on 64x512x512 tiles and 386 on 96x768x768, one H200, fp16 or bf16 alike), so the
 blocking whose tiles (block + 2 x halo, the same for cut blocks) hold the fewest voxels in all
-is the first candidate. Blocks are the volume split into equal parts along each axis, ranked by
-the voxels their tiles hold; the first whose tile fits is taken. Two things bound a tile: the
-GPU's memory (a real forward pass, measured) and cuDNN's 32-bit indexing: no convolution may
-produce 2^31 elements or more (a 128x896x896 tile of unet3d, 3.3e9 elements, failed on an H200
-with an illegal memory access, which ends the process, so this bound is computed, never tried).
+is the first candidate (on N GPUs: counting the tiles of the busiest rank N times). Blocks are
+the volume split into equal parts along each axis, ranked by the voxels their tiles hold; the
+first whose tile fits is taken. The GPU's memory bounds a tile: the bytes a forward takes per
+voxel are measured on two small tiles, and the candidate's own forward pass is measured. cuDNN's
+32-bit indexing bounded it too (no convolution may produce 2^31 elements or more: a 128x896x896
+tile of unet3d, 3.3e9 elements, failed on an H200 with an illegal memory access, which ends the
+process); dlbench's 3D convolutions now run in depth slabs past it (models.slabs), and the bound
+is computed, never tried, for the convolutions that do not.
 The rate per voxel is not the same everywhere, though (in fp32 on one H200 unet3d ran at 6
 Mvox/s of output on 64x512x512 tiles and 21 on 72x512x384: cuDNN's algorithm choice), so the candidate is timed against the default block and a blocking of
 about a quarter of its tile, and the fastest over the whole volume wins.
@@ -35,17 +38,20 @@ from torch.overrides import TorchFunctionMode
 from dlbench.data.blocking import Blocking
 from dlbench.errors import UserError
 from dlbench.figures import percent, sig
+from dlbench.models import slabs
 from dlbench.workloads.runtime import is_oom, precision as in_precision
 
-INDEX_LIMIT = 2**31  # elements of one convolution output (cuDNN's 32-bit indexing)
+INDEX_LIMIT = slabs.INDEX_LIMIT  # elements of one convolution output (cuDNN's 32-bit indexing)
 MEMORY_SHARE = 0.7  # of the GPU's memory one forward may take: the pipeline's next tile and the allocator's slack
 CPU_TILE = 64 * 384 * 384  # without a GPU: a tile this large at most (~6 GB for unet3d in fp32), no probe
 HALF = ("fp16", "bf16")
 DEFAULT_BLOCK = (32, 384, 384)  # volume's --block before auto; a candidate auto must beat
 AGREEMENT = 0.01  # a half type may run where its output is within 1% of fp32's largest output magnitude
-_CONVOLUTIONS = {torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d,
-                 torch.nn.functional.conv_transpose1d, torch.nn.functional.conv_transpose2d,
-                 torch.nn.functional.conv_transpose3d}
+# Operators that index with 32 bits: cuDNN's convolutions, and the 3D upsampling of the anisotropic net.
+_INDEXED = {torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d,
+            torch.nn.functional.conv_transpose1d, torch.nn.functional.conv_transpose2d,
+            torch.nn.functional.conv_transpose3d, torch.nn.functional.interpolate}
+PROBE_TILES = ((32, 128, 128), (64, 128, 128))  # the bytes per voxel of a forward: the slope between these
 
 
 @dataclass
@@ -70,16 +76,22 @@ def axis_blocks(size: int, step: int = 8, spacing: float = 1.03) -> list[int]:
     return kept
 
 
-def plans(shape: tuple[int, ...], halo: tuple[int, ...], max_tile: int) -> list[Blocking]:
+def plans(shape: tuple[int, ...], halo: tuple[int, ...], max_tile: int, world: int = 1) -> list[Blocking]:
     """Blockings whose tiles hold at most `max_tile` voxels, the fewest computed voxels first
     (ties: fewer, larger tiles first)."""
     found = [Blocking(shape, block, halo) for block in _grid(shape, halo, max_tile)]
-    return sorted(found, key=lambda b: (computed(b), len(b)))
+    return sorted(found, key=lambda b: (computed(b, world), len(b)))
 
 
-def computed(blocking: Blocking) -> int:
-    """Voxels the model computes for the whole volume: every tile in full, cut blocks too."""
-    return len(blocking) * math.prod(blocking.tile)
+def computed(blocking: Blocking, world: int = 1) -> int:
+    """Voxels the model computes for the whole volume: every tile in full, cut blocks too; on
+    `world` GPUs as long as the busiest one takes (9 tiles on 2 GPUs cost as much as 10)."""
+    return rounds(blocking, world) * world * math.prod(blocking.tile)
+
+
+def rounds(blocking: Blocking, world: int = 1) -> int:
+    """Tiles on the busiest of `world` GPUs."""
+    return -(-len(blocking) // world)
 
 
 def _grid(shape: tuple[int, ...], halo: tuple[int, ...], max_tile: int):
@@ -94,31 +106,36 @@ def _grid(shape: tuple[int, ...], halo: tuple[int, ...], max_tile: int):
 
 
 class _Widest(TorchFunctionMode):
-    """Records the largest convolution output, in elements per input voxel."""
+    """Records the largest output of a 32-bit-indexed operator, in elements per input voxel; those
+    inside depth slabs keep under the bound by themselves."""
 
     def __init__(self, voxels: int) -> None:
         super().__init__()
-        self.voxels, self.width = voxels, 0.0
+        self.voxels, self.width, self.seen = voxels, 0.0, False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if func in _CONVOLUTIONS and isinstance(out, torch.Tensor):
-            self.width = max(self.width, out.numel() / self.voxels)
+        if func in _INDEXED and isinstance(out, torch.Tensor):
+            self.seen = True
+            if not slabs.active():
+                self.width = max(self.width, out.numel() / self.voxels)
         return out
 
 
 def convolution_width(model: torch.nn.Module, device: torch.device) -> float:
-    """Elements of the model's largest convolution output per input voxel (64 for a model whose
-    convolutions cannot be seen, such as a TorchScript file: a wide guess, so the bound holds)."""
+    """Elements of the model's largest 32-bit-indexed output per input voxel: 0 where every
+    convolution runs in depth slabs, 64 for a model whose convolutions cannot be seen, such as a
+    TorchScript file (a wide guess, so the bound holds)."""
     tile = (8, 32, 32)
     mode = _Widest(math.prod(tile))
     with torch.no_grad(), mode:
         model(torch.rand((1, 1, *tile), device=device))
-    return mode.width or 64.0
+    return mode.width if mode.seen else 64.0
 
 
-def largest_tile(width: float) -> int:
-    return int((INDEX_LIMIT - 1) // max(width, 1.0))
+def largest_tile(width: float) -> int | None:
+    """The most voxels a tile may hold under 32-bit indexing; None: no bound."""
+    return int((INDEX_LIMIT - 1) // width) if width else None
 
 
 def describe(choice: Choice) -> str:
@@ -128,25 +145,31 @@ def describe(choice: Choice) -> str:
 
 def choose(shape: tuple[int, ...], halo: tuple[int, ...], precision: str, channels_last: bool,
            model: torch.nn.Module, device: torch.device, *, block: tuple[int, ...] | None = None,
-           sample: torch.Tensor | None = None, timer: Callable[..., float] | None = None) -> Choice:
+           sample: torch.Tensor | None = None, timer: Callable[..., float] | None = None, world: int = 1) -> Choice:
     """The block (`block` if given, else the fastest candidate), layout and precision for a run that
-    asked for `precision` ('auto' too). `sample` is a probe tile of the volume, [1, 1, Z, Y, X] on the
-    device, for the agreement of half precision with fp32; `timer(tile, precision, channels_last)`
-    gives seconds per tile (default: a short measurement of `model` on the GPU). The caller puts
-    the model in the layout chosen (set_layout)."""
+    asked for `precision` ('auto' too) on `world` GPUs. `sample` is a probe tile of the volume,
+    [1, 1, Z, Y, X] on the device, for the agreement of half precision with fp32;
+    `timer(tile, precision, channels_last)` gives seconds per tile (default: a short measurement of
+    `model` on the GPU). The caller puts the model in the layout chosen (set_layout)."""
     if device.type != "cuda":
         return _on_cpu(shape, halo, precision, channels_last, block)
     checks = agreement(model, sample, device) if precision == "auto" else []
     timer = timer or _Timer(model, device)
     if block is not None:
-        return _probe([Blocking(shape, block, halo)], precision, channels_last, timer, checks, "given")
+        return _probe([Blocking(shape, block, halo)], precision, channels_last, timer, checks, "given", world)
+    sized = _precisions(precision, checks)[0]  # the probed precisions take as much memory as this one
     width = convolution_width(model, device)
-    fitting = _first_fitting(plans(shape, halo, largest_tile(width)), model, device)
+    by_memory = int(MEMORY_SHARE * torch.cuda.get_device_properties(device).total_memory
+                    / bytes_per_voxel(model, device, sized))
+    by_index = largest_tile(width)
+    ranked = plans(shape, halo, min(by_memory, by_index or by_memory), world)
+    fitting = next((plan for plan in ranked if _fits(model, plan.tile, device, sized)), None)
     if fitting is None:
         raise UserError("--block auto found no block that fits this GPU's memory for this halo; give --block")
     bound = (f"largest convolution output {sig(math.prod(fitting.tile) * width / 1e9)}e9 elements of "
-             f"{sig(INDEX_LIMIT / 1e9)}e9")
-    return _probe(_candidates(fitting, shape, halo), precision, channels_last, timer, checks, bound)
+             f"{sig(INDEX_LIMIT / 1e9)}e9" if by_index and by_index <= by_memory else
+             f"tiles of at most {sig(by_memory / 1e6)} Mvox in {percent(MEMORY_SHARE)} of the GPU's memory")
+    return _probe(_candidates(fitting, shape, halo, world), precision, channels_last, timer, checks, bound, world)
 
 
 def _on_cpu(shape, halo, precision: str, channels_last: bool, block) -> Choice:
@@ -160,17 +183,13 @@ def _on_cpu(shape, halo, precision: str, channels_last: bool, block) -> Choice:
                                               f"{sig(CPU_TILE / 1e6)} Mvox, not timed")
 
 
-def _first_fitting(ranked: list[Blocking], model, device) -> Blocking | None:
-    return next((plan for plan in ranked if _fits(model, plan.tile, device)), None)
-
-
-def _candidates(fitting: Blocking, shape, halo) -> list[Blocking]:
+def _candidates(fitting: Blocking, shape, halo, world: int = 1) -> list[Blocking]:
     """The blocking with the fewest computed voxels that fits, the default block, and the best
     blocking whose tiles hold about a quarter of the first's: timed, since the rate per voxel
     depends on the tile (and on the precision) more than the voxel count says."""
     found = [fitting]
     default = tuple(min(b, s) for b, s in zip(DEFAULT_BLOCK, shape))
-    quarter = plans(shape, halo, math.prod(fitting.tile) // 4)
+    quarter = plans(shape, halo, math.prod(fitting.tile) // 4, world)
     for plan in ([Blocking(shape, default, halo)] if len(default) == len(shape) else []) + quarter[:1]:
         if plan.block not in [f.block for f in found]:
             found.append(plan)
@@ -205,13 +224,14 @@ def _precisions(precision: str, checks: list[dict]) -> tuple[str, ...]:
 
 
 def _probe(candidates: list[Blocking], precision: str, channels_last: bool, timer, checks: list[dict],
-           block_reason: str) -> Choice:
+           block_reason: str, world: int = 1) -> Choice:
     """Precision and layout timed on the first candidate's tile; then each candidate blocking in
     that precision and layout; the fastest over the whole volume is chosen."""
     first = candidates[0]
-    probes = _timed([(first, p, layout) for p in _precisions(precision, checks) for layout in (True, False)], timer)
+    probes = _timed([(first, p, layout) for p in _precisions(precision, checks) for layout in (True, False)], timer,
+                    world)
     best = max(probes, key=lambda r: r["mvox_per_s"])
-    probes += _timed([(plan, best["precision"], best["channels_last"]) for plan in candidates[1:]], timer)
+    probes += _timed([(plan, best["precision"], best["channels_last"]) for plan in candidates[1:]], timer, world)
     fastest = max((r for r in probes if (r["precision"], r["channels_last"]) == (best["precision"], best["channels_last"])),
                   key=lambda r: r["mvox_per_s"])
     plan = next(c for c in candidates if list(c.block) == fastest["block"])
@@ -220,14 +240,16 @@ def _probe(candidates: list[Blocking], precision: str, channels_last: bool, time
     return Choice(plan.block, fastest["precision"], fastest["channels_last"], why, probes, checks)
 
 
-def _timed(runs: list[tuple[Blocking, str, bool]], timer) -> list[dict]:
+def _timed(runs: list[tuple[Blocking, str, bool]], timer, world: int = 1) -> list[dict]:
     """Each (blocking, precision, layout) timed in two rounds, the faster kept: the second round runs
     after every setting has compiled its kernels and tuned its algorithms (on a freshly started H200
-    the first round alone put fp16 channels-last below the default layout's 185 Mvox/s; it runs 300)."""
+    the first round alone put fp16 channels-last below the default layout's 185 Mvox/s; it runs 300).
+    The rate is per GPU over the whole volume, the busiest GPU's tiles setting the time."""
     first = [timer(plan.tile, p, cl) for plan, p, cl in runs]
     seconds = [min(a, timer(plan.tile, p, cl)) for a, (plan, p, cl) in zip(first, runs)]
     return [{"block": list(plan.block), "precision": p, "channels_last": cl, "tile_s": t,
-             "mvox_per_s": math.prod(plan.shape) / (len(plan) * t) / 1e6} for t, (plan, p, cl) in zip(seconds, runs)]
+             "mvox_per_s": math.prod(plan.shape) / (rounds(plan, world) * world * t) / 1e6}
+            for t, (plan, p, cl) in zip(seconds, runs)]
 
 
 def _block_why(plan: Blocking, probes: list[dict], fastest: dict, reason: str) -> str:
@@ -262,20 +284,35 @@ def set_layout(model: torch.nn.Module, channels_last: bool) -> torch.nn.Module:
     return model.to(memory_format=torch.channels_last_3d if channels_last else torch.contiguous_format)
 
 
-def _fits(model: torch.nn.Module, tile: tuple[int, ...], device: torch.device) -> bool:
-    total = torch.cuda.get_device_properties(device).total_memory
+def _peak(model: torch.nn.Module, tile: tuple[int, ...], device: torch.device, precision: str) -> int | None:
+    """The most memory a forward on `tile` in `precision` holds at once, channels-last-3d (the
+    layout timed first); None where it runs out."""
     try:
-        torch.cuda.reset_peak_memory_stats(device)
-        with torch.no_grad():
-            model(torch.rand((1, 1, *tile), device=device))
+        x = torch.rand((1, 1, *tile), device=device).contiguous(memory_format=torch.channels_last_3d)
         torch.cuda.synchronize(device)
-        return torch.cuda.max_memory_allocated(device) < MEMORY_SHARE * total
+        torch.cuda.reset_peak_memory_stats(device)
+        with torch.no_grad(), in_precision(precision, device):
+            set_layout(model, True)(x)
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device)
     except Exception as error:  # noqa: BLE001
         if not is_oom(error):
             raise
-        return False
+        return None
     finally:
         torch.cuda.empty_cache()
+
+
+def bytes_per_voxel(model: torch.nn.Module, device: torch.device, precision: str) -> float:
+    """Memory a forward takes per tile voxel: the difference between two small tiles' peaks (the
+    weights and the convolutions' workspaces are in both)."""
+    small, large = (_peak(model, t, device, precision) or 0 for t in PROBE_TILES)
+    return max((large - small) / (math.prod(PROBE_TILES[1]) - math.prod(PROBE_TILES[0])), 1.0)
+
+
+def _fits(model: torch.nn.Module, tile: tuple[int, ...], device: torch.device, precision: str) -> bool:
+    peak = _peak(model, tile, device, precision)
+    return peak is not None and peak < MEMORY_SHARE * torch.cuda.get_device_properties(device).total_memory
 
 
 class _Timer:

@@ -44,7 +44,7 @@ from dlbench.measure.loop import Progress, common_metrics, mean_step, synchroniz
 from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.measure.profile import compact, profile_steps
 from dlbench.measure.timer import Spans, record_event
-from dlbench.models import fused, registry
+from dlbench.models import fused, registry, slabs
 from dlbench.options import Options, option
 from dlbench.units import hours_for, parse_count, parse_shape, parse_zyx
 from dlbench.workloads import Workload, block_choice, distributed, optimize
@@ -129,11 +129,14 @@ def fusable(asked: str, device: torch.device) -> bool:
 
 
 def with_kernels(model: torch.nn.Module, asked: str, device: torch.device) -> tuple[torch.nn.Module, dict]:
-    """The model with dlbench's fused kernels where asked (for auto: where they can run) and where they apply."""
-    if not fusable(asked, device):
-        return model, {"kernels": "pytorch"}
-    model, count = fused.fuse(model)
-    return model, {"kernels": "fused" if count else "pytorch", "fused_layers": count}
+    """The model with dlbench's fused kernels where asked (for auto: where they can run) and where
+    they apply, and its 3D convolutions in depth slabs past 32-bit indexing (models.slabs)."""
+    count = 0
+    if fusable(asked, device):
+        model, count = fused.fuse(model)
+    model, slabbed = slabs.split(model)
+    kernels = {"kernels": "fused" if count else "pytorch", "slab_layers": slabbed}
+    return model, {**kernels, "fused_layers": count} if count else kernels
 
 
 def to_input(tile: torch.Tensor, channels_last: bool) -> torch.Tensor:
@@ -455,7 +458,7 @@ def _choose(opts: VolumeOptions, spec, store: PredictionStore, volume: Volume, h
     if group.rank == 0:
         sample = _sample(volume, halo, device) if spec.precision == "auto" and device.type == "cuda" else None
         choice = block_choice.choose(volume.shape, halo, spec.precision, spec.channels_last, model, device,
-                                     block=block, sample=sample)
+                                     block=block, sample=sample, world=group.world)
     choice = group.broadcast(choice)
     block_choice.set_layout(model, choice.channels_last)
     return choice
