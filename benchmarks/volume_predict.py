@@ -112,6 +112,8 @@ def dlbench_volume(args, volume: str, output: str, level: str) -> tuple[dict, di
     result = execute(spec, {})
     if result.status != "ok":
         raise SystemExit(f"dlbench volume failed: {result.status} {result.error}")
+    for phase in ("wait", "read", "compute", "write", "step"):  # where the time of few, large tiles goes
+        print(f"  {phase} per block [s]: " + " ".join(f"{v:.3f}" for v in result.samples.get(phase, [])), flush=True)
     return result.metrics, result.spec
 
 

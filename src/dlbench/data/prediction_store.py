@@ -1,6 +1,9 @@
 """The output of blockwise prediction: a chunked zarr or N5 array plus a completion record.
 
-One chunk per output block (channels first), so concurrent writers never share a chunk.
+Each output block is a whole number of chunks (channels first), so concurrent writers never
+share a chunk; a block of more than CHUNK_VOXELS is cut in halves along its longest axes, so that
+tensorstore encodes one block's chunks in parallel (a single 236 MB chunk took 0.4 s to write:
+after the last tile, the whole run waited for it).
 The completion record lives inside the output (`.dlbench/`): `run.json` holds the settings
 the output was made with, `done/<block>` marks a block whose chunk is on disk. A block is
 marked only after its write committed, so `--resume` redoes exactly the unfinished blocks
@@ -10,6 +13,7 @@ and the bytes equal an uninterrupted run's.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -23,10 +27,24 @@ from dlbench.paths import check_folder_of, check_new_folder
 OUTPUT_KEY = "prediction"
 DTYPES = ("uint8", "float16")
 SUFFIXES = {".zarr": "zarr", ".n5": "n5"}
+CHUNK_VOXELS = 2**24  # a chunk holds at most this many voxels where halving the block allows
+
+
+def chunks_for(block: tuple[int, ...], most: int = CHUNK_VOXELS) -> tuple[int, ...]:
+    """Chunks that tile `block` exactly: the block halved along its longest even axis until a chunk
+    holds at most `most` voxels (or no axis halves)."""
+    chunk = list(block)
+    while math.prod(chunk) > most:
+        even = [i for i, n in enumerate(chunk) if n % 2 == 0]
+        if not even:
+            break
+        longest = max(even, key=lambda i: chunk[i])
+        chunk[longest] //= 2
+    return tuple(chunk)
 
 
 def check_output_name(path_key: str) -> None:
-    """The output names a format this store writes. Blocks are written concurrently, one chunk
+    """The output names a format this store writes. Blocks are written concurrently, whole chunks
     each, which HDF5 files do not allow, so an .h5 name is refused rather than quietly
     becoming a zarr folder."""
     path, _ = split_path_key(path_key, OUTPUT_KEY)
@@ -127,7 +145,7 @@ class PredictionStore:
         return {int(name) for name in os.listdir(folder) if name.isdigit()} if folder.is_dir() else set()
 
     def write_block(self, index: int, box: tuple[slice, ...], data: np.ndarray) -> None:
-        """Write one block's chunk, then mark it done; raises OSError when the disk fails."""
+        """Write one block's chunks, then mark it done; raises OSError when the disk fails."""
         try:
             self.array[(slice(None), *box)].write(data).result()
         except ValueError as error:  # tensorstore reports I/O failures as ValueError
