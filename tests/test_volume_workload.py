@@ -1,3 +1,4 @@
+import json
 import os
 import signal
 import subprocess
@@ -13,10 +14,11 @@ import torch.nn as nn
 from conftest import assert_user_error, cli
 from dlbench.data.blocking import Blocking
 from dlbench.data.generate_volume import generate
+from dlbench.data import prediction_store
 from dlbench.data.prediction_store import PredictionStore
 from dlbench.data.volumes import open_volume
 from dlbench.errors import UserError
-from dlbench.models import registry
+from dlbench.models import registry, slabs
 from dlbench.spec import BenchmarkSpec
 from dlbench.launch.execute import execute
 from dlbench.workloads.volume import preflight
@@ -99,6 +101,29 @@ def test_unet_blockwise_equals_whole_volume_inside_the_valid_region(data, tmp_pa
     torch.manual_seed(0)  # the workload builds the model from the spec's seed
     expected = whole_volume(data, registry.build(name).eval(), (9, 10, 10))
     np.testing.assert_allclose(stored(tmp_path / "unet.zarr").astype(np.float32), expected, atol=1e-3, rtol=0)
+
+
+def test_depth_slabs_give_the_same_bytes(data, tmp_path, monkeypatch):
+    name, block, halo = "unet3d:f=2,d=2", (4, 16, 18), (9, 10, 10)
+    whole = predict(data, tmp_path / "whole.zarr", model=name, block=block, halo=halo)
+    assert whole.status == "ok" and whole.metrics["slab_layers"] == 8
+    counts: list[int] = []
+    ranges = slabs.ranges
+    monkeypatch.setattr(slabs, "ranges", lambda size, most: counts.append(len(ranges(size, most))) or ranges(size, most))
+    monkeypatch.setattr(slabs, "INDEX_LIMIT", 20_000)  # a 22x36x38 tile: 60,192 elements at 2 channels
+    split = predict(data, tmp_path / "split.zarr", model=name, block=block, halo=halo)
+    assert split.status == "ok", split.error
+    assert max(counts) > 1
+    assert chunk_bytes(tmp_path / "split.zarr") == chunk_bytes(tmp_path / "whole.zarr")
+
+
+def test_large_blocks_are_written_as_several_chunks(data, tmp_path, monkeypatch):
+    monkeypatch.setattr(prediction_store, "CHUNK_VOXELS", 100)
+    result = predict(data, tmp_path / "chunked.zarr", block=(4, 16, 16))
+    assert result.status == "ok", result.error
+    assert json.loads((tmp_path / "chunked.zarr" / "prediction" / ".zarray").read_text())["chunks"] == [2, 4, 4, 4]
+    np.testing.assert_allclose(stored(tmp_path / "chunked.zarr").astype(np.float32),
+                               whole_volume(data, registry.build(data["model"]), (2, 2, 2)), atol=1e-3, rtol=0)
 
 
 def test_metrics_and_uint8_output(data, tmp_path):

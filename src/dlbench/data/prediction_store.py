@@ -30,9 +30,10 @@ SUFFIXES = {".zarr": "zarr", ".n5": "n5"}
 CHUNK_VOXELS = 2**24  # a chunk holds at most this many voxels where halving the block allows
 
 
-def chunks_for(block: tuple[int, ...], most: int = CHUNK_VOXELS) -> tuple[int, ...]:
+def chunks_for(block: tuple[int, ...], most: int | None = None) -> tuple[int, ...]:
     """Chunks that tile `block` exactly: the block halved along its longest even axis until a chunk
-    holds at most `most` voxels (or no axis halves)."""
+    holds at most `most` (CHUNK_VOXELS) voxels, or no axis halves."""
+    most = most or CHUNK_VOXELS
     chunk = list(block)
     while math.prod(chunk) > most:
         even = [i for i, n in enumerate(chunk) if n % 2 == 0]
