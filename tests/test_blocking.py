@@ -97,3 +97,29 @@ def test_padded_and_gathered_tiles_are_the_same_reflection():
             padded += reads[-1] == tuple(slice(max(b - h, 0), min(b - h + t, s)) for b, h, t, s in
                                          zip(blk.begin, halo, blocking.tile, shape))
     assert 100 < padded < total - 100  # both ways were taken
+
+
+def test_tiles_read_into_a_buffer_equal_the_padded_ones():
+    """read_tile_into: the part inside written in place, its reflections made there; every blocking
+    kind (one reflection, gathered) gives read_tile's tile."""
+    rng = np.random.default_rng(2)
+    checked = 0
+    for _ in range(200):
+        shape = tuple(int(v) for v in rng.integers(1, 12, 3))
+        block = tuple(int(rng.integers(1, s + 1)) for s in shape)
+        halo = tuple(int(rng.integers(0, s + 3)) for s in shape)
+        try:
+            blocking = Blocking(shape, block, halo)
+        except UserError:
+            continue
+        volume = rng.integers(0, 255, shape).astype(np.uint8)
+
+        def read_into(box, out):
+            out[...] = volume[box]
+
+        for blk in blocking:
+            out = np.full(blocking.tile, 7, np.uint8)
+            blocking.read_tile_into(lambda box: volume[box], blk, out, read_into)
+            assert np.array_equal(out, blocking.read_tile(lambda box: volume[box], blk))
+            checked += 1
+    assert checked > 1000

@@ -48,6 +48,19 @@ def test_all_formats_hold_the_same_em_like_volume(volumes):
     assert r[~membrane].std() > 5  # texture and noise, not flat
 
 
+@pytest.mark.parametrize("fmt", ["hdf5", "zarr", "n5"])
+def test_read_into_a_view_of_a_buffer(volumes, fmt):
+    raw = open_volume(str(volumes[fmt]))
+    box = (slice(2, 9), slice(5, 40), slice(0, 31))
+    buffer = np.zeros((9, 39, 33), np.uint8)
+    raw.read_into(box, buffer[1:8, 2:37, 1:32])  # a strided view: where a tile's inside part goes
+    assert np.array_equal(buffer[1:8, 2:37, 1:32], raw.read(box)) and buffer[0].max() == 0
+    wide = np.zeros((7, 35, 31), np.float32)  # another type than the volume's: converted
+    raw.read_into(box, wide)
+    assert np.array_equal(wide, raw.read(box).astype(np.float32))
+    raw.close()
+
+
 def test_generator_is_chunked_cremi_layout(volumes):
     with h5py.File(volumes["hdf5"], "r") as f:
         assert f[RAW_KEY].chunks == (4, 16, 16) and f[LABEL_KEY].dtype == np.uint32

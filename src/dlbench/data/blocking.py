@@ -89,16 +89,53 @@ class Blocking:
         'reflect'). Where one reflection of the part inside the volume covers the tile, that part
         is read and padded by np.pad's slab copies; a tile that needs more (halo wider than what is
         inside) gathers every index, ten times slower on large tiles."""
-        begins = [b - h for b, h in zip(block.begin, self.halo)]
-        inside = tuple(slice(max(lo, 0), min(lo + t, s)) for lo, t, s in zip(begins, self.tile, self.shape))
-        pads = [(part.start - lo, lo + t - part.stop) for part, lo, t in zip(inside, begins, self.tile)]
-        if all(max(pad) < part.stop - part.start for pad, part in zip(pads, inside)):
+        inside, pads = self._inside(block)
+        if _one_reflection(inside, pads):
             region = read(inside)
             return np.pad(region, pads, mode="reflect") if any(map(any, pads)) else region
+        return self._gather(read, block)
+
+    def read_tile_into(self, read: Callable[[Box], np.ndarray], block: Block, out: np.ndarray,
+                       read_into: Callable[[Box, np.ndarray], None] | None = None) -> None:
+        """read_tile written into `out` (the tile's shape): the part inside the volume read to its
+        place (by `read_into(box, view)` where given: no array in between) and the rest reflected
+        there. np.pad's new array and a copy of it into pinned memory cost as much as the read on
+        large tiles (346 MB on a 2-core machine: read 0.35 s, pad 0.2 s, copy 0.18 s; read into
+        place 0.2-0.3 s)."""
+        inside, pads = self._inside(block)
+        if not _one_reflection(inside, pads):
+            out[...] = self._gather(read, block)
+            return
+        place = out[tuple(slice(lo, t - hi) for (lo, hi), t in zip(pads, self.tile))]
+        if read_into is not None:
+            read_into(inside, place)
+        else:
+            place[...] = read(inside)
+        for axis, (lo, hi) in enumerate(pads):  # numpy's 'reflect', one axis at a time (it is separable)
+            moved = np.moveaxis(out, axis, 0)
+            end = moved.shape[0] - hi
+            if lo:
+                moved[:lo] = moved[lo + 1:2 * lo + 1][::-1]
+            if hi:
+                moved[end:] = moved[end - 1 - hi:end - 1][::-1]
+
+    def _inside(self, block: Block) -> tuple[Box, list[tuple[int, int]]]:
+        """The part of the block's tile inside the volume, and the tile's reflected planes on each side."""
+        begins = [b - h for b, h in zip(block.begin, self.halo)]
+        inside = tuple(slice(max(lo, 0), min(lo + t, s)) for lo, t, s in zip(begins, self.tile, self.shape))
+        return inside, [(part.start - lo, lo + t - part.stop) for part, lo, t in zip(inside, begins, self.tile)]
+
+    def _gather(self, read: Callable[[Box], np.ndarray], block: Block) -> np.ndarray:
+        begins = [b - h for b, h in zip(block.begin, self.halo)]
         indices = [_reflect(np.arange(lo, lo + t), s) for lo, t, s in zip(begins, self.tile, self.shape)]
         lows = [int(i.min()) for i in indices]
         region = read(tuple(slice(lo, int(i.max()) + 1) for lo, i in zip(lows, indices)))
         return region[np.ix_(*[i - lo for i, lo in zip(indices, lows)])]
+
+
+def _one_reflection(inside: Box, pads: list[tuple[int, int]]) -> bool:
+    """Whether each side's padding is a reflection of the part inside (no wider than it, less one)."""
+    return all(max(pad) < part.stop - part.start for pad, part in zip(pads, inside))
 
 
 def _reflect(index: np.ndarray, size: int) -> np.ndarray:

@@ -69,6 +69,17 @@ class Volume:
             return np.asarray(self.handle[box])
         return self.handle[box].read().result()
 
+    def read_into(self, box: tuple[slice, ...], out: np.ndarray) -> None:
+        """`box` read into `out` (a view of its shape, into a pinned buffer, say): zarr and N5 are
+        decoded straight into it by tensorstore's threads where the types match; else a read and
+        a copy."""
+        if self.format == "hdf5" or out.dtype != self.dtype:
+            out[...] = self.read(box)
+            return
+        import tensorstore as ts
+
+        ts.array(out, copy=False, write=True).write(self.handle[box]).result()
+
     @property
     def name(self) -> str:
         return f"{self.path}:{self.key}"
