@@ -114,8 +114,8 @@ def test_tiles_read_into_a_buffer_equal_the_padded_ones():
             continue
         volume = rng.integers(0, 255, shape).astype(np.uint8)
 
-        def read_into(box, out):
-            out[...] = volume[box]
+        def read_into(box, out, where):
+            out[where] = volume[box]
 
         for blk in blocking:
             out = np.full(blocking.tile, 7, np.uint8)

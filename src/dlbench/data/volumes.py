@@ -69,16 +69,17 @@ class Volume:
             return np.asarray(self.handle[box])
         return self.handle[box].read().result()
 
-    def read_into(self, box: tuple[slice, ...], out: np.ndarray) -> None:
-        """`box` read into `out` (a view of its shape, into a pinned buffer, say): zarr and N5 are
-        decoded straight into it by tensorstore's threads where the types match; else a read and
-        a copy."""
-        if self.format == "hdf5" or out.dtype != self.dtype:
-            out[...] = self.read(box)
-            return
-        import tensorstore as ts
+    def read_into(self, box: tuple[slice, ...], out: np.ndarray, where: tuple[slice, ...]) -> None:
+        """`box` read into `out[where]` (`out` a pinned tile buffer, say), decoded straight into it
+        where the types match: by h5py's read_direct, or tensorstore's threads for zarr and N5."""
+        if out.dtype != self.dtype or (self.format == "hdf5" and not out.flags.c_contiguous):
+            out[where] = self.read(box)
+        elif self.format == "hdf5":
+            self.handle.read_direct(out, box, where)
+        else:
+            import tensorstore as ts
 
-        ts.array(out, copy=False, write=True).write(self.handle[box]).result()
+            ts.array(out[where], copy=False, write=True).write(self.handle[box]).result()
 
     @property
     def name(self) -> str:
