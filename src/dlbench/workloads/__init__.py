@@ -16,21 +16,18 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from dlbench.errors import UserError
 from dlbench.options import Options, shown
 from dlbench.units import suggest
-
-if TYPE_CHECKING:
-    from dlbench.spec import BenchmarkSpec
 
 # The general spec fields a workload's command shows by default.
 GENERAL = ("model", "batch", "input_shape", "precision", "channels_last", "optimize", "device", "warmup",
            "warmup_seconds", "steps", "min_seconds", "seed", "gpus", "profile", "profile_trace")
 
 
-def no_preflight(spec: "BenchmarkSpec") -> list[str]:
+def no_preflight(spec: Any) -> list[str]:
     return []
 
 
@@ -41,7 +38,9 @@ class Workload:
     run: Callable[..., tuple[dict, dict]]
     describe: Callable[[dict], str]
     options: type[Options] = Options
-    preflight: Callable[["BenchmarkSpec"], list[str]] = no_preflight
+    # Specs are spec.BenchmarkSpec, which imports this module (its checks read the workloads'
+    # options): the layers below the spec take it untyped rather than import it back.
+    preflight: Callable[[Any], list[str]] = no_preflight
     general: tuple[str, ...] = GENERAL  # general spec fields its command takes
     defaults: dict[str, Any] = field(default_factory=dict)  # general fields whose default differs here
     batch_plans: bool = False  # --batch also takes lists (1,2,4), 'sweep' and 'auto'
