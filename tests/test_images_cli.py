@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dlbench.report import images as report_images
-from dlbench.figures import add
+from dlbench.figures import add, fixed
 from dlbench.report import render_markdown
 from dlbench.results.store import Store
 
@@ -69,6 +69,28 @@ def test_two_processes_store_one_merged_result(folder, db):
     assert m["images"] == 2 * 2 * m["steps"]
     assert m["throughput"] == pytest.approx(m["images"] / m["window_s"])
     assert len(r.samples["step"]) == 2 * m["steps"]  # every rank's steps
+
+
+@pytest.mark.slow
+def test_weak_scaling_of_real_runs_on_one_and_two_processes(db):
+    """The throughput table's weak scaling from what two real runs stored: the 2-process throughput
+    (all processes' images over the slowest's window) over the 1-process one at the same batch
+    per process, and its efficiency, both in the 2-process row only."""
+    for gpus in ("1", "2"):
+        proc = cli("run", "train", *TINY, "--batch", "2", "--gpus", gpus, "--db", db, env=ONE_THREAD)
+        assert proc.returncode == 0, proc.stderr
+    with Store(db) as store:
+        runs = {r.metrics["processes"]: r for r in store.results(workload="train")}
+    one, two = runs[1].metrics["throughput"], runs[2].metrics["throughput"]
+    assert runs[2].spec["gpus"] == 2 and runs[2].metrics["images"] == 2 * 2 * runs[2].metrics["steps"]
+    report = cli("report", "--db", db)
+    assert report.returncode == 0, report.stderr
+    assert "|System|Processes|Batch size / process|Throughput - FP32 [img/s]|Weak scaling - FP32|" \
+           "Scaling efficiency - FP32|" in report.stdout
+    system = runs[1].system_label
+    assert f"|{system}|1|2|{fixed(one)}|-|-|" in report.stdout
+    weak = two / one
+    assert f"|{system}|2|2|{fixed(two)}|{fixed(weak)}|{report_images._efficiency(weak / 2)}|" in report.stdout
 
 
 @pytest.mark.slow

@@ -1,3 +1,4 @@
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ from dlbench.data.prediction_store import PredictionStore
 from dlbench.data.volumes import open_volume
 from dlbench.errors import UserError
 from dlbench.models import registry, slabs
+from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
 from dlbench.launch.execute import execute
 from dlbench.workloads.volume import preflight
@@ -27,11 +29,14 @@ SHAPE = (10, 30, 34)  # not divisible by the blocks below
 
 
 class ConvNet(nn.Module):
-    """Two 3x3x3 convolutions: receptive radius 2, so a halo of 2 makes every voxel exact."""
+    """Two 3x3x3 convolutions: receptive radius 2, so a halo of 2 makes every voxel exact.
+    `inner` more width-to-width convolutions make a slower model (a run that can be stopped partway)."""
 
-    def __init__(self, width: int = 3) -> None:
+    def __init__(self, width: int = 3, inner: int = 0) -> None:
         super().__init__()
-        self.body = nn.Sequential(nn.Conv3d(1, width, 3, padding=1), nn.Tanh(), nn.Conv3d(width, 2, 3, padding=1), nn.Sigmoid())
+        middle = [layer for _ in range(inner) for layer in (nn.Conv3d(width, width, 3, padding=1), nn.Tanh())]
+        self.body = nn.Sequential(nn.Conv3d(1, width, 3, padding=1), nn.Tanh(), *middle,
+                                  nn.Conv3d(width, 2, 3, padding=1), nn.Sigmoid())
 
     def forward(self, x):
         return self.body(x)
@@ -45,10 +50,13 @@ def data(tmp_path_factory):
     torch.jit.script(ConvNet()).save(str(model_file))
     slow_file = root / "slow.pt"
     torch.jit.script(ConvNet(width=32)).save(str(slow_file))
+    slower_file = root / "slower.pt"  # about 10-20 ms a 4x8x8 block on one core
+    torch.jit.script(ConvNet(width=64, inner=2)).save(str(slower_file))
     bad_file = root / "pooling.pt"
     torch.jit.script(nn.Sequential(nn.Conv3d(1, 1, 3, padding=1), nn.MaxPool3d(2))).save(str(bad_file))
     volume = generate(root / "v.h5", SHAPE, "hdf5", chunks=(4, 16, 16), seed=1, labels=False)
-    return {"root": root, "model": str(model_file), "slow": str(slow_file), "bad": str(bad_file), "input": str(volume)}
+    return {"root": root, "model": str(model_file), "slow": str(slow_file), "slower": str(slower_file),
+            "bad": str(bad_file), "input": str(volume)}
 
 
 def predict(data, output, *, model=None, block=(4, 16, 16), halo=(2, 2, 2), dtype="float16", **options):
@@ -142,13 +150,60 @@ def test_metrics_and_uint8_output(data, tmp_path):
     assert np.abs(u8.astype(np.float32) - expected * 255).max() <= 0.51
 
 
-def test_hours_on_gpus_scale_from_the_rate_per_gpu():
+def test_hours_on_one_gpu_are_one_gpus_and_eight_gpus_come_from_a_rate_measured_on_several():
     from dlbench.workloads.volume import _hours
 
-    hours = _hours(8.1e12, 2.0, 2, torch.device("cuda"))  # 2 Mvox/s on 2 GPUs: 1 Mvox/s each
-    assert set(hours) == {"1", "2", "8"}
-    assert hours["1"] == pytest.approx(8.1e12 / 1e6 / 3600) and hours["8"] == pytest.approx(hours["1"] / 8)
-    assert _hours(8.1e12, 2.0, 2, torch.device("cpu")) == {"1": pytest.approx(hours["2"])}
+    cuda, tvox = torch.device("cuda"), 8.1e12
+    one = _hours(tvox, 1.0, 1, cuda)
+    assert one["extrapolate_hours"] == {"1": pytest.approx(tvox / 1e6 / 3600)}  # no 8 x one GPU's rate
+    assert one["extrapolate_hours_basis"] == {"1": "measured on 1 GPU"}
+    two = _hours(tvox, 1.8, 2, cuda)  # 1.8 Mvox/s on 2 GPUs: 0.9 each, the loss at 2 kept for 8
+    assert two["extrapolate_hours"] == {"2": pytest.approx(tvox / 1.8e6 / 3600), "8": pytest.approx(tvox / 7.2e6 / 3600)}
+    assert two["extrapolate_hours_basis"] == {"2": "measured on 2 GPUs",
+                                              "8": "extrapolated: 8 x the rate per GPU measured on 2 GPUs"}
+    assert _hours(tvox, 8.0, 8, cuda)["extrapolate_hours_basis"] == {"8": "measured on 8 GPUs"}
+    cpu = _hours(tvox, 2.0, 2, torch.device("cpu"))
+    assert cpu["extrapolate_hours"] == {"1": pytest.approx(two["extrapolate_hours"]["2"] * 1.8 / 2.0)}
+    assert cpu["extrapolate_hours_basis"] == {"1": "measured on this CPU (2 processes)"}
+
+
+def test_the_summary_gives_hours_where_they_were_measured():
+    from dlbench.workloads.volume import _hours, describe
+
+    def line(world, mvox_s, device="cuda", **extra):
+        metrics = {"device": device, "world_size": world, "voxels": 1e9, "total_s": 1e3 / mvox_s, "mvox_per_s": mvox_s,
+                   "blocks": 9, "blocks_skipped": 0, "extrapolate_voxels": 8.1e12,
+                   **_hours(8.1e12, mvox_s, world, torch.device(device)), **extra}
+        return describe(metrics)
+
+    one = line(1, 100.0)
+    assert "8.10 Tvox in 22.5 h on 1 GPU" in one and "8 GPUs" not in one
+    two = line(2, 180.0, blocks_per_rank=[5, 4])
+    assert "9 blocks over 2 processes: 5/4" in two
+    assert "8.10 Tvox in 12.5 h on 2 GPUs (3.1 h on 8 GPUs, extrapolated from the rate per GPU on 2)" in two
+    assert "on 8 GPUs" in line(8, 800.0) and "extrapolated" not in line(8, 800.0)
+    assert "on this CPU" in line(2, 1.0, "cpu") and "GPU" not in line(2, 1.0, "cpu")
+    # results stored before: hours on 1, N and 8 GPUs from the rate per GPU; only N's were measured
+    old = {"device": "cuda", "voxels": 1e9, "total_s": 10.0, "mvox_per_s": 100.0, "blocks": 9, "blocks_skipped": 0,
+           "extrapolate_voxels": 8.1e12}
+    two_old = describe({**old, "world_size": 2, "extrapolate_hours": {"1": 25.0, "2": 12.5, "8": 3.1}})
+    assert "12.5 h on 2 GPUs" in two_old and "8 GPUs" not in two_old
+    one_old = describe({**old, "world_size": 1, "extrapolate_hours": {"1": 22.5, "8": 2.8}})
+    assert "22.5 h on 1 GPU" in one_old and "8 GPUs" not in one_old
+
+
+@pytest.mark.parametrize("count, finished", [(18, set()), (18, set(range(0, 18, 2))), (9, {0, 1, 2}), (9, set(range(9))),
+                                             (1, set()), (7, {6})])
+def test_the_blocks_left_are_shared_evenly_over_any_number_of_ranks(count, finished):
+    from dlbench.workloads.volume import share
+
+    left = [i for i in range(count) if i not in finished]
+    for world in (1, 2, 3, 4):
+        parts = [share(count, finished, rank, world) for rank in range(world)]
+        assert sorted(i for part in parts for i in part) == left  # every block left, once
+        assert max(map(len, parts)) - min(map(len, parts)) <= 1
+    if count == 18 and finished:  # the even blocks done: dealing out all 18 would leave rank 0 none
+        assert [len(share(count, finished, rank, 2)) for rank in (0, 1)] == [5, 4]
 
 
 def test_flops_per_tile_and_achieved_tflops_like_the_other_workloads(data, tmp_path):
@@ -255,6 +310,99 @@ def test_two_gloo_ranks_equal_one(data, tmp_path, db):
     assert proc.returncode == 0, proc.stderr
     assert chunk_bytes(two) == chunk_bytes(one)
     assert "world_size" in cli("export", "--db", db).stdout
+
+
+def _stored_volume_result(db):
+    with Store(db) as store:
+        (result,) = store.results(workload="volume")
+    return result
+
+
+@pytest.mark.slow
+def test_an_output_left_partway_is_completed_by_two_ranks_sharing_what_is_left(data, tmp_path, db, monkeypatch):
+    """1 process, then 2: a first run got only the even blocks written (dealing out all 18 blocks
+    in turn would leave rank 0 nothing of the 9 left); the two ranks complete it, 5 and 4 blocks."""
+    reference = tmp_path / "reference.zarr"
+    assert predict(data, reference).status == "ok"
+    output, write = tmp_path / "partial.zarr", PredictionStore.write_block
+    monkeypatch.setattr(PredictionStore, "write_block",
+                        lambda self, index, box, array: write(self, index, box, array) if index % 2 == 0 else None)
+    assert predict(data, output).status == "ok"
+    monkeypatch.setattr(PredictionStore, "write_block", write)
+    total = len(Blocking(SHAPE, (4, 16, 16), (2, 2, 2)))
+    assert PredictionStore(str(output)).done() == set(range(0, total, 2))
+    assert chunk_bytes(output) != chunk_bytes(reference)
+    proc = cli(*_run_args(data, output, "--db", db, "--gpus", "2", "--resume"))
+    assert proc.returncode == 0, proc.stderr
+    assert chunk_bytes(output) == chunk_bytes(reference)
+    m = _stored_volume_result(db).metrics
+    assert (m["world_size"], m["blocks_skipped"], m["blocks"], m["blocks_per_rank"]) == (2, 9, 9, [5, 4])
+    assert "9 blocks over 2 processes: 5/4, 9 already done" in proc.stdout
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (torchrun starts its workers in sessions of their own, so a
+    signal to the launcher's process group does not reach them)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds torchrun's workers through /proc")
+def test_two_ranks_killed_partway_are_completed_by_one_process(data, tmp_path, db):
+    """2 processes, then 1: both ranks and the launcher killed while blocks are written (the
+    machine lost), the output completed by one process, bytes as one uninterrupted process's."""
+    block, total = (4, 8, 8), len(Blocking(SHAPE, (4, 8, 8), (2, 2, 2)))
+    reference = tmp_path / "ref.zarr"
+    assert predict(data, reference, model=data["slower"], block=block).status == "ok"
+    output = tmp_path / "killed.zarr"
+    args = _run_args(data, output, "--db", db, "--gpus", "2", "--readers", "1", "--writers", "1", "--queue", "1",
+                     model=data["slower"])
+    args = [a if a != "4x16x16" else "4x8x8" for a in args]
+    proc = subprocess.Popen([sys.executable, "-m", "dlbench", *map(str, args)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    done_dir = output / ".dlbench" / "done"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if done_dir.is_dir() and len(os.listdir(done_dir)) >= 6:
+            break
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    pids = [proc.pid, *_descendants(proc.pid)]
+    assert len(pids) >= 4  # dlbench, torchrun, two workers
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 30
+    while not all(_gone(pid) for pid in pids) and time.time() < deadline:
+        time.sleep(0.01)
+    assert all(_gone(pid) for pid in pids), "a killed process still runs"
+    finished = len(os.listdir(done_dir))
+    assert 6 <= finished < total
+    resumed = predict(data, output, model=data["slower"], block=block, resume=True)
+    assert resumed.status == "ok", resumed.error
+    m = resumed.metrics
+    assert (m["blocks_skipped"], m["blocks"], m["blocks_per_rank"]) == (finished, total - finished, [total - finished])
+    assert chunk_bytes(output) == chunk_bytes(reference)
 
 
 def test_existing_output_is_refused_untouched(data, tmp_path):

@@ -7,10 +7,11 @@ written as whole chunks of a zarr/N5 output. The pipeline overlaps everything:
   reader threads (read + reflect + pinned memory) -> bounded queue -> host-to-device on a
   side stream -> forward -> device-to-host on another stream -> bounded writer threads
 
-Blocks are sharded round-robin over torchrun ranks. A completion record in the output makes
-`resume` skip finished blocks. The measurement is the whole volume, after a short warm-up on
-the first tile, which is reported on its own. One step is one tile: its FLOPs are counted once,
-and TFLOP/s, the GPU monitor's figures and energy come from the same code as every workload's.
+The blocks left to do are dealt out in turn over torchrun ranks. A completion record in the
+output makes `resume` skip finished blocks, with any number of processes. The measurement is
+the whole volume, after a short warm-up on the first tile, which is reported on its own. One
+step is one tile: its FLOPs are counted once, and TFLOP/s, the GPU monitor's figures and energy
+come from the same code as every workload's.
 """
 
 from __future__ import annotations
@@ -538,8 +539,10 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
                      (channels, *chunks_for(blocking.block)), opts.dtype, resume, overwrite)
     group.barrier()
     store.open()
-    finished = store.done()
-    mine = [blocking[i] for i in range(group.rank, len(blocking), group.world) if i not in finished]
+    # Rank 0's reading of the completion record for every rank: a rank that read it later could
+    # see blocks another rank had written meanwhile, and share out another list.
+    finished = group.broadcast(store.done() if group.rank == 0 else None)
+    mine = [blocking[i] for i in share(len(blocking), finished, group.rank, group.world)]
     pipeline = Pipeline(blocking, volume, store, model, device, channels=channels, dtype=opts.dtype, channels_last=cl,
                         readers=opts.readers, writers=opts.writers, queue=opts.queue)
     with Monitor(device) as monitor:  # clocks, power and throttling while the blocks run
@@ -561,6 +564,14 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
         metrics["precision_check"] = choice.checks
     metrics.update(_common_metrics(wall, len(mine), flops, monitor.data, voxels, profile))
     return metrics, pipeline.log.samples()
+
+
+def share(count: int, finished: set[int], rank: int, world: int) -> list[int]:
+    """This rank's blocks: the unfinished ones dealt out in turn, so every rank gets as many as the
+    others or one fewer, however an interrupted run left them (dealing out all blocks and then
+    skipping the finished ones could leave one rank all the work of a resumed run)."""
+    remaining = [i for i in range(count) if i not in finished]
+    return remaining[rank::world]
 
 
 def _profile(spec, pipeline: Pipeline, blocks: list[Block], flops: int, group: distributed.Group,
@@ -621,6 +632,7 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], wor
     return {
         "throughput": mvox_s, "throughput_unit": "Mvox/s", "mvox_per_s": mvox_s,
         "total_s": wall, "voxels": voxels, "blocks": sum(r["blocks"] for r in per_rank), "blocks_skipped": skipped,
+        "blocks_per_rank": [r["blocks"] for r in per_rank],
         "volume_shape": list(volume.shape), "volume_voxels": int(np.prod(volume.shape)),
         "block": list(blocking.block), "halo": list(blocking.halo), "tile": list(blocking.tile),
         "block_fill": blocking.fill, "kept_share": blocking.kept,
@@ -628,32 +640,63 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], wor
         "phase_s": phases, "data_wait_share": phases.get("wait", 0.0) / (wall * world) if voxels else 0.0,
         "model_mvox_per_s": voxels / compute / 1e6 if voxels else None,
         "warmup_s": warmup_s, "warmup_tile_s": warmup_tile_s,
-        "extrapolate_voxels": target, "extrapolate_hours": _hours(target, mvox_s, world, device),
+        "extrapolate_voxels": target, **_hours(target, mvox_s, world, device),
     }
 
 
-def _hours(target: float, mvox_s: float, world: int, device: torch.device) -> dict[str, float | None]:
-    """Hours for `target` voxels on 1 GPU, on this run's GPUs and on 8, from the rate per GPU. A CPU
-    run gives its own rate only: GPU counts would be made up."""
+EXTRAPOLATED = 8  # the GPU count the publications give hours for
+
+
+def _hours(target: float, mvox_s: float, world: int, device: torch.device) -> dict:
+    """Hours for `target` voxels: `extrapolate_hours` maps a GPU count to hours, and
+    `extrapolate_hours_basis` says for each how it was got. The run's own count is measured (its
+    whole rate). On N >= 2 GPUs, 8 GPUs are added at 8 x the rate per GPU measured on N: the
+    scaling loss measured at N kept, none assumed beyond it. A run on one GPU gives one GPU only:
+    it measured no scaling, and 8 x its rate would assume perfect scaling. A CPU run gives its
+    own rate under "1" (GPU counts would be made up)."""
     if device.type != "cuda":
-        return {"1": hours_for(target, mvox_s)}
-    return {str(n): hours_for(target, mvox_s / world, n) for n in sorted({1, world, 8})}
+        return {"extrapolate_hours": {"1": hours_for(target, mvox_s)},
+                "extrapolate_hours_basis": {"1": f"measured on this CPU ({world} processes)" if world > 1
+                                            else "measured on this CPU"}}
+    hours = {str(world): hours_for(target, mvox_s)}
+    basis = {str(world): f"measured on {world} GPU{'s' if world > 1 else ''}"}
+    if world >= 2 and world != EXTRAPOLATED:
+        hours[str(EXTRAPOLATED)] = hours_for(target, mvox_s / world, EXTRAPOLATED)
+        basis[str(EXTRAPOLATED)] = f"extrapolated: {EXTRAPOLATED} x the rate per GPU measured on {world} GPUs"
+    return {"extrapolate_hours": hours, "extrapolate_hours_basis": basis}
+
+
+def _measured_hours(metrics: dict, on_gpu: bool) -> tuple[str, float | None]:
+    """The hours at a result's own rate and the GPU count they are for ("1" on a CPU). Results
+    stored before held hours on 1, N and 8 GPUs from the rate per GPU: their N is measured too."""
+    hours = metrics.get("extrapolate_hours") or {}
+    world = str(metrics.get("world_size") or 1)
+    key = world if on_gpu and world in hours else "1"
+    return key, hours.get(key)
 
 
 def describe(metrics: dict) -> str:
-    """Voxels, seconds and Mvox/s; the hours for the extrapolated volume on one GPU, or at this
-    run's rate where it ran on a CPU (no "GPU" for a CPU run)."""
-    hours = metrics.get("extrapolate_hours", {}).get("1")
-    where = "1 GPU" if str(metrics.get("device", "cuda")).startswith("cuda") else "this CPU"
-    extra = f", {sig(metrics['extrapolate_voxels'] / 1e12)} Tvox in {fixed(hours, 1)} h on {where}" if hours else ""
+    """Voxels, seconds and Mvox/s; the hours for the extrapolated volume at the run's measured rate
+    on its GPUs (or this CPU), and on 8 GPUs where a run on several extrapolated them."""
+    on_gpu = str(metrics.get("device", "cuda")).startswith("cuda")
+    key, hours = _measured_hours(metrics, on_gpu)
+    where = (f"{key} GPU{'s' if key != '1' else ''}" if on_gpu else "this CPU")
+    tvox = sig(metrics.get("extrapolate_voxels", 0) / 1e12)
+    extra = f", {tvox} Tvox in {fixed(hours, 1)} h on {where}" if hours else ""
+    basis = metrics.get("extrapolate_hours_basis") or {}
+    eight = (metrics.get("extrapolate_hours") or {}).get(str(EXTRAPOLATED))
+    if on_gpu and eight and key != str(EXTRAPOLATED) and "extrapolated" in basis.get(str(EXTRAPOLATED), ""):
+        extra += f" ({fixed(eight, 1)} h on {EXTRAPOLATED} GPUs, extrapolated from the rate per GPU on {key})"
     fill = metrics.get("block_fill", 1.0)
     cut = (f"; the far border cuts blocks: {percent(1 - fill)} of the model's work is outside the volume"
            if fill < 0.95 else "")
     asked = metrics.get("choice_asked") or {}
     chosen = (f"; asked --block {asked.get('block', 'auto')} --precision {asked.get('precision', '?')}, ran "
               f"{metrics['block_choice']}" if metrics.get("block_choice") else "")
+    ranks = metrics.get("blocks_per_rank") or []
+    shared = f" over {len(ranks)} processes: {'/'.join(map(str, ranks))}" if len(ranks) > 1 else ""
     return (f"{sig(metrics['voxels'] / 1e6)} Mvox in {sig(metrics['total_s'])} s = {sig(metrics['mvox_per_s'])} Mvox/s "
-            f"({metrics['blocks']} blocks, {metrics['blocks_skipped']} already done){extra}{cut}{chosen}")
+            f"({metrics['blocks']} blocks{shared}, {metrics['blocks_skipped']} already done){extra}{cut}{chosen}")
 
 
 WORKLOAD = Workload(
