@@ -240,8 +240,9 @@ class Pipeline:
         self.log = PhaseLog()
         # Every read or write in flight holds one buffer: `queue` of each, one more being filled.
         # Without a GPU the buffers are plain memory and the same code runs (what the tests exercise).
-        # Both are made before the run: pinning takes ~0.5 ms a MB (2.4 GB of output buffers for the
-        # seed volume's largest blocks took a second, within the run, when made at its first block).
+        # Both are made before the run: pinning took up to 30 ms for a 65 MB tile (~0.5 ms a MB), so
+        # the output buffers of the seed volume's largest blocks (2.4 GB) would cost about a second
+        # inside the run if made at its first block, as they were.
         tile_dtype = host_tile(np.zeros(1, volume.dtype)).dtype
         self.tiles = PinnedBuffers(self.queue + 2, int(np.prod(blocking.tile)), tile_dtype, pin=self.cuda)
         self.outputs = PinnedBuffers(self.queue + 2, channels * int(np.prod(blocking.block)), encode_dtype(dtype),
