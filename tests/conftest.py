@@ -48,3 +48,12 @@ def assert_user_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
     assert lines[0].startswith("error: ")
     for needle in needles:
         assert needle in lines[0], lines[0]
+
+
+def in_triton_interpreter(code: str) -> None:
+    """Run `code` in a subprocess with Triton's CPU interpreter (TRITON_INTERPRET must be set before
+    triton loads); it prints "ok" when its checks pass."""
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]

@@ -69,19 +69,25 @@ def test_a_run_with_cut_blocks_says_how_much_work_they_waste():
     assert "outside" not in describe({**metrics, "block_fill": 1.0})
 
 
+def random_blockings(rng: np.random.Generator, tries: int):
+    """Valid blockings of small random volumes, halos up to wider than the volume (refused ones skipped)."""
+    for _ in range(tries):
+        shape = tuple(int(v) for v in rng.integers(1, 12, 3))
+        block = tuple(int(rng.integers(1, s + 1)) for s in shape)
+        halo = tuple(int(rng.integers(0, s + 3)) for s in shape)
+        try:
+            yield Blocking(shape, block, halo)
+        except UserError:
+            continue
+
+
 def test_padded_and_gathered_tiles_are_the_same_reflection():
     """Tiles whose halo one reflection covers are padded (np.pad), the rest gathered index by
     index: both are the periodic reflection of the volume."""
     rng = np.random.default_rng(1)
     padded = total = 0
-    for _ in range(300):
-        shape = tuple(int(v) for v in rng.integers(1, 12, 3))
-        block = tuple(int(rng.integers(1, s + 1)) for s in shape)
-        halo = tuple(int(rng.integers(0, s + 3)) for s in shape)
-        try:
-            blocking = Blocking(shape, block, halo)
-        except UserError:
-            continue
+    for blocking in random_blockings(rng, 300):
+        shape, halo = blocking.shape, blocking.halo
         volume = rng.random(shape)
         reads = []
 
@@ -104,15 +110,8 @@ def test_tiles_read_into_a_buffer_equal_the_padded_ones():
     kind (one reflection, gathered) gives read_tile's tile."""
     rng = np.random.default_rng(2)
     checked = 0
-    for _ in range(200):
-        shape = tuple(int(v) for v in rng.integers(1, 12, 3))
-        block = tuple(int(rng.integers(1, s + 1)) for s in shape)
-        halo = tuple(int(rng.integers(0, s + 3)) for s in shape)
-        try:
-            blocking = Blocking(shape, block, halo)
-        except UserError:
-            continue
-        volume = rng.integers(0, 255, shape).astype(np.uint8)
+    for blocking in random_blockings(rng, 200):
+        volume = rng.integers(0, 255, blocking.shape).astype(np.uint8)
 
         def read_into(box, out, where):
             out[where] = volume[box]

@@ -5,15 +5,13 @@ they are the same to the bit (benchmarks/volume_kernels.py measures it)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
 from torch import nn
 
+from conftest import in_triton_interpreter
 from dlbench.models import fused, registry
 
 
@@ -96,7 +94,4 @@ KERNEL_CHECK = textwrap.dedent("""
 
 
 def test_the_triton_kernel_computes_bias_and_relu():
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, "-c", KERNEL_CHECK], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+    in_triton_interpreter(KERNEL_CHECK)

@@ -4,15 +4,13 @@ Triton's interpreter (a subprocess: TRITON_INTERPRET must be set before triton l
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 import torch
 
+from conftest import in_triton_interpreter
 from dlbench.data.blocking import Blocking
 from dlbench.data.prediction_store import chunks_for
 from dlbench.errors import UserError
@@ -133,7 +131,4 @@ FUSED_CHECK = textwrap.dedent("""
 
 
 def test_fused_slabs_write_in_place_and_compute_the_same():
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, "-c", FUSED_CHECK], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+    in_triton_interpreter(FUSED_CHECK)

@@ -284,22 +284,29 @@ def _run_args(data, output, *extra, model=None):
             "--block", "4x16x16", "--halo", "2x2x2", "--dtype", "float16", "--device", "cpu", "--warmup", "1", *extra)
 
 
+def _started(args, output, blocks: int) -> subprocess.Popen:
+    """`dlbench` with `args` (4x8x8 blocks) started, once `blocks` of its blocks are recorded done."""
+    args = [a if a != "4x16x16" else "4x8x8" for a in args]
+    proc = subprocess.Popen([sys.executable, "-m", "dlbench", *map(str, args)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    done_dir = Path(output) / ".dlbench" / "done"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if done_dir.is_dir() and len(os.listdir(done_dir)) >= blocks:
+            break
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    return proc
+
+
 @pytest.mark.slow
 def test_sigkill_and_resume_gives_the_same_bytes(data, tmp_path, db):
     reference = tmp_path / "ref.zarr"
     assert predict(data, reference, model=data["slow"], block=(4, 8, 8)).status == "ok"
     output = tmp_path / "killed.zarr"
-    args = ("-m", "dlbench", *_run_args(data, output, "--db", db, "--readers", "1", "--writers", "1", "--queue", "1",
-                                        model=data["slow"]))
-    args = tuple(a if a != "4x16x16" else "4x8x8" for a in args)
-    proc = subprocess.Popen([sys.executable, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = _started(_run_args(data, output, "--db", db, "--readers", "1", "--writers", "1", "--queue", "1",
+                              model=data["slow"]), output, blocks=3)
     done_dir = output / ".dlbench" / "done"
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if done_dir.is_dir() and len(os.listdir(done_dir)) >= 3:
-            break
-        time.sleep(0.01)
-    assert proc.poll() is None, "the run ended before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     finished = len(os.listdir(done_dir))
@@ -383,18 +390,9 @@ def test_two_ranks_killed_partway_are_completed_by_one_process(data, tmp_path, d
     reference = tmp_path / "ref.zarr"
     assert predict(data, reference, model=data["slower"], block=block).status == "ok"
     output = tmp_path / "killed.zarr"
-    args = _run_args(data, output, "--db", db, "--gpus", "2", "--readers", "1", "--writers", "1", "--queue", "1",
-                     model=data["slower"])
-    args = [a if a != "4x16x16" else "4x8x8" for a in args]
-    proc = subprocess.Popen([sys.executable, "-m", "dlbench", *map(str, args)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = _started(_run_args(data, output, "--db", db, "--gpus", "2", "--readers", "1", "--writers", "1", "--queue", "1",
+                              model=data["slower"]), output, blocks=6)
     done_dir = output / ".dlbench" / "done"
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if done_dir.is_dir() and len(os.listdir(done_dir)) >= 6:
-            break
-        time.sleep(0.005)
-    assert proc.poll() is None, "the run ended before it could be killed"
     pids = [proc.pid, *_descendants(proc.pid)]
     assert len(pids) >= 4  # dlbench, torchrun, two workers
     for pid in pids:
