@@ -326,3 +326,14 @@ def test_device_decoder_joins_the_images_the_workers_decoded(jpegs):
 def test_cpu_share_is_checked(jpegs):
     with pytest.raises(UserError, match="--cpu-share must be"):
         data.check(spec(data=f"folder:{jpegs}", cpu_share=1.5), torch.device("cpu"))
+
+
+def test_the_decoding_stream_runs_above_the_step_unless_the_internal_setting_says_otherwise(monkeypatch):
+    from dlbench.data import prefetch
+
+    monkeypatch.delenv(prefetch.PRIORITY_ENV, raising=False)
+    assert prefetch.priority() == -1  # CUDA: lower is higher; the step's stream has torch's default, 0
+    monkeypatch.setenv(prefetch.PRIORITY_ENV, "0")
+    assert prefetch.priority() == 0
+    monkeypatch.setenv(prefetch.PRIORITY_ENV, "high")
+    assert prefetch.priority() == prefetch.PRIORITY

@@ -377,3 +377,23 @@ def test_max_lets_cudnn_time_its_algorithms_for_the_run_only():
     with optimize.switches("compile"):
         assert torch.backends.cudnn.benchmark == before
     assert torch.backends.cudnn.benchmark == before
+
+
+def test_max_times_as_many_cudnn_algorithms_as_the_internal_setting_says(monkeypatch):
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark_limit", 10, raising=False)
+    with optimize.switches("max"):  # unset: as torch has it
+        assert torch.backends.cudnn.benchmark_limit == 10
+        assert optimize.recorded_switches("max") == {"cudnn_benchmark_limit": 10}
+    monkeypatch.setenv(optimize.CUDNN_LIMIT_ENV, "0")
+    with optimize.switches("max"):
+        assert torch.backends.cudnn.benchmark_limit == 0
+        assert optimize.recorded_switches("max") == {"cudnn_benchmark_limit": 0}
+    with optimize.switches("compile"):
+        assert torch.backends.cudnn.benchmark_limit == 10
+        assert optimize.recorded_switches("compile") == {}
+    assert torch.backends.cudnn.benchmark_limit == 10
+    monkeypatch.setenv(optimize.CUDNN_LIMIT_ENV, "all")
+    with pytest.raises(UserError, match="count of algorithms"):
+        with optimize.switches("max"):
+            pass

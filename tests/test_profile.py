@@ -59,6 +59,10 @@ def test_exclusive_time_gives_each_instant_to_the_highest_priority():
     ("max_pool2", False, "reduction"),
     ("triton_red_fused_sum_1", False, "reduction"),
     ("void cublasLt::splitKreduce_kernel<32, 16, int, float, float>", True, "tensor_core"),
+    ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", True, "tensor_core"),
+    ("nvjet_sm90_tst_128x128_64x6_1x2_h_bz_splitK_NTT", False, "matmul"),
+    ("void nvjpeg::rgba2rgb<(nvjpegOutputFormat_t)3, nvjpeg::RGBAToRGBConversion::LaunchParams<3>>", True,
+     "elementwise"),
     ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", False, "communication"),
 ])
 def test_kernel_names_fall_into_their_classes(name, likely, cls):

@@ -13,6 +13,7 @@ tests exercise).
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import threading
 from typing import Any, Callable, Iterator
@@ -20,6 +21,16 @@ from typing import Any, Callable, Iterator
 import torch
 
 _END = object()
+# The side stream's priority (lower is higher; torch's default 0 is the step's own): above the
+# step's, CUDA starts the batch's waiting kernels before the step's as blocks free up. This
+# internal setting changes it for measurements; not a user option.
+PRIORITY_ENV = "DLBENCH_PREFETCH_PRIORITY"
+PRIORITY = -1
+
+
+def priority() -> int:
+    value = os.environ.get(PRIORITY_ENV, "").strip()
+    return int(value) if value.lstrip("-").isdigit() else PRIORITY
 
 
 class DevicePrefetch:
@@ -52,7 +63,7 @@ class DevicePrefetch:
 
     def _produce(self) -> None:
         cuda = self.device.type == "cuda"
-        stream = torch.cuda.Stream(self.device) if cuda else None
+        stream = torch.cuda.Stream(self.device, priority=priority()) if cuda else None
         try:
             with torch.cuda.stream(stream) if cuda else contextlib.nullcontext():
                 for tensors in self.make():  # the generator runs here, so on `stream`

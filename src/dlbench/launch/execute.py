@@ -33,6 +33,7 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
     try:
         with precision(spec.precision, device), optimize.switches(spec.optimize, progress):
             metrics, samples = workload.run(optimize.effective_spec(spec), device, progress)
+            metrics.update(optimize.recorded_switches(spec.optimize))
         result.traces.update(metrics.pop("traces", {}))
         _settle(result, metrics.pop("settled", {}))
         result.metrics.update(metrics)

@@ -21,8 +21,10 @@ CPU_IDLE_LABEL = "outside operators (Python, dispatch, views)"
 _TENSOR_CORE = re.compile(r"h884|h1688|h16816|s1688|s16816|i8816|hmma|wgmma|gmma|tensorop|tf32|bf16|f16|fp16|"
                           r"_16x8x16|e4m3|e5m2")
 _PLAIN_MATMUL = re.compile(r"sgemm|dgemm|simt|winograd|fft|f32f32_f32f32|ffma")
-_MATMUL = re.compile(r"gemm|conv(?!ert)|winograd|fft|xmma|cutlass|cublas|cudnn_infer|wgrad|dgrad|fprop|implicit|"
-                     r"matmul|splitk|triton_tem|_mm_|_bmm_|\bmm\b|addmm|linear|gemv")
+# nvjet: cuBLAS's Hopper GEMM kernels (nvjet_sm90_tst_256x128_...), whose names give no type.
+# "conv" but not "convert" or nvjpeg's "RGBAToRGBConversion" (a colour conversion, elementwise).
+_MATMUL = re.compile(r"gemm|conv(?!ert|ersion)|winograd|fft|xmma|cutlass|cublas|cudnn_infer|wgrad|dgrad|fprop|"
+                     r"implicit|matmul|splitk|triton_tem|_mm_|_bmm_|\bmm\b|addmm|linear|gemv|nvjet")
 _NORMALISE = re.compile(r"norm|bn_|welford")
 _REDUCE = re.compile(r"reduce|pool|softmax|argmax|argmin|cub::|scan|sort|topk|bincount|histogram|triton_red|"
                      r"triton_per|\bsum\b|\bmean\b|\bmax\b|\bmin\b|nll_loss|cross_entropy")

@@ -10,7 +10,8 @@ Levels (`spec.optimize`):
   max      channels-last, cuDNN timing its algorithms for each convolution (cudnn.benchmark),
            torch.compile with autotuned matrix multiplications, replayed as CUDA graphs
            (MAX_OPTIONS; inside StepGraphs where the step is captured), and a fused optimizer
-           (`optimizer_kwargs`).
+           (`optimizer_kwargs`); a training step compiles the model with layers that run faster
+           in an equivalent form rewritten (workloads.rewrites: ResNet's stem convolution).
 
 `prepare` applies the level and, before anything is timed, runs the optimised model and an
 eager copy of it on the same input: outputs, loss and parameter gradients must agree, or the
@@ -41,7 +42,7 @@ from torch import nn
 
 from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, _no_progress
-from dlbench.workloads import compiling
+from dlbench.workloads import compiling, rewrites
 
 # The same as spec.OPTIMIZE_LEVELS (which checks specs before any workload loads) and
 # report.optimize.LEVELS; written out here because workloads do not import the layers above them.
@@ -67,6 +68,10 @@ CHECK_CALLS = 3  # optimised calls in the check; the last is compared (graph-rep
 # Tests on 2 CPU cores cannot afford inductor for every model: this internal setting swaps in
 # another torch.compile backend ("aot_eager" keeps the dynamo + AOTAutograd path). Not a user option.
 BACKEND_ENV = "DLBENCH_COMPILE_BACKEND"
+# How many of cuDNN's algorithms cudnn.benchmark times for each convolution at `max` (torch's
+# default: 10; 0: every one cuDNN offers). This internal setting changes it for measurements; not a
+# user option.
+CUDNN_LIMIT_ENV = "DLBENCH_CUDNN_BENCHMARK_LIMIT"
 
 Loss = Callable[[Any], torch.Tensor]
 
@@ -94,10 +99,36 @@ def switches(level: str, progress: Progress = _no_progress) -> Iterator[None]:
     torch.backends.cudnn.benchmark = saved[0] or level == "max"
     _progress = progress
     try:
-        with compiling.caches() if level in COMPILED else contextlib.nullcontext():
+        with compiling.caches() if level in COMPILED else contextlib.nullcontext(), \
+                cudnn_limit(os.environ.get(CUDNN_LIMIT_ENV) if level == "max" else None):
             yield
     finally:
         torch.backends.cudnn.benchmark, _progress = saved
+
+
+def recorded_switches(level: str) -> dict[str, Any]:
+    """The switches of `level` a result records, read inside `switches`: at `max`, how many
+    algorithms cudnn.benchmark timed per convolution."""
+    if level != "max" or not torch.backends.cudnn.is_available():
+        return {}
+    return {"cudnn_benchmark_limit": torch.backends.cudnn.benchmark_limit}
+
+
+@contextlib.contextmanager
+def cudnn_limit(value: str | None) -> Iterator[None]:
+    """cudnn.benchmark times this many algorithms per convolution in the block (0: all; None: as it is)."""
+    if value is None or not torch.backends.cudnn.is_available():
+        yield
+        return
+    limit = int(value) if value.strip().isdigit() else -1
+    if limit < 0:
+        raise UserError(f"{CUDNN_LIMIT_ENV} is a count of algorithms, 0 for all; got {value!r}")
+    saved = torch.backends.cudnn.benchmark_limit
+    torch.backends.cudnn.benchmark_limit = limit
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark_limit = saved
 
 
 def effective_spec(spec):
@@ -285,6 +316,19 @@ def _autocast_without_cache(device: torch.device):
     return torch.autocast(device.type, dtype=dtype, cache_enabled=False)
 
 
+def rewritten(model: nn.Module, training: bool) -> nn.Module:
+    """The model a training step at `max` compiles: layers the compiled step runs faster in another
+    form that computes the same (workloads.rewrites), parameters shared; inference as it is."""
+    return rewrites.rewritten(model)[0] if training else model
+
+
+def rewrite_metrics(level: str, model: nn.Module, training: bool) -> dict[str, Any]:
+    """The layers `max` rewrote, for the record."""
+    if level != "max" or not training:
+        return {}
+    return {"rewrites": rewrites.rewritten(model)[1]}
+
+
 def _compile(model: nn.Module, **kwargs) -> Callable:
     backend = os.environ.get(BACKEND_ENV)
     if backend:  # a test backend takes none of inductor's options
@@ -297,7 +341,7 @@ def apply_level(level: str, model: nn.Module, example: torch.Tensor, training: b
     if level == "compile":
         return _compile(model)
     if level == "max":
-        return _StepMarked(_compile(model, options=MAX_OPTIONS))
+        return _StepMarked(_compile(rewritten(model, training), options=MAX_OPTIONS))
     if level == "graphs":
         with _autocast_without_cache(example.device):
             if training:
@@ -400,11 +444,11 @@ def capture_step(spec, model: nn.Module, example: torch.Tensor, loss: Loss,
     replay on `example`. With an optimizer, one replay of the whole step must also reach the next
     forward: its output must equal the eager model's on the updated weights (`check_update_error`)."""
     level = spec.optimize
-    run = _compile(model, options=GRAPHED_OPTIONS) if level == "max" else model
+    run = _compile(rewritten(model, training=True), options=GRAPHED_OPTIONS) if level == "max" else model
     after = None if optimizer is None else lambda g, allowed: _check_update(g, model, allowed["outputs"], spec)
     graphs, metrics = _checked(spec, model, example, loss, level, lambda: StepGraphs(model, example, loss, optimizer, run),
                                lambda g: _replayed(g, model), captured=True, after=after)
-    return graphs, {**metrics, "step_graphs": list(graphs.replays)}
+    return graphs, {**metrics, "step_graphs": list(graphs.replays), **rewrite_metrics(level, model, True)}
 
 
 def _replayed(graphs: StepGraphs, model: nn.Module) -> dict[str, torch.Tensor]:
@@ -456,8 +500,9 @@ def _phase(spec, level: str, example: torch.Tensor, training: bool):
     how = ", ".join(filter(None, ("torch.compile", backend or ("max-autotune" if level == "max" else None))))
     device = example.device
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    changed = rewrites.chosen() if level == "max" and training else ()
     key = "|".join(map(str, (level, backend, spec.workload, spec.model, spec.precision, tuple(example.shape),
-                             example.stride(), example.dtype, training, name)))
+                             example.stride(), example.dtype, training, name) + ((changed,) if changed else ())))
     title = spec.label() if hasattr(spec, "label") else f"{spec.workload} {spec.model}"
     return compiling.phase(f"compile ({how})", _progress, title, key)
 
@@ -508,4 +553,4 @@ def prepare(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None = N
     params = list(model.parameters())
     fast, metrics = _checked(spec, model, example, loss, level, lambda: apply(level, model, example, loss is not None),
                              lambda f: _run_once(f, params, example, loss), captured=level == "graphs")
-    return Optimized(model, fast), metrics
+    return Optimized(model, fast), {**metrics, **rewrite_metrics(level, model, loss is not None)}

@@ -20,6 +20,7 @@ from typing import Any, Iterator
 
 import torch
 
+from dlbench.data import prefetch
 from dlbench.data.images import DeviceDecoder, to_device
 from dlbench.measure.stats import latency_ms, summarize
 from dlbench.measure.timer import NullTimer
@@ -115,6 +116,7 @@ def data_metrics(loader, warnings: list[str]) -> dict[str, Any]:
         out["cpu_share"] = loader.config.cpu_share
         # nvjpeg on a side stream is only fast with enough hardware queues (see launch/environment.py)
         out["cuda_max_connections"] = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")
+        out["prefetch_priority"] = prefetch.priority()
     corrupt = getattr(loader, "corrupt", None)
     if corrupt is not None:
         out["corrupt_files"] = len(corrupt.paths)
