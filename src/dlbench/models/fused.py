@@ -23,13 +23,13 @@ the CPU in its interpreter, TRITON_INTERPRET=1, which the tests use).
 
 from __future__ import annotations
 
-import copy
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dlbench.models.replace import replace
 from dlbench.models.unet3d import UpJoin, fit
 
 BLOCK = 4096  # elements per program: wide enough to stream memory at full speed
@@ -255,26 +255,17 @@ def _poolable(pool: nn.Module) -> bool:
 def fuse(model: nn.Module) -> tuple[nn.Module, int]:
     """`model` with its fusable layers replaced, and how many were: a shallow copy of each module
     on the way to a replaced layer (parameters shared), the rest as it is."""
-    replaced, count = {}, 0
-    for name, child in model.named_children():
-        new, n = _replace(child)
-        if n:
-            replaced[name], count = new, count + n
-    if not count:
-        return model, 0
-    fused = copy.copy(model)
-    fused._modules = {**model._modules, **replaced}
-    return fused, count
+    return replace(model, _fused)
 
 
-def _replace(layer: nn.Module) -> tuple[nn.Module, int]:
+def _fused(layer: nn.Module) -> tuple[nn.Module, int] | None:
     if _poolable(layer):
         return MaxPool2(), 1
     if type(layer) is UpJoin and layer.conv.bias is not None:
         return FusedUpJoin(layer), 1
     if isinstance(layer, nn.Sequential):
         return _fuse_sequential(layer)
-    return fuse(layer)
+    return None
 
 
 def _fuse_sequential(seq: nn.Sequential) -> tuple[nn.Module, int]:
@@ -285,7 +276,7 @@ def _fuse_sequential(seq: nn.Sequential) -> tuple[nn.Module, int]:
             layers.append(ConvBiasReLU(children[i]))
             count, i = count + 1, i + 2
             continue
-        child, n = _replace(children[i])
+        child, n = fuse(children[i])
         layers.append(child)
         count, i = count + n, i + 1
     return (nn.Sequential(*layers), count) if count else (seq, 0)

@@ -22,7 +22,6 @@ shallow-copied, parameters shared) and how many were.
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
 from typing import Iterator
 
@@ -32,6 +31,7 @@ from torch import nn
 
 from dlbench.errors import UserError
 from dlbench.models import fused
+from dlbench.models.replace import replace
 from dlbench.models.unet3d import UpJoin, fit
 
 INDEX_LIMIT = 2**31  # elements: every tensor a convolution call reads or writes holds fewer
@@ -190,12 +190,12 @@ class SlabUpJoin(nn.Module):
         return out
 
 
-def _replacement(layer: nn.Module, limit: int) -> nn.Module | None:
+def _slabbed(layer: nn.Module, limit: int) -> tuple[nn.Module, int] | None:
     if isinstance(layer, fused.ConvBiasReLU) and _splittable(layer.conv) or _splittable(layer):
-        return SlabConv(layer, limit)
+        return SlabConv(layer, limit), 1
     if type(layer) is fused.FusedUpJoin and _transposable(layer.join.conv) or \
             type(layer) is UpJoin and _transposable(layer.conv):
-        return SlabUpJoin(layer, limit)
+        return SlabUpJoin(layer, limit), 1
     return None
 
 
@@ -204,16 +204,4 @@ def split(model: nn.Module, limit: int | None = None) -> tuple[nn.Module, int]:
     (INDEX_LIMIT), and how many layers were replaced: a shallow copy of each module on the way
     (parameters shared)."""
     limit = limit or INDEX_LIMIT
-    new = _replacement(model, limit)
-    if new is not None:
-        return new, 1
-    replaced, count = {}, 0
-    for name, child in model.named_children():
-        changed, n = split(child, limit)
-        if n:
-            replaced[name], count = changed, count + n
-    if not count:
-        return model, 0
-    out = copy.copy(model)
-    out._modules = {**model._modules, **replaced}
-    return out, count
+    return replace(model, lambda layer: _slabbed(layer, limit))
