@@ -6,12 +6,8 @@ the dlbench command does.
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
-from pathlib import Path
 
-from dlbench.data.generate import generate
 from dlbench.launch import isolated
 from dlbench.results.record import Result
 from dlbench.spec import BenchmarkSpec
@@ -47,11 +43,3 @@ def resnet50_result(steps: int, options: dict, *, batch: int = 256, warmup: int 
         print(f"dlbench train {options or 'synthetic'} ({optimize}) ended with {result.status}: {result.error}",
               file=sys.stderr, flush=True)
     return result
-
-
-def gpu_decode_folder(images: int, workers: int) -> tuple[Path, dict]:
-    """A generated ImageNet-like JPEG folder in a temporary directory (kept: the caller may
-    reuse it), and the options that train on it with `--decode gpu`."""
-    work = Path(tempfile.mkdtemp(prefix="dlbench-jpegs-"))
-    generate(work / "images", images, classes=100, workers=os.cpu_count())
-    return work / "images", {"data": f"folder:{work / 'images'}", "decode": "gpu", "workers": workers}
