@@ -657,8 +657,8 @@ EXTRAPOLATED = 8  # the GPU count the publications give hours for
 def _hours(target: float, mvox_s: float, world: int, device: torch.device, first_s: float = 0.0) -> dict:
     """Hours for `target` voxels: the wait for the first tile once, then `target` at `mvox_s`,
     the rate measured after it. `extrapolate_hours` maps a GPU count to hours, and
-    `extrapolate_hours_basis` says for each how it was got. The run's own count is measured (its
-    whole rate). On N >= 2 GPUs, 8 GPUs are added at 8 x the rate per GPU measured on N: the
+    `extrapolate_hours_basis` says for each how it was got. The run's own GPU count is measured.
+    On N >= 2 GPUs, 8 GPUs are added at 8 x the rate per GPU measured on N: the
     scaling loss measured at N kept, none assumed beyond it. A run on one GPU gives one GPU only:
     it measured no scaling, and 8 x its rate would assume perfect scaling. A CPU run gives its
     own rate under "1" (GPU counts would be made up)."""
