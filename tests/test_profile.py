@@ -79,6 +79,8 @@ def test_copies_by_direction():
 def test_operator_bytes_from_recorded_shapes():
     args = {"Input Dims": [[2, 3], [2, 3], []], "Input type": ["float", "c10::BFloat16", "Scalar"]}
     assert tr.operator_bytes(args) == 24 + 12 + 24  # both inputs read, one output as large as the largest
+    into = {"Input Dims": [[2, 3], [3], [2, 3]], "Input type": ["float", "float", "float"]}
+    assert tr.operator_bytes(into, "dlbench::bias_relu_into") == 24 + 12 + 24  # x and bias read, out written
     assert tr.operator_bytes({"Input Dims": [[]], "Input type": ["Scalar"]}) is None
     assert tr.operator_bytes({}) is None
 
@@ -285,10 +287,13 @@ def test_doctor_tells_eager_and_graphs_apart_and_graphs_leaves_no_idle():
     assert "- profile: GPU idle" in blocks[False] and "- profile: GPU idle" not in blocks[True]
 
 
-def test_volume_advice_names_the_fused_kernels():
+def test_volume_advice_names_the_fused_kernels_unless_they_ran():
     r = profiled(workload="volume", idle=0.05, elementwise=0.39)
     (name, evidence), *_ = placing.causes(r, ceilings())
     assert name == "profile: elementwise passes" and "`--kernels fused`, `--optimize compile`" in evidence
+    r.metrics["kernels"] = "fused"  # --kernels auto ran them: what ran counts, not what was asked
+    (name, evidence), *_ = placing.causes(r, ceilings())
+    assert "already fused" in evidence and "`--kernels fused`" not in evidence
 
 
 def test_doctor_lists_each_rank_idle_share():

@@ -20,9 +20,11 @@ _DTYPE_BYTES = {"float": 4, "double": 8, "c10::half": 2, "c10::bfloat16": 2, "lo
                 "c10::float8_e5m2": 1, "c10::complex<float>": 8}
 
 
-def operator_bytes(args: dict) -> int | None:
+def operator_bytes(args: dict, name: str = "") -> int | None:
     """Bytes an operator moves, estimated from its recorded inputs: every tensor input read once
-    and one output as large as the largest input written. None without tensor shapes."""
+    and one output as large as the largest input written; an operator that writes into its last
+    argument instead (dlbench's `..._into`) writes that and makes no output. None without tensor
+    shapes."""
     dims, types = args.get("Input Dims"), args.get("Input type")
     if not isinstance(dims, list) or not isinstance(types, list):
         return None
@@ -34,7 +36,9 @@ def operator_bytes(args: dict) -> int | None:
             for n in shape:
                 numel *= n
             sizes.append(numel * size)
-    return sum(sizes) + max(sizes) if sizes else None
+    if not sizes:
+        return None
+    return sum(sizes) if name.endswith("_into") else sum(sizes) + max(sizes)
 
 
 def device_events(trace: dict) -> tuple[list[dict], int]:
@@ -102,7 +106,7 @@ def kernel_bytes(detail: dict, tensor_cores_likely: bool) -> dict[str, dict[str,
             event["cls"], event["seconds"] = cls, seconds
             by_op[op_id].append(event)
     for op_id, kernels in by_op.items():
-        moved = operator_bytes(ops[op_id]["args"])
+        moved = operator_bytes(ops[op_id]["args"], ops[op_id]["name"])
         if moved is None:
             continue
         for k in kernels:
@@ -163,7 +167,7 @@ def operator_moves(trace: dict, window: tuple[float, float]) -> dict[str, dict[s
         entry = out[classify_operator(op["name"])]
         seconds = op["end"] - op["start"]
         entry["total_s"] += seconds
-        moved = operator_bytes(op["args"])
+        moved = operator_bytes(op["args"], op["name"])
         if moved is not None:
             entry["bytes"] += moved
             entry["known_s"] += seconds

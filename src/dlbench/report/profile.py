@@ -130,7 +130,7 @@ def _advice(p: Placement, r: Result, on_cpu: bool) -> str:
                 f"`--optimize graphs` (CUDA graphs) or a larger batch")
     if p.cls in ("elementwise", "reduction", "other"):
         fuse = "`--kernels fused`, `--optimize compile`" if r.workload == "volume" else "`--optimize compile`"
-        done = level in ("compile", "max") or (r.spec.get("options") or {}).get("kernels") == "fused"
+        done = level in ("compile", "max") or (r.metrics or {}).get("kernels") == "fused"  # what ran, not what was asked
         return "memory-bound; " + ("already fused: what is left is the passes fusion cannot join" if done else
                                    f"fusing them ({fuse}) removes most of it")
     if p.cls == "matmul":
