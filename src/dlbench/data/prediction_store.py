@@ -5,7 +5,7 @@ share a chunk; a block of more than CHUNK_VOXELS is cut in halves along its long
 tensorstore encodes one block's chunks in parallel (a single 236 MB chunk took 0.4 s to write:
 after the last tile, the whole run waited for it).
 The completion record lives inside the output (`.dlbench/`): `run.json` holds the settings
-the output was made with, `done/<block>` marks a block whose chunk is on disk. A block is
+the output was made with, `done/<block>` marks a block whose chunks are on disk. A block is
 marked only after its write committed, so `--resume` redoes exactly the unfinished blocks
 and the bytes equal an uninterrupted run's.
 """

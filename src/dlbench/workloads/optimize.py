@@ -326,7 +326,7 @@ def rewrite_metrics(level: str, model: nn.Module, training: bool) -> dict[str, A
     """The layers `max` rewrote, for the record."""
     if level != "max" or not training:
         return {}
-    return {"rewrites": rewrites.rewritten(model)[1]}
+    return {"rewrites": rewrites.found(model)}
 
 
 def _compile(model: nn.Module, **kwargs) -> Callable:

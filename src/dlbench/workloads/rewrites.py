@@ -24,7 +24,6 @@ rewrites run is an internal setting for measuring them (`REWRITES_ENV`); not a u
 
 from __future__ import annotations
 
-import copy
 import os
 
 import torch
@@ -32,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dlbench.errors import UserError
+from dlbench.models.replace import replace
 
 REWRITES = ("stem",)
 REWRITES_ENV = "DLBENCH_REWRITES"  # "none" or a comma list of REWRITES; unset: all
@@ -52,27 +52,17 @@ def chosen() -> tuple[str, ...]:
 def rewritten(model: nn.Module, names: tuple[str, ...] | None = None) -> tuple[nn.Module, list[str]]:
     """`model` with the layers the rewrites `names` (default: `chosen()`) fit replaced, and the
     paths of the layers replaced."""
+    paths = found(model, names)
+    if not paths:
+        return model, []
+    return replace(model, lambda m: (SpaceToDepthConv(m), 1) if m is not model and SpaceToDepthConv.fits(m)
+                   else None)[0], paths
+
+
+def found(model: nn.Module, names: tuple[str, ...] | None = None) -> list[str]:
+    """The paths of the layers below `model` that the rewrites `names` (default: `chosen()`) replace."""
     names = chosen() if names is None else names
-    found: list[str] = []
-    return _replace(model, names, "", found), found
-
-
-def _replace(module: nn.Module, names: tuple[str, ...], path: str, found: list[str]) -> nn.Module:
-    new = {}
-    for name, child in module.named_children():
-        where = f"{path}.{name}" if path else name
-        if "stem" in names and SpaceToDepthConv.fits(child):
-            new[name] = SpaceToDepthConv(child)
-            found.append(where)
-        else:
-            replaced = _replace(child, names, where, found)
-            if replaced is not child:
-                new[name] = replaced
-    if not new:
-        return module
-    copied = copy.copy(module)
-    copied._modules = {**module._modules, **new}
-    return copied
+    return [path for path, m in model.named_modules() if path and "stem" in names and SpaceToDepthConv.fits(m)]
 
 
 # ---------------------------------------------------------------- the stem convolution
