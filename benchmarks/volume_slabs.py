@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 
 import torch
+
+from volume_kernels import timed
 
 from dlbench.data.blocking import Blocking
 from dlbench.models import fused, registry, slabs
@@ -33,19 +34,6 @@ def build(name: str, limit: int, device) -> torch.nn.Module:
     model = registry.build(name).to(device).eval().to(memory_format=torch.channels_last_3d)
     model, _ = fused.fuse(model)
     return slabs.split(model, limit)[0]
-
-
-def timed(model, x, dtype, seconds: float) -> tuple[float, torch.Tensor]:
-    with torch.no_grad(), torch.autocast("cuda", dtype=dtype):
-        out = model(x)
-        model(x)
-        torch.cuda.synchronize()
-        n, start = 0, time.perf_counter()
-        while n < 2 or time.perf_counter() - start < seconds:
-            model(x)
-            n += 1
-        torch.cuda.synchronize()
-    return (time.perf_counter() - start) / n, out
 
 
 def tile_input(tile, device) -> torch.Tensor:
