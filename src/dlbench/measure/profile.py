@@ -47,7 +47,7 @@ def summarise(step_s: float, classes: dict[str, dict], top: list[dict], *, steps
         entry: dict[str, Any] = {"seconds": c["seconds"], "share": c["seconds"] / step_s if step_s else 0.0,
                                  "kernel_seconds": c["kernel_seconds"]}
         if cls in ("tensor_core", "matmul") and flops_per_step and matmul_s:
-            entry["flops"] = flops_per_step * c["kernel_seconds"] / matmul_s
+            entry["flops"] = flops_per_step * (c["kernel_seconds"] / matmul_s)  # one class alone keeps the count exact
             entry["flop_s"] = entry["flops"] / c["kernel_seconds"] if c["kernel_seconds"] else None
         known = moved.get(cls)
         if known and known["bytes"] and known["bytes_coverage"] >= 0.5 and c["kernel_seconds"]:
