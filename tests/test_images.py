@@ -328,7 +328,7 @@ def test_cpu_share_is_checked(jpegs):
         data.check(spec(data=f"folder:{jpegs}", cpu_share=1.5), torch.device("cpu"))
 
 
-def test_the_decoding_stream_runs_above_the_step_unless_the_internal_setting_says_otherwise(monkeypatch):
+def test_the_decoding_stream_runs_above_the_step_unless_the_internal_setting_says_otherwise_and_refuses_a_bad_one(monkeypatch):
     from dlbench.data import prefetch
 
     monkeypatch.delenv(prefetch.PRIORITY_ENV, raising=False)
@@ -336,4 +336,13 @@ def test_the_decoding_stream_runs_above_the_step_unless_the_internal_setting_say
     monkeypatch.setenv(prefetch.PRIORITY_ENV, "0")
     assert prefetch.priority() == 0
     monkeypatch.setenv(prefetch.PRIORITY_ENV, "high")
-    assert prefetch.priority() == prefetch.PRIORITY
+    with pytest.raises(UserError, match="DLBENCH_PREFETCH_PRIORITY is a CUDA stream priority.*'high'"):
+        prefetch.priority()
+
+
+def test_a_bad_decoding_stream_priority_is_refused_before_the_thread_starts(monkeypatch):
+    from dlbench.data import prefetch
+
+    monkeypatch.setenv(prefetch.PRIORITY_ENV, "1.5")
+    with pytest.raises(UserError, match="CUDA stream priority"):
+        prefetch.DevicePrefetch(lambda: iter([(torch.zeros(1),)]), torch.device("cpu"), depth=1, name="t")

@@ -20,6 +20,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from dlbench.errors import UserError
+
 _END = object()
 # The side stream's priority (lower is higher; torch's default 0 is the step's own): above the
 # step's, CUDA starts the batch's waiting kernels before the step's as blocks free up. This
@@ -30,7 +32,11 @@ PRIORITY = -1
 
 def priority() -> int:
     value = os.environ.get(PRIORITY_ENV, "").strip()
-    return int(value) if value.lstrip("-").isdigit() else PRIORITY
+    if not value:
+        return PRIORITY
+    if not value.removeprefix("-").isdigit():
+        raise UserError(f"{PRIORITY_ENV} is a CUDA stream priority, an integer (lower is higher); got {value!r}")
+    return int(value)
 
 
 class DevicePrefetch:
@@ -41,6 +47,7 @@ class DevicePrefetch:
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.priority = priority()  # read here: a bad value raised in the thread would leave the consumer waiting
 
     def __iter__(self) -> Iterator[tuple]:
         if self._thread is None:
@@ -63,7 +70,7 @@ class DevicePrefetch:
 
     def _produce(self) -> None:
         cuda = self.device.type == "cuda"
-        stream = torch.cuda.Stream(self.device, priority=priority()) if cuda else None
+        stream = torch.cuda.Stream(self.device, priority=self.priority) if cuda else None
         try:
             with torch.cuda.stream(stream) if cuda else contextlib.nullcontext():
                 for tensors in self.make():  # the generator runs here, so on `stream`
