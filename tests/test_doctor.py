@@ -154,13 +154,16 @@ def test_doctor_markdown_strips_control_characters_and_renders_no_link(db):
     assert "](javascript" not in proc.stdout and "\r" not in proc.stdout and "[x]\\(javascript" in proc.stdout
 
 
-def test_dlbench_launcher_on_the_gpu_is_named_not_blamed_as_another_process():
+def test_the_runs_launcher_on_the_gpu_is_named_not_blamed_as_another_process():
     figures = {"device": "cuda:0", "throughput": 900.0, "throughput_unit": "img/s", "launcher_processes": 1,
                "launcher_memory_gb": 0.7, "other_processes": 0, "other_processes_memory_gb": 0.0}
     [d] = diagnose([make_result(system=A40, metrics=figures, samples={"step": [0.018]})])
-    assert [c.name for c in d.causes] == ["dlbench's own launcher on the GPU"]
-    assert "0.7 GB" in d.causes[0].evidence
+    assert [c.name for c in d.causes] == ["the run's launcher on the GPU"]
+    assert "(a dlbench suite or torchrun) held 0.7 GB" in d.causes[0].evidence  # stored before commands were
+    [d] = diagnose([make_result(system=A40, metrics={**figures, "launcher_commands": ["python3 bench.py"]},
+                                samples={"step": [0.018]})])
+    assert "the process that started this run (python3 bench.py) held 0.7 GB" in d.causes[0].evidence
     [d] = diagnose([make_result(system=A40, metrics={**figures, "other_processes": 2, "other_processes_memory_gb": 3.0},
                                 samples={"step": [0.018]})])
-    assert [c.name for c in d.causes] == ["other processes on the GPU", "dlbench's own launcher on the GPU"]
+    assert [c.name for c in d.causes] == ["other processes on the GPU", "the run's launcher on the GPU"]
     assert "2 other compute process(es) held 3.0 GB" in d.causes[0].evidence

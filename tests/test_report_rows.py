@@ -138,3 +138,12 @@ def test_data_source_shows_the_resolved_path_when_the_record_holds_one():
     assert rowinfo.data_source(resolved) == "cremi-train.h5"
     plain = make_result(spec={"workload": "train", "options": {"data": "/data/x.h5"}}, metrics={"data": "/other.h5"})
     assert rowinfo.data_source(plain) == "x.h5"  # no variable: the option as typed
+
+
+def test_the_system_facts_line_counts_launchers_apart_from_strangers():
+    from dlbench.report.system import _facts_line
+
+    line = _facts_line({"index": 0, "name": "NVIDIA H200", "other_processes": [
+        {"pid": 7, "memory_gb": 0.9, "launcher": "python3 bench.py"}, {"pid": 8, "memory_gb": 2.0}]})
+    assert line == "GPU 0: NVIDIA H200, 1 other process(es) on it, 1 launcher process(es) on it"
+    assert _facts_line({"index": 0, "name": "H200", "other_processes": []}) == "GPU 0: H200"

@@ -91,14 +91,15 @@ def summarize_readings(readings: list[dict[str, Any]], others: list[dict[str, An
 
 
 def _processes(found: list[dict[str, Any]]) -> dict[str, Any]:
-    """Other processes on the GPU, and apart from them the dlbench launcher that started this one."""
+    """Other processes on the GPU, and apart from them the processes that started this one."""
     launchers = [p for p in found if p.get("launcher")]
     others = [p for p in found if not p.get("launcher")]
     figures = {"other_processes": len(others),
                "other_processes_memory_gb": sum(p.get("memory_gb", 0.0) for p in others)}
     if launchers:
         figures.update(launcher_processes=len(launchers),
-                       launcher_memory_gb=sum(p.get("memory_gb", 0.0) for p in launchers))
+                       launcher_memory_gb=sum(p.get("memory_gb", 0.0) for p in launchers),
+                       launcher_commands=sorted({str(p["launcher"]) for p in launchers}))
     return figures
 
 

@@ -383,9 +383,13 @@ def other_processes(r: Result, record: Result | None) -> Cause | None:
 
 def own_launcher(r: Result, record: Result | None) -> Cause | None:
     count, memory = _holders(r, "launcher_processes", "launcher_memory_gb")
-    return Cause("dlbench's own launcher on the GPU", f"the dlbench process that started this benchmark (a suite "
-                                                      f"or torchrun) held {memory:.1f} GB of GPU memory during "
-                                                      f"the run") if count else None
+    if not count:
+        return None
+    # Results stored before the command was recorded only had dlbench's own launchers marked
+    commands = "; ".join(r.metrics.get("launcher_commands") or ["a dlbench suite or torchrun"])
+    return Cause("the run's launcher on the GPU", f"the process that started this run ({commands}) held {memory:.1f} GB "
+                                                  f"of GPU memory during it: it waits for the run rather than competes "
+                                                  f"with it, but its CUDA context is memory the run cannot use")
 
 
 def low_ceiling(r: Result, record: Result | None) -> Cause | None:

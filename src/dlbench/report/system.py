@@ -37,8 +37,12 @@ def _facts_line(facts: dict[str, Any]) -> str:
         parts.append(f"SM clock max {facts['sm_clock_max_mhz']} MHz")
     if facts.get("power_limit_w"):
         parts.append(f"power limit {facts['power_limit_w']:.0f} W")
-    if facts.get("other_processes"):
-        parts.append(f"{len(facts['other_processes'])} other process(es) on it")
+    found = facts.get("other_processes") or []
+    strangers = [p for p in found if not p.get("launcher")]
+    if strangers:
+        parts.append(f"{len(strangers)} other process(es) on it")
+    if len(strangers) < len(found):
+        parts.append(f"{len(found) - len(strangers)} launcher process(es) on it")
     return ", ".join(parts)
 
 

@@ -150,23 +150,27 @@ def parse(raw: dict[str, Any], t: float) -> dict[str, Any]:
 
 
 def other_processes(nvml: Any, handle: Any, own_pid: int | None = None) -> list[dict[str, Any]]:
-    """Compute processes on the GPU other than this one (pid and GPU memory in GB). The dlbench
-    processes that started this one (a suite, torchrun) are marked `launcher`: they are no
-    stranger's work, and should hold no GPU context at all, so they are named, not blamed."""
+    """Compute processes on the GPU other than this one (pid and GPU memory in GB). The processes
+    that started this one (a dlbench suite, torchrun, a user's script) are marked `launcher` with
+    their command line: they wait for this run rather than compete with it, so they are named,
+    not blamed as a stranger's work."""
     own_pid = os.getpid() if own_pid is None else own_pid
     found = _call(nvml, "nvmlDeviceGetComputeRunningProcesses", handle) or []
-    launchers = dlbench_ancestors(own_pid)
-    return [{"pid": p.pid, "memory_gb": (p.usedGpuMemory or 0) / 1e9, **({"launcher": True} if p.pid in launchers else {})}
+    launchers = ancestors(own_pid)
+    return [{"pid": p.pid, "memory_gb": (p.usedGpuMemory or 0) / 1e9,
+             **({"launcher": command_line(p.pid)[:LAUNCHER_CHARS] or "?"} if p.pid in launchers else {})}
             for p in found if p.pid != own_pid]
 
 
-def dlbench_ancestors(pid: int) -> set[int]:
-    """The ancestors of process `pid` whose command line names dlbench (Linux; empty elsewhere)."""
+LAUNCHER_CHARS = 120  # enough of a command line to recognise it in a report
+
+
+def ancestors(pid: int) -> set[int]:
+    """The processes above `pid` up to, not including, init (Linux; empty elsewhere)."""
     found: set[int] = set()
     parent = _parent(pid)
     while parent and parent > 1 and parent not in found:
-        if "dlbench" in command_line(parent):
-            found.add(parent)
+        found.add(parent)
         parent = _parent(parent)
     return found
 
