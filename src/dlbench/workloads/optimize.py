@@ -31,6 +31,7 @@ log the result names, not to the terminal; Inductor's caches persist in dlbench'
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import dataclasses
 import os
@@ -85,7 +86,8 @@ def check_level(level: str, device: torch.device) -> None:
         raise UserError(f"--optimize {level} needs a CUDA GPU (CUDA graphs); on {device.type} use eager or compile")
 
 
-_progress: Progress = _no_progress  # where the compile phase reports (set by `switches` for the run)
+# Where the compile phase reports: set by `switches` for the run, read where `prepare` compiles
+_progress: contextvars.ContextVar[Progress] = contextvars.ContextVar("compile_progress", default=_no_progress)
 
 
 @contextlib.contextmanager
@@ -94,16 +96,16 @@ def switches(level: str, progress: Progress = _no_progress) -> Iterator[None]:
     Inductor's caches in dlbench's cache folder where torch.compile runs (compiling.caches); and
     `progress`, the workload's callback, to which the compile phase reports: workloads hand
     `prepare` a model and an input, not the run's display."""
-    global _progress
-    saved = torch.backends.cudnn.benchmark, _progress
-    torch.backends.cudnn.benchmark = saved[0] or level == "max"
-    _progress = progress
+    saved = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = saved or level == "max"
+    token = _progress.set(progress)
     try:
         with compiling.caches() if level in COMPILED else contextlib.nullcontext(), \
                 cudnn_limit(os.environ.get(CUDNN_LIMIT_ENV) if level == "max" else None):
             yield
     finally:
-        torch.backends.cudnn.benchmark, _progress = saved
+        torch.backends.cudnn.benchmark = saved
+        _progress.reset(token)
 
 
 def recorded_switches(level: str) -> dict[str, Any]:
@@ -495,7 +497,7 @@ def _phase(spec, level: str, example: torch.Tensor, training: bool):
     """The phase of `_checked`, named after what it runs; a compile's log and cache are keyed by what
     decides the code it makes."""
     if level not in COMPILED:
-        return compiling.phase("capture (CUDA graphs)", _progress)
+        return compiling.phase("capture (CUDA graphs)", _progress.get())
     backend = os.environ.get(BACKEND_ENV)
     how = ", ".join(filter(None, ("torch.compile", backend or ("max-autotune" if level == "max" else None))))
     device = example.device
@@ -504,7 +506,7 @@ def _phase(spec, level: str, example: torch.Tensor, training: bool):
     key = "|".join(map(str, (level, backend, spec.workload, spec.model, spec.precision, tuple(example.shape),
                              example.stride(), example.dtype, training, name) + ((changed,) if changed else ())))
     title = spec.label() if hasattr(spec, "label") else f"{spec.workload} {spec.model}"
-    return compiling.phase(f"compile ({how})", _progress, title, key)
+    return compiling.phase(f"compile ({how})", _progress.get(), title, key)
 
 
 def _check(spec, model: nn.Module, example: torch.Tensor, loss: Loss | None, level: str,
