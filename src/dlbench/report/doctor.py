@@ -110,6 +110,7 @@ def load_references() -> list[Reference]:
 
 def references_from_runs(records: list[Result], source: str) -> list[Reference]:
     """dlbench results (with their machines' system records) as references."""
+    surveys = [r for r in records if is_system_record(r)]  # looked up once per result below
     refs = []
     for r in records:
         if is_system_record(r) or r.status != "ok" or "throughput" not in r.metrics:
@@ -121,7 +122,7 @@ def references_from_runs(records: list[Result], source: str) -> list[Reference]:
             model=r.model, precision=r.spec.get("precision", "fp32"), metric="throughput",
             value=float(r.metrics["throughput"]), unit=r.metrics.get("throughput_unit", ""),
             gpus=r.spec.get("gpus") or 1, batch=r.spec.get("batch"), input_shape=r.spec.get("input_shape"),
-            ceilings=ceilings_for(r, records)))
+            ceilings=ceilings_for(r, surveys)))
     return refs
 
 
@@ -427,13 +428,14 @@ def diagnose(results: list[Result], refs: list[Reference] | None = None) -> list
                spec.get("gpus"), str(spec.get("input_shape")), json.dumps(spec.get("options"), sort_keys=True))
         if key not in newest or r.started >= newest[key].started:
             newest[key] = r
+    surveys = [r for r in results if is_system_record(r)]  # looked up once per result below
     out = []
     for r in newest.values():
-        record = ceilings_for(r, results)
-        found = matmul_ceiling(r, results)
+        record = ceilings_for(r, surveys)
+        found = matmul_ceiling(r, surveys)
         d = expectation(r, refs, found[0] if found else None)
         # what the run's own line said; figured from the store for results stored without it
-        d.utilisation = utilisation_text(r.metrics) or utilisation_text(utilisation(r, results))
+        d.utilisation = utilisation_text(r.metrics) or utilisation_text(utilisation(r, surveys))
         d.causes = [Cause(*cause) for cause in profile.causes(r, record)]
         d.causes += [c for c in (check(r, record) for check in CAUSES) if c]
         d.hints += [note] if (note := profile.profile_note(r)) else []
