@@ -84,24 +84,16 @@ class Blocking:
         """Where the block's output lies inside the model's output for its tile."""
         return tuple(slice(h, h + n) for h, n in zip(self.halo, block.shape))
 
-    def read_tile(self, read: Callable[[Box], np.ndarray], block: Block) -> np.ndarray:
-        """The input tile for `block`: one read, reflected where the tile leaves the volume (numpy's
-        'reflect'). Where one reflection of the part inside the volume covers the tile, that part
-        is read and padded by np.pad's slab copies; a tile that needs more (halo wider than what is
-        inside) gathers every index, ten times slower on large tiles."""
-        inside, pads = self._inside(block)
-        if _one_reflection(inside, pads):
-            region = read(inside)
-            return np.pad(region, pads, mode="reflect") if any(map(any, pads)) else region
-        return self._gather(read, block)
-
     def read_tile_into(self, read: Callable[[Box], np.ndarray], block: Block, out: np.ndarray,
                        read_into: Callable[[Box, np.ndarray, Box], None] | None = None) -> None:
-        """read_tile written into `out` (the tile's shape): the part inside the volume read to its
-        place (by `read_into(box, out, place)` where given: no array in between) and the rest
-        reflected there. np.pad's new array and a copy of it into pinned memory cost as much as the read on
-        large tiles (346 MB on a 2-core machine: read 0.35 s, pad 0.2 s, copy 0.18 s; read into
-        place 0.2-0.3 s)."""
+        """The input tile for `block` written into `out` (the tile's shape), reflected where the tile
+        leaves the volume (numpy's 'reflect'). Where one reflection of the part inside the volume
+        covers the tile, that part is read to its place (by `read_into(box, out, place)` where
+        given: no array in between) and reflected there a slab at a time; a tile that needs more
+        (halo wider than what is inside) gathers every index, ten times slower on large tiles.
+        np.pad's new array and a copy of it into pinned memory cost as much as the read on large
+        tiles (346 MB on a 2-core machine: read 0.35 s, pad 0.2 s, copy 0.18 s; read into place
+        0.2-0.3 s)."""
         inside, pads = self._inside(block)
         if not _one_reflection(inside, pads):
             out[...] = self._gather(read, block)

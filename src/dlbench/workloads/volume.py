@@ -167,11 +167,18 @@ def encode(y: torch.Tensor, dtype: str) -> torch.Tensor:
     return y.to(torch.float16)
 
 
-def host_tile(tile: np.ndarray) -> torch.Tensor:
-    """The tile as read (uint8 EM data stays uint8: a quarter of the bytes to copy)."""
-    if tile.dtype not in (np.uint8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64):
-        tile = tile.astype(np.float32)  # uint16/uint32 have no torch dtype for every version
-    return torch.from_numpy(np.ascontiguousarray(tile))
+def host_dtype(source: np.dtype) -> torch.dtype:
+    """The tile's type on the host (uint8 EM data stays uint8: a quarter of the bytes to copy)."""
+    if np.dtype(source) not in (np.uint8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64):
+        return torch.float32  # uint16/uint32 have no torch dtype for every version
+    return torch.from_numpy(np.zeros(1, source)).dtype
+
+
+def read_host_tile(blocking: Blocking, volume: Volume, block: Block, pin: bool = False) -> torch.Tensor:
+    """`block`'s input tile on the host, read as the run reads it: into the buffer, reflected there."""
+    tile = torch.empty(blocking.tile, dtype=host_dtype(volume.dtype), pin_memory=pin)
+    blocking.read_tile_into(volume.read, block, tile.numpy(), volume.read_into)
+    return tile
 
 
 def scale(x: torch.Tensor, source: np.dtype) -> torch.Tensor:
@@ -243,8 +250,7 @@ class Pipeline:
         # Both are made before the run: pinning took up to 30 ms for a 65 MB tile (~0.5 ms a MB), so
         # the output buffers of the seed volume's largest blocks (2.4 GB) would cost about a second
         # inside the run if made at its first block, as they were.
-        tile_dtype = host_tile(np.zeros(1, volume.dtype)).dtype
-        self.tiles = PinnedBuffers(self.queue + 2, int(np.prod(blocking.tile)), tile_dtype, pin=self.cuda)
+        self.tiles = PinnedBuffers(self.queue + 2, int(np.prod(blocking.tile)), host_dtype(volume.dtype), pin=self.cuda)
         self.outputs = PinnedBuffers(self.queue + 2, channels * int(np.prod(blocking.block)), encode_dtype(dtype),
                                      pin=self.cuda)
         # Copies run on their own streams, beside the forward on the current one.
@@ -414,7 +420,7 @@ def preflight(spec) -> list[str]:
 
 def _warmup(model, blocking: Blocking, volume: Volume, device, channels_last: bool, repeats: int) -> tuple[int, float, float]:
     """Run the first tile `repeats` times: compilation and autotuning stay out of the measurement."""
-    tile = scale(host_tile(blocking.read_tile(volume.read, blocking[0])).to(device), volume.dtype)
+    tile = scale(read_host_tile(blocking, volume, blocking[0]).to(device), volume.dtype)
     start = time.perf_counter()
     channels = 0
     for _ in range(max(1, repeats)):
@@ -477,7 +483,7 @@ def _sample(volume: Volume, halo: tuple[int, ...], device) -> torch.Tensor:
     """A probe tile of the volume itself (the first tile of default-sized blocks) for --precision auto:
     agreement with fp32 is judged on the data the run predicts, not on noise."""
     blocking = Blocking(volume.shape, tuple(min(b, s) for b, s in zip(block_choice.DEFAULT_BLOCK, volume.shape)), halo)
-    return to_input(scale(host_tile(blocking.read_tile(volume.read, blocking[0])).to(device), volume.dtype), False)
+    return to_input(scale(read_host_tile(blocking, volume, blocking[0]).to(device), volume.dtype), False)
 
 
 class _InPrecision(torch.nn.Module):
@@ -586,8 +592,7 @@ def _profile(spec, pipeline: Pipeline, blocks: list[Block], flops: int, group: d
     if blocks:
         progress("profile", 0, spec.profile)
         chosen = [blocks[i % len(blocks)] for i in range(spec.profile)]
-        tiles = {b.index: _pinned(host_tile(pipeline.blocking.read_tile(pipeline.volume.read, b)), pipeline.cuda)
-                 for b in chosen}
+        tiles = {b.index: read_host_tile(pipeline.blocking, pipeline.volume, b, pin=pipeline.cuda) for b in chosen}
         queue = itertools.cycle([(b, tiles[b.index]) for b in chosen])  # profiling runs a few more
         trace = distributed.rank_path(spec.profile_trace, group.rank) if spec.profile_trace and group.distributed \
             else spec.profile_trace
@@ -606,10 +611,6 @@ def _device_time_per_tile(samples: dict[str, list[float]]) -> float | None:
     the host runs ahead of the GPU, and its copies overlap the next tile's compute."""
     means = [mean_step(samples.get(phase)) for phase in ("copy_in", "compute", "copy_out")]
     return sum(means) if all(m is not None for m in means) else mean_step(samples.get("step"))
-
-
-def _pinned(tile: torch.Tensor, cuda: bool) -> torch.Tensor:
-    return tile.pin_memory() if cuda else tile
 
 
 def _common_metrics(wall: float, tiles: int, flops: int, monitor: MonitorData, voxels: int,
