@@ -6,7 +6,7 @@ checks that
       process list sampled in a thread, PIDs named through /proc): never the suite's own process,
       and the estimate helper (which measures a matmul rate while the suite plans) never beside
       a worker;
-  (b) doctor names no other process on the GPU (nor dlbench's own launcher);
+  (b) doctor names no other process on the GPU (nor the run's launcher);
   (c) every utilisation figure printed in the session (suite lines, doctor) names the same
       measured ceiling for its precision, and none the datasheet.
 Prints a short table and exits 1 when a check fails.
@@ -106,7 +106,7 @@ def context_check(sampler: Sampler) -> list[str]:
 
 def doctor_check(doctor: str) -> list[str]:
     """(b)"""
-    causes = [line for line in doctor.splitlines() if "other processes on the GPU" in line or "own launcher" in line]
+    causes = [line for line in doctor.splitlines() if "other processes on the GPU" in line or "launcher on the GPU" in line]
     print(f"\n(b) doctor: {len(causes)} line(s) blame a process on the GPU")
     for line in causes:
         print("   ", line.strip())
