@@ -100,3 +100,17 @@ def test_a_worker_sends_the_ceiling_it_measured_to_its_launcher():
     back = carried_ceiling(sent)
     assert back.id == new.id and back.spec["quick"] and sent.metrics["ceiling_record"] == new.id
     assert "new_ceiling" not in sent.traces  # stored as a system record, not inside the result
+
+
+def test_the_doctor_asks_for_a_survey_in_words_that_fit_what_is_stored():
+    bare = run("bf16", throughput=900.0, throughput_unit="img/s")
+    [d] = diagnose([bare], refs=[])
+    assert any(h.startswith("no `dlbench system` record for this machine") for h in d.hints)
+    quick = system_record("2026-01-02", quick=True, matmul_bf16_tflops=650.0)
+    [d] = diagnose([bare, quick], refs=[])
+    [hint] = [h for h in d.hints if "dlbench system" in h]
+    assert hint.startswith("only the bf16 matmul ceiling the runs measured is stored for this machine")
+    assert "the GPU's link, memory copy, host to device, JPEG decoding, disk" in hint
+    survey = system_record("2026-01-03", matmul_bf16_tflops=700.0)
+    [d] = diagnose([bare, quick, survey], refs=[])
+    assert not [h for h in d.hints if "dlbench system" in h]

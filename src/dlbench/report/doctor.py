@@ -25,7 +25,7 @@ from dlbench.report.markdown import line
 from dlbench.results.record import Result
 from dlbench.system.datasheet import lookup
 from dlbench.system.records import (ceiling_name, ceilings_for, is_system_record, machine_key, matmul_ceiling,
-                                    utilisation, utilisation_text)
+                                    precision_of, utilisation, utilisation_text)
 
 AS_EXPECTED = 0.8  # at or above this share of the expected figure a result is fine
 DATA_PHASES = ("data", "data_wait", "load", "loading", "input", "h2d")
@@ -440,12 +440,22 @@ def diagnose(results: list[Result], refs: list[Reference] | None = None) -> list
         d.causes += [c for c in (check(r, record) for check in CAUSES) if c]
         d.hints += [note] if (note := profile.profile_note(r)) else []
         if record is None and on_gpu(r) and "dlbench system" not in d.reason:
-            d.hints.append("no `dlbench system` record for this machine: run `dlbench system` to measure its "
-                           "ceilings (expectations then compare measured with measured), then `dlbench doctor` again")
+            d.hints.append(_survey_hint(r, found[1] if found else None))
         if r.metrics.get("gpu_util_mean") is None and on_gpu(r):
             d.hints.append("no GPU monitor readings in this result (NVML missing?)")
         out.append(d)
     return out
+
+
+def _survey_hint(r: Result, quick: Result | None) -> str:
+    """What a full `dlbench system` survey would add for `r`'s machine, given the quick record of
+    one matmul ceiling its runs may have left."""
+    if quick is None:
+        return ("no `dlbench system` record for this machine: run `dlbench system` to measure its ceilings "
+                "(expectations then compare measured with measured), then `dlbench doctor` again")
+    return (f"only the {precision_of(r)} matmul ceiling the runs measured is stored for this machine: run "
+            f"`dlbench system` to measure what the likely causes are checked against (the GPU's link, memory "
+            f"copy, host to device, JPEG decoding, disk), then `dlbench doctor` again")
 
 
 # ---- rendering -----------------------------------------------------------------------------
