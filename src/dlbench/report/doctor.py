@@ -389,8 +389,7 @@ def own_launcher(r: Result, record: Result | None) -> Cause | None:
     # Results stored before the command was recorded only had dlbench's own launchers marked
     commands = "; ".join(r.metrics.get("launcher_commands") or ["a dlbench suite or torchrun"])
     return Cause("the run's launcher on the GPU", f"the process that started this run ({commands}) held {memory:.1f} GB "
-                                                  f"of GPU memory during it: it waits for the run rather than competes "
-                                                  f"with it, but its CUDA context is memory the run cannot use")
+                                                  f"of GPU memory during it, memory the run could not use")
 
 
 def low_ceiling(r: Result, record: Result | None) -> Cause | None:
