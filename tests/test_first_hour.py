@@ -167,6 +167,13 @@ def test_help_speaks_of_the_users_world(args):
     assert "--compile" not in text
 
 
+def test_a_flag_in_help_shows_no_value_to_give():
+    lines = cli("run", "volume", "--help").stdout.splitlines()
+    [resume] = [line.split("Complete")[0] for line in lines if "--resume" in line]
+    [queue] = [line.split("Tiles")[0] for line in lines if "--queue" in line]
+    assert not re.search(r"<bool>|BOOLEAN", resume) and re.search(r"<int>|INTEGER", queue), (resume, queue)
+
+
 @pytest.mark.slow
 def test_default_run_without_a_gpu_is_the_short_cpu_check(tmp_path):
     proc = here(cwd=tmp_path)

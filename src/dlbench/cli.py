@@ -37,6 +37,7 @@ app = typer.Typer(
     no_args_is_help=False, add_completion=False, pretty_exceptions_enable=False,
 )
 view = Terminal()
+FLAG = ""  # a flag takes no value: newer typer would show it a type, "<bool>", as if it took one
 
 def _version(show: bool) -> None:
     if show:
@@ -50,7 +51,7 @@ def _version(show: bool) -> None:
 def _default(ctx: typer.Context,
              db: Optional[Path] = typer.Option(None, "--db", help="Result store (SQLite) for this command and every "
                                                "command after it in this call. Default: $DLBENCH_DB or ./dlbench.db."),
-             version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+             version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, metavar=FLAG,
                                           help="Show the version and exit.")) -> None:
     if db is not None:  # `dlbench --db X results`: every command and every process it starts uses X
         os.environ["DLBENCH_DB"] = os.environ[GLOBAL_DB] = str(db)
@@ -122,7 +123,8 @@ def _parameter(field: Field, default=MISSING, text: str | None = None, kind: typ
                               metavar=field.flag, show_default=default is not MISSING)
     else:
         flags = [f"{field.flag}/--no-{field.flag[2:]}" if kind is bool and default else field.flag]
-        info = typer.Option(default, *flags, *aliases, *filter(None, [field.meta.short]), help=text or field.help())
+        info = typer.Option(default, *flags, *aliases, *filter(None, [field.meta.short]), help=text or field.help(),
+                            metavar=FLAG if kind is bool else None)
     return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=info)
 
 
