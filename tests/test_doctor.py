@@ -167,3 +167,24 @@ def test_the_runs_launcher_on_the_gpu_is_named_not_blamed_as_another_process():
                                 samples={"step": [0.018]})])
     assert [c.name for c in d.causes] == ["other processes on the GPU", "the run's launcher on the GPU"]
     assert "2 other compute process(es) held 3.0 GB" in d.causes[0].evidence
+
+
+def test_launch_bound_only_where_the_monitor_saw_enough_and_no_profile_measured_idle():
+    figures = {"device": "cuda:0", "throughput": 900.0, "throughput_unit": "img/s", "gpu_util_mean": 30.0,
+               "monitor_readings": 50}
+    [d] = diagnose([make_result(system=A40, metrics=figures, samples={"step": [0.018] * 5})])
+    assert [c.name for c in d.causes] == ["launch-bound"]
+    assert "GPU busy only 30% of the measured window at batch 16" in d.causes[0].evidence
+    # a window of two readings (a 0.2 s volume run read "0%"): NVML had not measured it
+    [d] = diagnose([make_result(system=A40, metrics={**figures, "gpu_util_mean": 0.0, "monitor_readings": 2},
+                                samples={"step": [0.19]})])
+    assert "launch-bound" not in [c.name for c in d.causes]
+    profiled = {**figures, "profile": {"steps": 3, "step_s": 0.018, "device": "cuda", "adds_up": True,
+                                       "classes": {"tensor_core": {"seconds": 0.0179, "share": 0.995,
+                                                                   "kernel_seconds": 0.0179},
+                                                   "idle": {"seconds": 0.0001, "share": 0.005}}}}
+    [d] = diagnose([make_result(system=A40, metrics=profiled, samples={"step": [0.018] * 5})])
+    assert "launch-bound" not in [c.name for c in d.causes]  # the profile measured 0.5% idle
+    [d] = diagnose([make_result(spec={"workload": "volume", "model": "unet3d", "batch": 1}, system=A40,
+                                metrics={**figures, "throughput_unit": "Mvox/s"}, samples={"step": [0.2] * 5})])
+    assert "at one tile a step" in d.causes[0].evidence and "larger blocks (`--block`)" in d.causes[0].evidence

@@ -31,6 +31,7 @@ AS_EXPECTED = 0.8  # at or above this share of the expected figure a result is f
 DATA_PHASES = ("data", "data_wait", "load", "loading", "input", "h2d")
 INPUT_BOUND_SHARE = 0.15
 LAUNCH_BOUND_UTIL = 60.0
+MIN_UTIL_READINGS = 10  # a second of the monitor's readings before its utilisation is read as the window's
 SLOW_DISK_GBS = 1.0
 LOW_CEILING_SHARE = 0.7
 PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
@@ -321,15 +322,21 @@ def slow_storage(r: Result, record: Result | None) -> Cause | None:
 
 
 def launch_bound(r: Result, record: Result | None) -> Cause | None:
-    util = r.metrics.get("gpu_util_mean")
+    """From NVML's utilisation, where nothing better is known: a profile measures the GPU's idle
+    time itself (profile.causes names it), and a window of a few readings is shorter than the
+    period NVML averages its utilisation over (up to a second), so its figure says nothing."""
+    util, readings = r.metrics.get("gpu_util_mean"), r.metrics.get("monitor_readings")
     share = data_wait_share(r)
     if util is None or util >= LAUNCH_BOUND_UTIL or (share and share[0] >= INPUT_BOUND_SHARE):
         return None
+    if profile.profile_of(r) or (readings is not None and readings < MIN_UTIL_READINGS):
+        return None
     step = _median(r.samples.get("step"))
-    return Cause("launch-bound", f"GPU busy only {percent(util / 100)} of the measured window at batch "
-                                 f"{r.spec.get('batch')} with no data wait (median step "
-                                 f"{ms((step or 0) * 1e3)} ms): kernels too small or too few to fill it; "
-                                 f"try a larger batch, CUDA graphs or torch.compile")
+    at, larger = (("one tile a step", "larger blocks (`--block`)") if r.workload == "volume" else
+                  (f"batch {r.spec.get('batch')}", "a larger batch"))
+    return Cause("launch-bound", f"GPU busy only {percent(util / 100)} of the measured window at {at} with no "
+                                 f"data wait (median step {ms((step or 0) * 1e3)} ms): kernels too small or too "
+                                 f"few to fill it; try {larger}, CUDA graphs or torch.compile")
 
 
 def throttled(r: Result, record: Result | None) -> Cause | None:
