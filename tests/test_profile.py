@@ -279,6 +279,17 @@ def test_doctor_names_idle_first_with_numbers_and_advice():
     assert "note: profile: 5 extra steps after the measured ones took 1.50 s; the classes add up to 100%" in text
 
 
+def test_doctor_places_the_matmul_classes_on_the_runs_quick_ceiling_without_a_survey():
+    quick = Result(spec={"workload": "system", "model": "", "device": "cuda:0", "quick": True},
+                   system={"host": "node1", "gpus": [{"name": "NVIDIA H200"}]},
+                   metrics={"device": "cuda:0", "matmul_bf16_tflops": 700.0})
+    text = render(diagnose([profiled(precision="bf16", idle=0.02, elementwise=0.1), quick], refs=[]))
+    [tc] = [line for line in text.splitlines() if line.startswith("- profile: tensor-core")]
+    assert "of the measured bf16 matmul ceiling)" in tc and "no measured ceiling" not in tc
+    [elementwise] = [line for line in text.splitlines() if line.startswith("- profile: elementwise")]
+    assert "(no measured ceiling: run `dlbench system`)" in elementwise  # the copy ceiling: only a survey has it
+
+
 def test_doctor_tells_eager_and_graphs_apart_and_graphs_leaves_no_idle():
     runs = [profiled(), profiled(optimize="graphs", idle=0.02, elementwise=0.3), ceilings()]
     text = render(diagnose(runs, refs=[]))

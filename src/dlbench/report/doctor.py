@@ -442,7 +442,8 @@ def diagnose(results: list[Result], refs: list[Reference] | None = None) -> list
         d = expectation(r, refs, found[0] if found else None)
         # what the run's own line said; figured from the store for results stored without it
         d.utilisation = utilisation_text(r.metrics) or utilisation_text(utilisation(r, surveys))
-        d.causes = [Cause(*cause) for cause in profile.causes(r, record)]
+        # the profile's matmul classes read the run's own quick ceiling where no survey was made
+        d.causes = [Cause(*cause) for cause in profile.causes(r, record or (found[1] if found else None))]
         d.causes += [c for c in (check(r, record) for check in CAUSES) if c]
         d.hints += [note] if (note := profile.profile_note(r)) else []
         if record is None and on_gpu(r) and "dlbench system" not in d.reason:
