@@ -480,7 +480,7 @@ def test_block_auto_on_the_cpu_takes_a_block_that_fits_the_volume(data, tmp_path
 
 
 def test_pinned_buffers_are_reused_in_turn_and_viewed_at_any_smaller_shape():
-    from dlbench.workloads.volume import PinnedBuffers
+    from dlbench.workloads.volume_pipeline import PinnedBuffers
 
     pool = PinnedBuffers(2, 24, torch.uint8, pin=False)  # without a GPU: the same logic over plain memory
     a, b = pool.take((2, 3, 4)), pool.take((2, 3))
