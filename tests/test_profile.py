@@ -290,6 +290,21 @@ def test_doctor_places_the_matmul_classes_on_the_runs_quick_ceiling_without_a_su
     assert "(no measured ceiling: run `dlbench system`)" in elementwise  # the copy ceiling: only a survey has it
 
 
+def test_tensor_core_advice_offers_only_what_the_run_has_not_tried():
+    def advice(**spec):
+        r = profiled(precision="bf16", idle=0.02, elementwise=0.1, **spec)
+        [evidence] = [e for name, e in placing.causes(r, ceilings(matmul_bf16_tflops=7000.0))
+                      if name == "profile: tensor-core conv/matmul"]
+        return evidence
+
+    assert advice().endswith("small or badly shaped convolutions; a larger batch or `--channels-last` feeds "
+                             "tensor cores better")
+    assert advice(channels_last=True).endswith("; a larger batch feeds tensor cores better")
+    tried = advice(workload="volume", channels_last=True, options={"block": "auto"})  # what auto settled on
+    assert tried.endswith("small or badly shaped convolutions")
+    assert "`--block auto` (it times larger tiles)" in advice(workload="volume", options={"block": "32x384x384"})
+
+
 def test_doctor_tells_eager_and_graphs_apart_and_graphs_leaves_no_idle():
     runs = [profiled(), profiled(optimize="graphs", idle=0.02, elementwise=0.3), ceilings()]
     text = render(diagnose(runs, refs=[]))

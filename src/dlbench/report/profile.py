@@ -141,14 +141,28 @@ def _advice(p: Placement, r: Result, on_cpu: bool) -> str:
         return "convolutions or matmuls that did not use tensor cores (shapes, layouts); try `--channels-last`"
     if p.cls == "tensor_core":
         if p.fraction is not None and p.fraction < 0.5:
-            return "the model's useful work, but far below the ceiling: small or badly shaped convolutions; " \
-                   "a larger batch or `--channels-last` feeds tensor cores better"
+            levers = " or ".join(_tensor_core_levers(r))
+            return ("the model's useful work, but far below the ceiling: small or badly shaped convolutions"
+                    + (f"; {levers} feeds tensor cores better" if levers else ""))
         return "the model's useful work"
     if p.cls in ("h2d", "d2h"):
         return "copies not hidden behind compute: pinned memory and copies on a side stream hide them"
     if p.cls == "communication":
         return "all-reduce time not overlapped with backward: larger gradient buckets or fewer, faster links"
     return "copies and fills inside the step; `--optimize compile` removes many of them"
+
+
+def _tensor_core_levers(r: Result) -> list[str]:
+    """What could feed the tensor cores better and has not been tried in this run: a volume's tiles
+    are its batch, and `--block auto` has already timed the candidates."""
+    spec, levers = r.spec, []
+    if r.workload != "volume":
+        levers.append("a larger batch")
+    elif (spec.get("options") or {}).get("block") != "auto":
+        levers.append("`--block auto` (it times larger tiles)")
+    if not spec.get("channels_last"):
+        levers.append("`--channels-last`")
+    return levers
 
 
 def causes(r: Result, record: Result | None) -> list[tuple[str, str]]:
