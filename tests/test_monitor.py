@@ -104,6 +104,8 @@ def test_result_line_shows_utilisation_energy_and_throttling():
     line = describe(result)
     assert "151 TFLOP/s, 20% of the measured bf16 matmul ceiling of 756 TFLOP/s;" in line and "42.0 J/step" in line
     assert "THROTTLED: sw_power_cap" in line
+    volume = make_result(metrics={"energy_j_per_step": 414.0, "energy_j_per_mvox": 1.76})
+    assert "414 J/step (1.76 J/Mvox)" in describe(volume)
     assert "TFLOP/s" not in describe(make_result())
     unmeasured = make_result(metrics={"achieved_tflops": 151.2, "ceiling_precision": "fp8", "datasheet_fraction": 0.08,
                                       "datasheet_tflops": 1979.0})

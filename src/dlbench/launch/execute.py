@@ -117,6 +117,18 @@ def describe(result: Result) -> str:
     return f"{result.status} {result.workload} {result.model}{_batch(result)}: {result.error or ''}"
 
 
+ITEM_LABELS = {"mvox": "Mvox"}  # the unit as the run's throughput names it
+
+
+def _energy_per_item(metrics: dict) -> str:
+    """' (0.22 J/Mvox)': energy in the unit the user counts in (a volume's step is a tile)."""
+    for key, value in metrics.items():
+        unit = key.removeprefix("energy_j_per_")
+        if unit != key and unit != "step" and value is not None:
+            return f" ({sig(value)} J/{ITEM_LABELS.get(unit, unit)})"
+    return ""
+
+
 def common_suffix(metrics: dict) -> str:
     """FLOP utilisation, energy and throttling, where measured: the same for every workload."""
     parts = []
@@ -128,7 +140,7 @@ def common_suffix(metrics: dict) -> str:
         share = utilisation_text(metrics)
         parts.append(f"{sig(metrics['achieved_tflops'])} TFLOP/s" + (f", {share}" if share else ""))
     if metrics.get("energy_j_per_step") is not None:
-        parts.append(f"{sig(metrics['energy_j_per_step'])} J/step")
+        parts.append(f"{sig(metrics['energy_j_per_step'])} J/step" + _energy_per_item(metrics))
     if metrics.get("throttled"):
         parts.append("THROTTLED: " + ", ".join(metrics.get("throttle_reasons") or []))
     if metrics.get("profile"):
