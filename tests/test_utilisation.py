@@ -114,3 +114,10 @@ def test_the_doctor_asks_for_a_survey_in_words_that_fit_what_is_stored():
     survey = system_record("2026-01-03", matmul_bf16_tflops=700.0)
     [d] = diagnose([bare, quick, survey], refs=[])
     assert not [h for h in d.hints if "dlbench system" in h]
+
+
+def test_a_run_above_its_measured_ceiling_says_the_ceiling_is_stale():
+    text = utilisation_text({"ceiling_fraction": 1.05, "ceiling_tflops": 0.0682, "ceiling_precision": "fp32"})
+    assert text.startswith("105% of the measured fp32 matmul ceiling of 0.0682 TFLOP/s (above it: the ceiling was")
+    assert "`dlbench system` measures it again" in text
+    assert "above it" not in utilisation_text({"ceiling_fraction": 0.4, "ceiling_tflops": 700.0})

@@ -104,7 +104,11 @@ def utilisation_text(metrics: dict[str, Any]) -> str | None:
     if isinstance(metrics.get("ceiling_fraction"), (int, float)):
         ceiling = metrics.get("ceiling_tflops")
         value = f" of {sig(ceiling)} TFLOP/s" if ceiling else ""
-        return f"{percent(metrics['ceiling_fraction'])} of the measured {kind}matmul ceiling{value}"
+        text = f"{percent(metrics['ceiling_fraction'])} of the measured {kind}matmul ceiling{value}"
+        if metrics["ceiling_fraction"] > 1.0:  # the run beat the ceiling: the ceiling is what is wrong
+            text += (" (above it: the ceiling was measured while the machine was slower, under load or at a "
+                     "lower clock; `dlbench system` measures it again)")
+        return text
     if isinstance(metrics.get("datasheet_fraction"), (int, float)):
         return (f"{percent(metrics['datasheet_fraction'])} of the datasheet {kind}peak of "
                 f"{sig(metrics['datasheet_tflops'])} TFLOP/s (no ceiling measured here)")
