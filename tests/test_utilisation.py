@@ -68,7 +68,7 @@ def test_quick_ceiling_on_the_cpu():
     system = {"host": "here", "cpu": {"model": "test", "cores": 2}}
     record = quick_ceiling(system, torch.device("cpu"), "fp32")
     assert record.spec["quick"] and record.workload == "system" and record.metrics["matmul_fp32_tflops"] > 0
-    assert record.metrics["ceilings"]["matmul_fp32_tflops"]["details"]["best_n"] == 512
+    assert record.metrics["ceilings"]["matmul_fp32_tflops"]["details"]["best_n"] == 1024
     assert quick_ceiling(system, torch.device("cpu"), "bf16") is None  # measured on GPUs only
 
 
@@ -118,6 +118,6 @@ def test_the_doctor_asks_for_a_survey_in_words_that_fit_what_is_stored():
 
 def test_a_run_above_its_measured_ceiling_says_the_ceiling_is_stale():
     text = utilisation_text({"ceiling_fraction": 1.05, "ceiling_tflops": 0.0682, "ceiling_precision": "fp32"})
-    assert text.startswith("105% of the measured fp32 matmul ceiling of 0.0682 TFLOP/s (above it: the ceiling was")
+    assert text.startswith("105% of the measured fp32 matmul ceiling of 0.0682 TFLOP/s (above it: that measurement was low")
     assert "`dlbench system` measures it again" in text
     assert "above it" not in utilisation_text({"ceiling_fraction": 0.4, "ceiling_tflops": 700.0})

@@ -87,7 +87,7 @@ def survey(system: dict, device: torch.device, *, disk: Path | None = None,
     return result
 
 
-QUICK_SIZES = {"cuda": (8192,), "cpu": (512,)}  # the size a full survey finds best, or near it
+QUICK_SIZES = {"cuda": (8192,), "cpu": (1024,)}  # the size a full survey finds best, or near it
 
 
 def quick_ceiling(system: dict, device: torch.device, precision: str) -> Result | None:
