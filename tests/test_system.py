@@ -116,3 +116,13 @@ def test_system_command_bad_input_keeps_the_store(db, tmp_path):
     assert_user_error(cli("system", "--device", "cpu", "--disk", tmp_path / "nope", "--db", db), "no such file")
     with Store(db) as store:
         assert store.count() == 1
+
+
+def test_the_cpu_matmul_ceiling_is_the_faster_of_two_libraries():
+    from dlbench.system import ceilings
+
+    found = ceilings.matmul("fp32", torch.device("cpu"), sizes=(256,))
+    assert "the faster of torch.mm fp32 and the same product as a 1x1 convolution" in found.method
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    mm = 2 * 256**3 / ceilings.time_call(lambda: a @ b, torch.device("cpu")) / 1e12
+    assert found.value >= 0.8 * mm  # never below torch.mm's own rate (timing noise allowed)
