@@ -144,8 +144,8 @@ def matmul(precision: str, device: torch.device, sizes: tuple[int, ...] | None =
         raise Unmeasured("not even the smallest matmul fitted in memory")
     best = max(rates, key=rates.get)
     kind = ("torch._scaled_mm e4m3 x e4m3 -> bf16, fast accumulation" if precision == "fp8" else
-            f"torch.mm {precision}" if device.type == "cuda" else
-            f"the faster of torch.mm {precision} and the same product as a 1x1 convolution")
+            f"the faster of torch.mm {precision} and the same product as a 1x1 convolution" if device.type == "cpu"
+            else f"torch.mm {precision}")
     return Ceiling(f"matmul_{precision}_tflops", rates[best], "TFLOP/s",
                    f"{kind}, square n x n, n in {list(sizes)}; 2n^3 FLOPs / median time of {REPS} "
                    f"repetitions; best size kept", {"best_n": best, "by_size": {str(n): v for n, v in rates.items()},
