@@ -152,8 +152,7 @@ def parse(raw: dict[str, Any], t: float) -> dict[str, Any]:
 def other_processes(nvml: Any, handle: Any, own_pid: int | None = None) -> list[dict[str, Any]]:
     """Compute processes on the GPU other than this one (pid and GPU memory in GB). The processes
     that started this one (a dlbench suite, torchrun, a user's script) are marked `launcher` with
-    their command line: they wait for this run rather than compete with it, so they are named,
-    not blamed as a stranger's work."""
+    their command line: they are named, not blamed as a stranger's work."""
     own_pid = os.getpid() if own_pid is None else own_pid
     found = _call(nvml, "nvmlDeviceGetComputeRunningProcesses", handle) or []
     launchers = ancestors(own_pid)

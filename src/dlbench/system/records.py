@@ -106,8 +106,8 @@ def utilisation_text(metrics: dict[str, Any]) -> str | None:
         value = f" of {sig(ceiling)} TFLOP/s" if ceiling else ""
         text = f"{percent(metrics['ceiling_fraction'])} of the measured {kind}matmul ceiling{value}"
         if metrics["ceiling_fraction"] > 1.0:  # the run beat the ceiling: the ceiling is what is wrong
-            text += (" (above it: that measurement was low: taken under load or at a lower clock, or on a CPU "
-                     "whose convolution library outruns torch.mm; `dlbench system` measures it again)")
+            text += (" (above it: that measurement was low, taken under load, at a lower clock or, on a CPU, "
+                     "with torch.mm alone; `dlbench system` measures it again)")
         return text
     if isinstance(metrics.get("datasheet_fraction"), (int, float)):
         return (f"{percent(metrics['datasheet_fraction'])} of the datasheet {kind}peak of "
