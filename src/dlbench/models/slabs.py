@@ -176,7 +176,7 @@ class SlabUpJoin(nn.Module):
             part = skip[:, :, z0:z1]
             out = _empty(up, shape) if out is None else out
             into = out[:, :, z0:z1]
-            if self.fused and up.shape[2:] == part.shape[2:] and fused.joinable(up, part) and _dense_pair(up, into):
+            if self.fused and fused.joinable(up, part) and _dense_pair(up, into):
                 torch.ops.dlbench.bias_cat_into(up, c.bias, part, into)
                 continue
             if self.fused:

@@ -439,15 +439,16 @@ def diagnose(results: list[Result], refs: list[Reference] | None = None) -> list
     for r in newest.values():
         record = ceilings_for(r, surveys)
         found = matmul_ceiling(r, surveys)
-        d = expectation(r, refs, found[0] if found else None)
+        ceiling, ceiling_record = found if found else (None, None)
+        d = expectation(r, refs, ceiling)
         # what the run's own line said; figured from the store for results stored without it
         d.utilisation = utilisation_text(r.metrics) or utilisation_text(utilisation(r, surveys))
         # the profile's matmul classes read the run's own quick ceiling where no survey was made
-        d.causes = [Cause(*cause) for cause in profile.causes(r, record or (found[1] if found else None))]
+        d.causes = [Cause(*cause) for cause in profile.causes(r, record or ceiling_record)]
         d.causes += [c for c in (check(r, record) for check in CAUSES) if c]
         d.hints += [note] if (note := profile.profile_note(r)) else []
         if record is None and on_gpu(r) and "dlbench system" not in d.reason:
-            d.hints.append(_survey_hint(r, found[1] if found else None))
+            d.hints.append(_survey_hint(r, ceiling_record))
         if r.metrics.get("gpu_util_mean") is None and on_gpu(r):
             d.hints.append("no GPU monitor readings in this result (NVML missing?)")
         out.append(d)

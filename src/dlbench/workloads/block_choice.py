@@ -159,8 +159,7 @@ def choose(shape: tuple[int, ...], halo: tuple[int, ...], precision: str, channe
         return _probe([Blocking(shape, block, halo)], precision, channels_last, timer, checks, "given", world)
     sized = _precisions(precision, checks)[0]  # the probed precisions take as much memory as this one
     width = convolution_width(model, device)
-    by_memory = int(MEMORY_SHARE * torch.cuda.get_device_properties(device).total_memory
-                    / bytes_per_voxel(model, device, sized))
+    by_memory = int(_memory_for_a_forward(device) / bytes_per_voxel(model, device, sized))
     by_index = largest_tile(width)
     ranked = plans(shape, halo, min(by_memory, by_index or by_memory), world)
     fitting = next((plan for plan in ranked if _fits(model, plan.tile, device, sized)), None)
@@ -312,7 +311,11 @@ def bytes_per_voxel(model: torch.nn.Module, device: torch.device, precision: str
 
 def _fits(model: torch.nn.Module, tile: tuple[int, ...], device: torch.device, precision: str) -> bool:
     peak = _peak(model, tile, device, precision)
-    return peak is not None and peak < MEMORY_SHARE * torch.cuda.get_device_properties(device).total_memory
+    return peak is not None and peak < _memory_for_a_forward(device)
+
+
+def _memory_for_a_forward(device: torch.device) -> float:
+    return MEMORY_SHARE * torch.cuda.get_device_properties(device).total_memory
 
 
 class _Timer:

@@ -312,9 +312,10 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     profile = _profile(spec, pipeline, mine, flops, group, progress)
     voxels = sum(int(np.prod(b.shape)) for b in mine)
     volume.close()
-    waits = pipeline.log.samples()["wait"]
+    samples = pipeline.log.samples()
+    waits = samples["wait"]
     per_rank = group.gather({"voxels": voxels, "wall": wall, "blocks": len(mine), "first_wait": waits[0] if waits else 0.0,
-                             "phases": {k: float(sum(v)) for k, v in pipeline.log.samples().items()}})
+                             "phases": {k: float(sum(v)) for k, v in samples.items()}})
     group.barrier()
     metrics = _metrics(opts, volume, blocking, per_rank, group.world, len(finished), warmup_s, warmup_tile_s, store,
                        device)
@@ -326,7 +327,7 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     if choice.checks:
         metrics["precision_check"] = choice.checks
     metrics.update(_common_metrics(wall, len(mine), flops, monitor.data, voxels, profile))
-    return metrics, pipeline.log.samples()
+    return metrics, samples
 
 
 def share(count: int, finished: set[int], rank: int, world: int) -> list[int]:

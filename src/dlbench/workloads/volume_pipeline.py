@@ -62,9 +62,11 @@ def host_dtype(source: np.dtype) -> torch.dtype:
     return torch.from_numpy(np.zeros(1, source)).dtype
 
 
-def read_host_tile(blocking: Blocking, volume: Volume, block: Block, pin: bool = False) -> torch.Tensor:
-    """`block`'s input tile on the host, read as the run reads it: into the buffer, reflected there."""
-    tile = torch.empty(blocking.tile, dtype=host_dtype(volume.dtype), pin_memory=pin)
+def read_host_tile(blocking: Blocking, volume: Volume, block: Block, pin: bool = False,
+                   into: torch.Tensor | None = None) -> torch.Tensor:
+    """`block`'s input tile on the host, read as the run reads it: into the buffer (`into`, else a
+    new one, pinned where asked), reflected there."""
+    tile = torch.empty(blocking.tile, dtype=host_dtype(volume.dtype), pin_memory=pin) if into is None else into
     blocking.read_tile_into(volume.read, block, tile.numpy(), volume.read_into)
     return tile
 
@@ -144,8 +146,7 @@ class Pipeline:
 
     def _read(self, block: Block) -> torch.Tensor:
         start = time.perf_counter()
-        tile = self.tiles.take(self.blocking.tile)
-        self.blocking.read_tile_into(self.volume.read, block, tile.numpy(), self.volume.read_into)  # into pinned memory
+        tile = read_host_tile(self.blocking, self.volume, block, into=self.tiles.take(self.blocking.tile))
         self.log.add("read", time.perf_counter() - start)
         return tile
 
