@@ -9,6 +9,7 @@ read-only, so an archived store can be read.
 from __future__ import annotations
 
 import io
+import json
 import sys
 from dataclasses import MISSING, dataclass
 from pathlib import Path
@@ -184,19 +185,36 @@ def import_(request: ImportRequest, view: Terminal) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class DoctorRequest(Options):
-    """Compare this store's results with reference results, say how far below expectation each
-    is and name the likely causes with their evidence (input-bound, launch-bound, throttled,
-    degraded link, other processes, slow storage)."""
+    """Say how each result compares with what it should do and why it falls short. A run is judged
+    against the machine's own history first (the fastest other run of the same configuration on
+    the same machine, with a bootstrap interval; on several GPUs also against one GPU), else
+    against published figures. Causes are measured parts of the step, largest first: another
+    process on the GPU, the input pipeline (CPU contention, too few workers, slow storage, CPU
+    decoding), host gaps, lower clocks, a degraded all-reduce path; a loss they do not explain is
+    said as unexplained with what differed. By default the newest result of each configuration and
+    every older one that differs from it beyond noise are judged."""
+    runs: list[str] | None = option(None, "Results to judge: run id prefixes or tags (default: see above).",
+                                    argument=True)
     db: str | None = option(None, DB_HELP, parse=one_store)
     workload: str | None = option(None, "Only results of this workload.")
+    format: str = option("text", "text, or json: each diagnosis with its comparison and causes.",
+                         choices=("text", "json"))
 
 
 def doctor(request: DoctorRequest, view: Terminal) -> None:
-    from dlbench.report.doctor import NOTHING_TO_DIAGNOSE, diagnose, render
+    from dlbench.report.compare import select
+    from dlbench.report.doctor import NOTHING_TO_DIAGNOSE, diagnose, render, to_json
 
     with Store(request.db, read_only=True) as store:
         found = store.results()
     if request.workload:
         found = [r for r in found if r.workload in (request.workload, "system")]
-    diagnoses = diagnose(found)
-    view.text(render(diagnoses) if diagnoses else NOTHING_TO_DIAGNOSE)
+    chosen = None
+    if request.runs:
+        chosen = list({r.id: r for selector in request.runs for r in select(found, selector)
+                       if r.workload != "system"}.values())
+    diagnoses = diagnose(found, chosen=chosen)
+    if request.format == "json":
+        view.text(json.dumps(to_json(diagnoses), indent=1, allow_nan=False, default=str))
+    else:
+        view.text(render(diagnoses) if diagnoses else NOTHING_TO_DIAGNOSE)

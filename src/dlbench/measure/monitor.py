@@ -2,12 +2,16 @@
 
 It records utilisation, SM clock, memory used, power, the energy counter, temperature
 and throttle reasons, one reading every `interval` seconds plus one at each end of the
-window so the energy counter's difference covers exactly the window. Without a GPU or
-NVML it records nothing and says why; it never fails a benchmark.
+window so the energy counter's difference covers exactly the window; and every process's
+share of the GPU's SM time (NVML's per-process samples), so a neighbour computing on the
+same GPU is seen, not only its memory. Without a GPU or NVML it records nothing of the GPU
+and says why; it never fails a benchmark. The host's CPU use over the window (measure/host.py)
+is recorded on every device.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -15,6 +19,7 @@ from typing import Any, Callable
 
 import torch
 
+from dlbench.measure.host import HostSampler
 from dlbench.system import nvml as nvml_api
 
 DEFAULT_INTERVAL = 0.1
@@ -30,6 +35,9 @@ class MonitorData:
     reason: str | None = None  # why nothing was recorded
     readings: list[dict[str, Any]] = field(default_factory=list)  # parsed readings
     other_processes: list[dict[str, Any]] = field(default_factory=list)
+    # (pid, NVML timestamp) -> SM %: every process's samples during the window
+    process_samples: dict[tuple[int, int], float] = field(default_factory=dict)
+    host: dict[str, Any] = field(default_factory=dict)  # measure/host.py's figures
 
     def trace(self) -> dict[str, Any]:
         """Column-wise trace for Result.traces['monitor']."""
@@ -40,10 +48,11 @@ class MonitorData:
         return {"available": True, **{k: [r.get(k) for r in self.readings] for k in keys}}
 
     def summary(self) -> dict[str, Any]:
-        """Window figures: means, extremes, energy, throttling; {} when nothing was recorded."""
+        """Window figures: means, extremes, energy, throttling, neighbours, the host's CPU."""
         if not self.available or not self.readings:
-            return {}
-        return summarize_readings(self.readings, self.other_processes)
+            return dict(self.host)
+        return {**summarize_readings(self.readings, self.other_processes),
+                **neighbours(self.process_samples, self.other_processes), **self.host}
 
 
 def _values(readings: list[dict[str, Any]], key: str) -> list[float]:
@@ -90,6 +99,28 @@ def summarize_readings(readings: list[dict[str, Any]], others: list[dict[str, An
     }
 
 
+def neighbours(samples: dict[tuple[int, int], float], others: list[dict[str, Any]],
+               own_pid: int | None = None) -> dict[str, Any]:
+    """Each process's share of the GPU's SM time over the window: its SM % summed over NVML's
+    sampling instants divided by the number of instants (a process absent from an instant used
+    none of it). Other processes are named with their command; a launcher stays marked."""
+    if not samples:
+        return {}
+    own_pid = os.getpid() if own_pid is None else own_pid
+    instants = len({t for _, t in samples})
+    share: dict[int, float] = {}
+    for (pid, _), sm in samples.items():
+        share[pid] = share.get(pid, 0.0) + min(max(sm, 0.0), 100.0) / 100 / instants
+    known = {p["pid"]: p for p in others}
+    found = [{"pid": pid, "sm_share": round(value, 4), "memory_gb": known.get(pid, {}).get("memory_gb"),
+              "command": nvml_api.command_line(pid)[:nvml_api.LAUNCHER_CHARS],
+              **({"launcher": True} if known.get(pid, {}).get("launcher") else {})}
+             for pid, value in sorted(share.items(), key=lambda item: -item[1]) if pid != own_pid]
+    return {"gpu_own_sm_share": round(share.get(own_pid, 0.0), 4), "gpu_sm_instants": instants,
+            "gpu_neighbours": found,
+            "gpu_neighbours_sm_share": round(sum(p["sm_share"] for p in found if not p.get("launcher")), 4)}
+
+
 def _processes(found: list[dict[str, Any]]) -> dict[str, Any]:
     """Other processes on the GPU, and apart from them the processes that started this one."""
     launchers = [p for p in found if p.get("launcher")]
@@ -112,6 +143,9 @@ class Monitor:
         self.interval = interval
         self._reader, self._others = reader, others
         self._nvml = None
+        self._utilisation: Callable[[int], list[tuple[int, int, float]]] | None = None
+        self._since_us = self._next_since = 0
+        self._host = HostSampler()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
@@ -135,6 +169,7 @@ class Monitor:
         self._nvml = nvml
         self._reader = lambda: nvml_api.read_raw(nvml, handle)
         self._others = lambda: nvml_api.other_processes(nvml, handle)
+        self._utilisation = lambda since: nvml_api.process_utilisation(nvml, handle, since)
         return True
 
     def _sample(self) -> None:
@@ -143,16 +178,30 @@ class Monitor:
         except Exception:  # a failed reading is a gap in the trace, not a failed benchmark
             return
         self.data.readings.append(nvml_api.parse(raw, time.perf_counter() - self._t0))
+        if self._utilisation is not None:
+            for pid, stamp, sm in self._utilisation(self._since_us):
+                self.data.process_samples[(pid, stamp)] = sm
+                self._next_since = max(self._next_since, stamp)
+            self._since_us = self._next_since
+
+    def _other_processes(self) -> list[dict[str, Any]]:
+        """Processes on the GPU at the window's start, and those that came during it."""
+        found = {p["pid"]: p for p in self.data.other_processes}
+        for p in self._others() if self._others is not None else []:
+            found.setdefault(p["pid"], p)
+        return list(found.values())
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             self._sample()
 
     def start(self) -> "Monitor":
+        self._host.start()
         if not self._open():
             return self
         self.data = MonitorData(available=True)
         self._t0 = time.perf_counter()
+        self._since_us = self._next_since = int(time.time() * 1e6)  # NVML stamps samples with the host's clock
         if self._others is not None:
             self.data.other_processes = self._others()
         self._sample()
@@ -166,6 +215,8 @@ class Monitor:
             self._thread.join()
             self._thread = None
             self._sample()
+            self.data.other_processes = self._other_processes()
+        self.data.host = self._host.stop()
         if self._nvml is not None:
             nvml_api.release()
             self._nvml = None

@@ -1,5 +1,8 @@
-"""`dlbench doctor`: how far below expectation each result is, and the likely causes.
+"""`dlbench doctor`: how each result compares with what it should do, and why it falls short.
 
+A run is judged against the machine's own history first: the fastest other run of the same
+configuration on the same machine (report/history.py), and on several GPUs the same per-GPU work
+on one GPU (weak scaling). Where neither exists, against the published figures:
 Expected performance comes from the nearest reference result (same workload, model,
 precision, GPU count, batch and, where published, shape) scaled by the ratio of the
 compute ceilings for that precision: measured ceilings when both machines have them,
@@ -20,7 +23,9 @@ from importlib import resources
 from typing import Any, Callable
 
 from dlbench.figures import fixed, ms, percent, sig
-from dlbench.report import profile
+from dlbench.report import causes as parts_of, history, profile
+from dlbench.report.causes import Cause
+from dlbench.report.history import Against
 from dlbench.report.markdown import line
 from dlbench.results.record import Result
 from dlbench.system.datasheet import lookup
@@ -28,11 +33,6 @@ from dlbench.system.records import (ceiling_name, ceilings_for, is_system_record
                                     precision_of, utilisation, utilisation_text)
 
 AS_EXPECTED = 0.8  # at or above this share of the expected figure a result is fine
-DATA_PHASES = ("data", "data_wait", "load", "loading", "input", "h2d")
-INPUT_BOUND_SHARE = 0.15
-LAUNCH_BOUND_UTIL = 60.0
-MIN_UTIL_READINGS = 10  # a second of the monitor's readings before its utilisation is read as the window's
-SLOW_DISK_GBS = 1.0
 LOW_CEILING_SHARE = 0.7
 PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 _UNITS = {("iters/min", "iter/s"): 1 / 60, ("iter/s", "iters/min"): 60.0,
@@ -58,12 +58,6 @@ class Reference:
 
 
 @dataclass
-class Cause:
-    name: str
-    evidence: str
-
-
-@dataclass
 class Diagnosis:
     result: Result
     actual: float | None
@@ -76,6 +70,10 @@ class Diagnosis:
     not_comparable: str = ""  # why the references that exist for this benchmark cannot judge it
     reason: str = ""  # why there is no expectation otherwise
     utilisation: str | None = None  # "16% of the measured bf16 matmul ceiling (703 TFLOP/s)"
+    history: Against | None = None  # against the fastest other run of this configuration here
+    one_gpu: Against | None = None  # a multi-GPU run against the same per-GPU work on one GPU
+    baseline: Against | None = None  # the comparison the causes are measured against
+    breakdown: list[tuple[str, str]] = field(default_factory=list)  # the profile's classes
 
     @property
     def ratio(self) -> float | None:
@@ -200,7 +198,7 @@ def _actual(r: Result, ref: Reference) -> tuple[float | None, str]:
 
 def _same_data(ref: Reference, r: Result) -> bool:
     kind = ref.extra.get("dataset")
-    return kind is not None and (kind == "dummy") == (_reads_storage(r) is None)
+    return kind is not None and (kind == "dummy") == (parts_of._reads_storage(r) is None)
 
 
 def expectation(r: Result, refs: list[Reference], measured: float | None) -> Diagnosis:
@@ -257,18 +255,8 @@ def expectation(r: Result, refs: list[Reference], measured: float | None) -> Dia
 
 # ---- causes --------------------------------------------------------------------------------
 
-def _median(values: list[float] | None) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def data_wait_share(r: Result) -> tuple[float, float, float] | None:
-    """(share, data-wait seconds, step seconds) per step, from the phase samples."""
-    step = _median(r.samples.get("step"))
-    waits = [_median(r.samples.get(p)) for p in DATA_PHASES if r.samples.get(p)]
-    if not step or not waits:
-        return None
-    wait = sum(w for w in waits if w)
-    return wait / step, wait, step
+SCALING_OK = 0.9  # weak-scaling efficiency below this is a loss to explain
+MIN_CAUSE_SHARE = 0.03  # a part of the step smaller than this (of the step and of the loss) is no cause
 
 
 def _facts(r: Result, record: Result | None) -> dict[str, Any]:
@@ -279,82 +267,7 @@ def _facts(r: Result, record: Result | None) -> dict[str, Any]:
     return next((f for f in facts if f.get("index") == index), {})
 
 
-def input_bound(r: Result, record: Result | None) -> Cause | None:
-    found = data_wait_share(r)
-    if not found or found[0] < INPUT_BOUND_SHARE:
-        return None
-    share, wait, step = found
-    cores = (r.system.get("cpu") or {}).get("cores")
-    gpus = max(1, r.system.get("gpu_count") or 1)
-    options = r.spec.get("options") or {}
-    workers = options.get("workers", options.get("num_workers"))
-    text = f"waiting for data {percent(share)} of each step ({ms(wait * 1e3)} of {ms(step * 1e3)} ms)"
-    if cores:
-        text += f"; {cores} CPU cores for {gpus} GPU(s) ({cores / gpus:.1f} per GPU)"
-    if workers is not None:
-        text += f"; {workers} loader workers"
-    decode = record.metrics.get("jpeg_decode_cpu_img_s_per_core") if record else None
-    if decode and cores and r.metrics.get("throughput_unit") == "img/s":
-        text += f"; JPEG decode measured {decode:,.0f} img/s per core, {decode * cores:,.0f} img/s on all cores"
-    return Cause("input-bound", text)
-
-
-def _reads_storage(r: Result) -> str | None:
-    options = r.spec.get("options") or {}
-    for key in ("data", "dataset", "path", "root", "folder", "images", "volume"):
-        value = options.get(key)
-        if isinstance(value, str) and value and value not in ("synthetic", "dummy", "random"):
-            return value
-    return None
-
-
-def slow_storage(r: Result, record: Result | None) -> Cause | None:
-    path = _reads_storage(r)
-    share = data_wait_share(r)
-    if not path or not share or share[0] < INPUT_BOUND_SHARE or record is None:
-        return None
-    disk = record.metrics.get("disk_read_gbs")
-    if disk is None or disk >= SLOW_DISK_GBS:
-        return None
-    where = record.metrics.get("ceilings", {}).get("disk_read_gbs", {}).get("details", {}).get("path", "?")
-    return Cause("slow storage", f"data read from {path}; `dlbench system --disk` measured {disk:.2f} GB/s "
-                                 f"on {where} (below {SLOW_DISK_GBS:g} GB/s)")
-
-
-def launch_bound(r: Result, record: Result | None) -> Cause | None:
-    """From NVML's utilisation, where nothing better is known: a profile measures the GPU's idle
-    time itself (profile.causes names it), and a window of a few readings is shorter than the
-    period NVML averages its utilisation over (up to a second), so its figure says nothing."""
-    util, readings = r.metrics.get("gpu_util_mean"), r.metrics.get("monitor_readings")
-    share = data_wait_share(r)
-    if util is None or util >= LAUNCH_BOUND_UTIL or (share and share[0] >= INPUT_BOUND_SHARE):
-        return None
-    if profile.profile_of(r) or (readings is not None and readings < MIN_UTIL_READINGS):
-        return None
-    step = _median(r.samples.get("step"))
-    at, larger = (("one tile a step", "larger blocks (`--block`)") if r.workload == "volume" else
-                  (f"batch {r.spec.get('batch')}", "a larger batch"))
-    return Cause("launch-bound", f"GPU busy only {percent(util / 100)} of the measured window at {at} with no "
-                                 f"data wait (median step {ms((step or 0) * 1e3)} ms): kernels too small or too "
-                                 f"few to fill it; try {larger}, CUDA graphs or torch.compile")
-
-
-def throttled(r: Result, record: Result | None) -> Cause | None:
-    reasons = r.metrics.get("throttle_reasons") or []
-    if not r.metrics.get("throttled") and not reasons:
-        return None
-    parts = [f"throttle reasons {', '.join(reasons) or 'reported'} in "
-             f"{percent(r.metrics.get('throttled_share', 0))} of the monitor readings"]
-    clock, top = r.metrics.get("sm_clock_mean_mhz"), _facts(r, record).get("sm_clock_max_mhz")
-    if clock:
-        parts.append(f"SM clock {clock:.0f} MHz" + (f" of {top} MHz max" if top else ""))
-    if r.metrics.get("temperature_max_c") is not None:
-        parts.append(f"up to {r.metrics['temperature_max_c']:.0f} °C")
-    power, limit = r.metrics.get("power_mean_w"), _facts(r, record).get("power_limit_w")
-    if power:
-        parts.append(f"{power:.0f} W mean" + (f" against a {limit:.0f} W limit" if limit else ""))
-    return Cause("throttled", "; ".join(parts))
-
+# ---- the machine: conditions a survey finds, with no share of the step to measure -----------
 
 def degraded_link(r: Result, record: Result | None) -> Cause | None:
     facts = _facts(r, record)
@@ -381,12 +294,6 @@ def degraded_link(r: Result, record: Result | None) -> Cause | None:
 def _holders(r: Result, count_key: str, memory_key: str) -> tuple[int, float]:
     """How many processes the monitor saw on the GPU under `count_key`, and the GB they held."""
     return r.metrics.get(count_key) or 0, r.metrics.get(memory_key) or 0.0
-
-
-def other_processes(r: Result, record: Result | None) -> Cause | None:
-    count, memory = _holders(r, "other_processes", "other_processes_memory_gb")
-    return Cause("other processes on the GPU", f"{count} other compute process(es) held {memory:.1f} GB "
-                                               f"of GPU memory during the run") if count else None
 
 
 def own_launcher(r: Result, record: Result | None) -> Cause | None:
@@ -416,43 +323,145 @@ def low_ceiling(r: Result, record: Result | None) -> Cause | None:
     return Cause("GPU below its datasheet", text + " (clocks, power limit, or a virtual/MIG slice)")
 
 
-CAUSES: list[Callable[[Result, Result | None], Cause | None]] = [
-    input_bound, slow_storage, launch_bound, throttled, degraded_link, other_processes, own_launcher,
-    low_ceiling,
-]
+
+MACHINE_CHECKS: list[Callable[[Result, Result | None], Cause | None]] = [degraded_link, own_launcher, low_ceiling]
 
 
-def diagnose(results: list[Result], refs: list[Reference] | None = None) -> list[Diagnosis]:
-    """One diagnosis per benchmark configuration and machine (its newest ok result)."""
+def _baseline(d: Diagnosis) -> Against | None:
+    """What the causes are measured against: a slower-than-history run's best other run, else a
+    multi-GPU run's one-GPU run where it scales poorly."""
+    if d.history is not None and d.history.slower:
+        return d.history
+    if d.one_gpu is not None and d.one_gpu.ratio < SCALING_OK:
+        return d.one_gpu
+    return None
+
+
+def _lost(r: Result, base: Against | None) -> float | None:
+    """Seconds a mean step lost against the baseline (on several GPUs, against one GPU's step)."""
+    if base is None:
+        return None
+    return history.mean_step(r) - history.mean_step(base.other)
+
+
+def measured_causes(r: Result, base: Against | None, record: Result | None) -> tuple[list[Cause], list[str]]:
+    """The causes the record's figures account for, largest first, and notes of what was checked."""
+    p = parts_of.parts(r)
+    theirs = parts_of.parts(base.other) if base else None
+    found: list[Cause] = []
+    notes: list[str] = []
+
+    def grew(mine: float | None, other: float | None) -> float | None:
+        return None if mine is None else mine - ((other or 0.0) if base else 0.0)
+
+    data = grew(p.data, theirs.data if theirs else None)
+    if data is not None and data > 0 and (base or p.data >= parts_of.INPUT_BOUND_SHARE * p.step):
+        found.append(parts_of.input_cause(r, data, p, record))
+    idle = grew(p.idle, theirs.idle if theirs else None)
+    if idle is not None and idle > 0 and (base or p.idle >= parts_of.LAUNCH_BOUND_IDLE * p.step):
+        found.append(parts_of.host_gaps(r, idle, p, base))
+    neighbours = grew(p.neighbours, theirs.neighbours if theirs else None)
+    if neighbours is not None and neighbours > 0 and p.neighbours >= parts_of.NEIGHBOUR_SHARE * p.step:
+        found.append(parts_of.neighbour_cause(r, neighbours))
+    elif p.neighbours is None and r.metrics.get("other_processes"):
+        count, memory = r.metrics.get("other_processes"), r.metrics.get("other_processes_memory_gb") or 0.0
+        found.append(Cause("other processes on the GPU", f"{count} other compute process(es) held {memory:.1f} GB of "
+                           "GPU memory during the run; their share of the GPU's time was not recorded (stored by an "
+                           "earlier dlbench)"))
+    clock = parts_of.clock_cause(r, p, base, _facts(r, record))
+    if clock:
+        found.append(clock)
+    elif note := parts_of.power_note(r, p, base):
+        notes.append(note)
+    lost = _lost(r, base)
+    if lost is not None:
+        explained = sum(c.seconds or 0.0 for c in found)
+        comm = parts_of.communication_cause(r, lost - explained, record)
+        if comm:
+            found.append(comm)
+    elif (path := parts_of.degraded_path(r)) is not None:
+        found.append(Cause("degraded all-reduce path", f"{path}; unset them to let NCCL use the fast path"))
+    if note := parts_of.communication_note(r, record):
+        notes.append(note)
+    found += [c for c in (check(r, record) for check in MACHINE_CHECKS) if c]
+    for c in found:
+        if c.seconds is not None:
+            c.share = c.seconds / p.step
+            c.explains = min(1.0, c.seconds / lost) if lost and lost > 0 else None
+    found = [c for c in found if c.share is None or c.share >= MIN_CAUSE_SHARE or (c.explains or 0) >= MIN_CAUSE_SHARE]
+    found.sort(key=lambda c: -(c.seconds or 0.0))
+    return found, notes
+
+
+def _unexplained(r: Result, base: Against, found: list[Cause]) -> Cause | None:
+    """A loss against the machine's own runs that the causes leave mostly unaccounted for."""
+    lost = _lost(r, base)
+    if lost is None or lost <= 0:
+        return None
+    explained = sum(min(c.seconds or 0.0, lost) for c in found)
+    if explained >= parts_of.UNEXPLAINED * lost:
+        return None
+    what = "; ".join(parts_of.differences(r, base.other)) or "none of the recorded figures"
+    return Cause("unexplained", f"{_against_text(base)}; {ms((lost - explained) * 1e3)} of the {ms(lost * 1e3)} ms a "
+                                f"step lost is not accounted for; what differed: {what}", lost - explained,
+                 (lost - explained) / history.mean_step(r), (lost - explained) / lost)
+
+
+def _against_text(a: Against) -> str:
+    when = a.other.started[:16].replace("T", " ")
+    interval = (f", {percent(0.95)} interval {fixed(a.low, 2)}–{fixed(a.high, 2)}"
+                if a.low is not None and a.high is not None else "")
+    if a.kind == "one GPU":
+        return (f"weak-scaling efficiency {fixed(a.ratio, 2)} against run {a.other.id[:8]} ({when}) on one GPU"
+                f"{interval}")
+    noise = "" if a.beyond_noise else ", within noise"
+    return f"{fixed(a.ratio, 2)}x of run {a.other.id[:8]} ({when}){interval}{noise}"
+
+
+def diagnose(results: list[Result], refs: list[Reference] | None = None,
+             chosen: list[Result] | None = None) -> list[Diagnosis]:
+    """A diagnosis for each result in `chosen`; by default for the newest result of each
+    configuration on each machine and every older one that differs from it beyond noise."""
     refs = load_references() if refs is None else refs
-    newest: dict[tuple, Result] = {}
-    for r in results:
-        if is_system_record(r) or r.status != "ok":
-            continue
-        spec = r.spec
-        key = (*machine_key(r), r.workload, r.model, spec.get("batch"), spec.get("precision"), spec.get("optimize"),
-               spec.get("gpus"), str(spec.get("input_shape")), json.dumps(spec.get("options"), sort_keys=True))
-        if key not in newest or r.started >= newest[key].started:
-            newest[key] = r
+    by_configuration = history.groups(results)
+    if chosen is None:
+        chosen = [r for group in by_configuration.values() for r in history.to_judge(group)]
     surveys = [r for r in results if is_system_record(r)]  # looked up once per result below
-    out = []
-    for r in newest.values():
-        record = ceilings_for(r, surveys)
-        found = matmul_ceiling(r, surveys)
-        ceiling, ceiling_record = found if found else (None, None)
-        d = expectation(r, refs, ceiling)
-        # what the run's own line said; figured from the store for results stored without it
-        d.utilisation = utilisation_text(r.metrics) or utilisation_text(utilisation(r, surveys))
-        # the profile's matmul classes read the run's own quick ceiling where no survey was made
-        d.causes = [Cause(*cause) for cause in profile.causes(r, record or ceiling_record)]
-        d.causes += [c for c in (check(r, record) for check in CAUSES) if c]
-        d.hints += [note] if (note := profile.profile_note(r)) else []
-        if record is None and on_gpu(r) and "dlbench system" not in d.reason:
-            d.hints.append(_survey_hint(r, ceiling_record))
-        if r.metrics.get("gpu_util_mean") is None and on_gpu(r):
-            d.hints.append("no GPU monitor readings in this result (NVML missing?)")
-        out.append(d)
-    return out
+    return [_diagnose(r, refs, surveys, by_configuration) for r in chosen if not is_system_record(r)]
+
+
+def _diagnose(r: Result, refs: list[Reference], surveys: list[Result],
+              by_configuration: dict[tuple, list[Result]]) -> Diagnosis:
+    record = ceilings_for(r, surveys)
+    found = matmul_ceiling(r, surveys)
+    ceiling, ceiling_record = found if found else (None, None)
+    d = expectation(r, refs, ceiling)
+    # what the run's own line said; figured from the store for results stored without it
+    d.utilisation = utilisation_text(r.metrics) or utilisation_text(utilisation(r, surveys))
+    if r.status == "ok" and r.samples.get("step"):
+        d.history = history.best_other(r, by_configuration.get(history.configuration(r), []))
+        d.one_gpu = history.one_gpu(r, by_configuration)
+    d.baseline = _baseline(d)
+    d.causes, notes = measured_causes(r, d.baseline, record)
+    if d.baseline is not None and (gap := _unexplained(r, d.baseline, d.causes)):
+        d.causes.append(gap)
+    d.hints += notes
+    # the profile's classes say where the step goes (its matmul classes on the run's quick ceiling
+    # where no survey was made); what makes the run slower than it was is said by the causes
+    d.breakdown = profile.causes(r, record or ceiling_record)
+    d.hints += [note] if (note := profile.profile_note(r)) else []
+    if d.history is None and r.samples.get("step"):
+        d.hints.append("the first run of this configuration on this machine: the next one is judged against it")
+    if not r.samples.get("step") and r.status == "ok":
+        d.hints.append("no per-step samples in this result (stored by an earlier dlbench or imported without them): "
+                       "it is not compared with other runs")
+    if record is None and on_gpu(r) and "dlbench system" not in d.reason:
+        d.hints.append(_survey_hint(r, ceiling_record))
+    if r.metrics.get("gpu_util_mean") is None and on_gpu(r):
+        d.hints.append("no GPU monitor readings in this result (NVML missing?)")
+    elif on_gpu(r) and r.metrics.get("gpu_neighbours_sm_share") is None and r.samples.get("step"):
+        d.hints.append("other processes' share of the GPU was not recorded (stored by an earlier dlbench)")
+    return d
 
 
 def _survey_hint(r: Result, quick: Result | None) -> str:
@@ -476,6 +485,18 @@ def _figure(value: float, unit: str) -> str:
     return ms(value) if unit.startswith("ms") else _fmt(value)
 
 
+def verdict(d: Diagnosis) -> str:
+    """One word for what the diagnosis found: slower, poor scaling, below reference, as expected,
+    faster, or not judged."""
+    if d.history is not None and d.history.slower:
+        return "slower than this machine's own runs"
+    if d.one_gpu is not None and d.one_gpu.ratio < SCALING_OK:
+        return "scales poorly"
+    if d.ratio is not None and d.ratio < AS_EXPECTED:
+        return "below the reference"
+    return f"limited by {d.causes[0].name}" if d.causes else "as expected"
+
+
 def _headline(d: Diagnosis) -> str:
     if d.actual is None:
         return "no throughput recorded"
@@ -486,10 +507,21 @@ def _headline(d: Diagnosis) -> str:
         return f"{measured}; {d.reason or 'no reference'}"
     ratio = d.ratio or 0.0
     if ratio >= AS_EXPECTED:
-        verdict = "as expected" if ratio <= 1.25 else f"{fixed(ratio, 2)}x faster than expected"
+        judged = "as expected" if ratio <= 1.25 else f"{fixed(ratio, 2)}x faster than expected"
     else:
-        verdict = f"{fixed(1 / ratio, 1)}x slower than it should be ({percent(ratio)} of expected)"
-    return f"{measured}, expected {_figure(d.expected, d.unit)} {d.unit}: {verdict}"
+        judged = f"{fixed(1 / ratio, 1)}x slower than it should be ({percent(ratio)} of expected)"
+    return f"{measured}, expected {_figure(d.expected, d.unit)} {d.unit}: {judged}"
+
+
+def _history_line(d: Diagnosis) -> list[str]:
+    lines = []
+    if d.history is not None:
+        lines.append(f"against the fastest other run of this configuration here: {_against_text(d.history)}"
+                     + (": slower beyond noise" if d.history.slower else ""))
+    if d.one_gpu is not None:
+        lines.append(f"against one GPU: {_against_text(d.one_gpu)}"
+                     + (" (below " + fixed(SCALING_OK, 2) + ")" if d.one_gpu.ratio < SCALING_OK else ""))
+    return lines
 
 
 def _reference_value(ref: Reference) -> str:
@@ -498,32 +530,79 @@ def _reference_value(ref: Reference) -> str:
     return f"{_fmt(ref.value)} {ref.unit}"
 
 
+def _cause_line(c: Cause) -> str:
+    if c.share is None:
+        return f"- {c.name}: {c.evidence}"
+    took = f"{percent(c.share)} of the step"
+    if c.explains is not None:
+        took += f", {percent(c.explains)} of the time lost"
+    return f"- {c.name} ({took}): {c.evidence}"
+
+
+def _title(d: Diagnosis) -> str:
+    r = d.result
+    host, label = machine_key(r)
+    gpus = r.spec.get("gpus") or 1
+    where = (f" x{gpus} GPUs" if on_gpu(r) else f" x{gpus} processes") if gpus > 1 else ""
+    level = f" {r.spec['optimize']}" if r.spec.get("optimize", "eager") != "eager" else ""
+    tag = f", tag {r.tag}" if r.tag else ""
+    return (f"## {r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}{level}{where} on {label} "
+            f"({host}): run {r.id[:8]} ({r.started[:16].replace('T', ' ')}{tag})")
+
+
 def render(diagnoses: list[Diagnosis]) -> str:
     blocks = []
     for d in diagnoses:
         r = d.result
-        host, label = machine_key(r)
-        gpus = r.spec.get("gpus") or 1
-        where = (f" x{gpus} GPUs" if on_gpu(r) else f" x{gpus} processes") if gpus > 1 else ""
-        level = f" {r.spec['optimize']}" if r.spec.get("optimize", "eager") != "eager" else ""
-        title = (f"## {r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}{level}{where} on {label} "
-                 f"({host})")
-        lines = [title, _headline(d)]
+        lines = [_title(d), f"{_headline(d)}; verdict: {verdict(d)}"]
+        lines += _history_line(d)
         if d.reference:
             ref = d.reference
             lines.append(f"reference: {ref.gpu}, {_reference_value(ref)} ({ref.source}); scaled by {d.scaling}")
         if d.utilisation:
             lines.append(f"FLOP utilisation: {sig(r.metrics['achieved_tflops'])} TFLOP/s, {d.utilisation}")
         if d.causes:
-            lines.append("likely causes:")
-            lines += [f"- {c.name}: {c.evidence}" for c in d.causes]
-        elif d.ratio is not None and d.ratio < AS_EXPECTED:
+            lines.append("causes, largest first (share of the step; of the time lost against the comparison):")
+            lines += [_cause_line(c) for c in d.causes]
+        elif verdict(d) in ("below the reference",):
             lines.append("no cause found in the recorded evidence")
+        if d.breakdown:
+            lines.append("where the step goes (--profile):")
+            lines += [f"- {name}: {evidence}" for name, evidence in d.breakdown]
         lines += [f"note: {h}" for h in d.hints]
         # Hosts, GPU names, paths and sources come from results (imported ones too): escaped like
         # the report's Markdown, so no line breaks apart or renders a link.
         blocks.append("\n".join(map(line, lines)))
     return "\n\n".join(blocks)
+
+
+def _against_json(a: Against | None) -> dict[str, Any] | None:
+    if a is None:
+        return None
+    return {"kind": a.kind, "run": a.other.id, "started": a.other.started, "tag": a.other.tag, "ratio": a.ratio,
+            "low": a.low, "high": a.high, "beyond_noise": a.beyond_noise}
+
+
+def to_json(diagnoses: list[Diagnosis]) -> dict[str, Any]:
+    """The diagnoses as data: what was judged, against what, and the causes in order."""
+    out = []
+    for d in diagnoses:
+        r = d.result
+        comparison = _against_json(d.baseline or d.history or d.one_gpu)
+        if comparison is None and d.expected is not None and d.reference is not None:
+            comparison = {"kind": "reference", "source": d.reference.source, "gpu": d.reference.gpu,
+                          "expected": d.expected, "ratio": d.ratio, "scaled_by": d.scaling}
+        out.append({
+            "result": r.id, "tag": r.tag, "started": r.started, "workload": r.workload, "model": r.model,
+            "machine": list(machine_key(r)), "gpus": r.spec.get("gpus") or 1,
+            "figure": {"value": d.actual, "unit": d.unit}, "verdict": verdict(d), "comparison": comparison,
+            "history": _against_json(d.history), "one_gpu": _against_json(d.one_gpu),
+            "causes": [{"name": c.name, "share_of_step": c.share, "share_of_lost": c.explains,
+                        "seconds_per_step": c.seconds, "evidence": c.evidence} for c in d.causes],
+            "breakdown": [{"name": name, "evidence": evidence} for name, evidence in d.breakdown],
+            "notes": d.hints,
+        })
+    return {"format": "dlbench-doctor", "diagnoses": out}
 
 
 NOTHING_TO_DIAGNOSE = (

@@ -164,6 +164,14 @@ def other_processes(nvml: Any, handle: Any, own_pid: int | None = None) -> list[
 LAUNCHER_CHARS = 120  # enough of a command line to recognise it in a report
 
 
+def process_utilisation(nvml: Any, handle: Any, since_us: int) -> list[tuple[int, int, float]]:
+    """NVML's per-process SM utilisation samples newer than `since_us` (microseconds, NVML's clock):
+    (pid, timestamp, SM %) each; [] where the driver keeps none (no process ran since, or the
+    query is not supported)."""
+    found = _call(nvml, "nvmlDeviceGetProcessUtilization", handle, since_us) or []
+    return [(int(s.pid), int(s.timeStamp), float(s.smUtil)) for s in found if getattr(s, "pid", None)]
+
+
 def ancestors(pid: int) -> set[int]:
     """The processes above `pid` up to, not including, init (Linux; empty elsewhere)."""
     found: set[int] = set()

@@ -142,3 +142,29 @@ def rank_path(path: str, rank: int) -> str:
     stem, dot, suffix = path.rpartition(".")
     return f"{stem}.rank{rank}.{suffix}" if dot and "/" not in suffix else f"{path}.rank{rank}"
 
+
+
+def communication_facts(group: Group, model: torch.nn.Module) -> dict[str, Any]:
+    """What decides how fast the gradients' all-reduce can be, recorded with a multi-GPU result:
+    the bytes each step reduces, the NCCL settings in the environment (NCCL_P2P_DISABLE and its
+    kind change the transport), NCCL's version, whether the GPUs reach each other directly, and
+    their active NVLinks as NVML reports them. {} with one process."""
+    if not group.distributed:
+        return {}
+    facts: dict[str, Any] = {
+        "gradient_bytes": sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad),
+        "nccl_settings": {k: v[:200] for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
+        "backend": dist.get_backend(),
+    }
+    if group.device.type != "cuda":
+        return facts
+    from dlbench.system import nvml
+
+    count = torch.cuda.device_count()
+    with contextlib.suppress(Exception):
+        facts["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
+    facts["peer_access"] = all(torch.cuda.can_device_access_peer(a, b)
+                               for a in range(count) for b in range(count) if a != b)
+    found, _ = nvml.all_device_facts(list(range(count)))
+    facts["nvlinks_active"] = [f.get("nvlinks_active") for f in found]
+    return facts

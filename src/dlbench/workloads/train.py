@@ -192,6 +192,7 @@ def run(spec, device: torch.device, progress: Progress):
         finally:
             feeder.close()
         ranks = group.gather(rank_payload(measured.samples, spec.batch, feeder.host_waits))
+        communication = distributed.communication_facts(group, model)
     metrics, samples = metrics_from_ranks(ranks, PHASES)
     kind, path = data.parse_source(spec.opts.data)
     volume = kind == "volume"
@@ -202,6 +203,8 @@ def run(spec, device: torch.device, progress: Progress):
     metrics.update({"input_shape": [spec.batch, *shape], "task": entry.task, "batch_per_process": spec.batch,
                     "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s,
                     "optimizer": optimizer_name(spec, entry.task), "epochs": spec.opts.epochs, **optimized})
+    if communication:
+        metrics["communication"] = communication
     if volume or entry.task in VOLUME_TASKS:
         metrics.update(iteration_metrics(ranks, spec.opts.extrapolate_iters))
     if volume:

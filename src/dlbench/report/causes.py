@@ -1,0 +1,323 @@
+"""Why a run is slow, measured: each cause is a part of the step's time that a recorded figure
+accounts for, in seconds per step, and against a baseline (the same configuration's best run on
+the machine, or the same work on one GPU) only the part that grew.
+
+The parts of a step, all from the run's own record:
+- data wait: the share of the measured time the step waited for its batch (stalls included, as
+  the run line reads it);
+- host gaps: the GPU idle apart from that wait (NVML's busy share, or the profile's idle), time in
+  which the host did not keep the GPU fed;
+- neighbours: the SM time other processes took on the same GPU (NVML's per-process samples);
+- clocks: the busy time lost to a lower SM clock than the baseline's;
+- communication: on several GPUs, the all-reduce (its path from the NCCL settings, NVLink and peer
+  access; its cost from the gradient bytes and the all-reduce bandwidth `dlbench system` measured).
+What the figures cannot name is said as unexplained, with the measured differences listed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dlbench.figures import ms, percent, sig
+from dlbench.report import profile
+from dlbench.report.history import Against, mean_step
+from dlbench.results.record import Result
+
+DATA_PHASES = ("data", "data_wait", "load", "loading", "input", "h2d")
+INPUT_BOUND_SHARE = 0.15  # without a baseline, a data wait above this share of the step is a cause
+LAUNCH_BOUND_IDLE = 0.4  # ... and so is a GPU idle apart from data wait above this share
+NEIGHBOUR_SHARE = 0.05  # other processes' SM time below this is no cause
+CLOCK_LOSS = 0.03  # a clock this much below the baseline's is a cause
+MIN_UTIL_READINGS = 10  # a second of the monitor's readings before its utilisation is read as the window's
+CONTENDED_CORES = 0.25  # other processes using this share of the cores contend with the run
+SLOW_DISK_GBS = 1.0
+UNEXPLAINED = 0.5  # causes explaining less than this share of a loss leave it unexplained
+# NCCL settings that take a faster transport away
+TRANSPORT_OFF = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_NVLS_DISABLE": "1",
+                 "NCCL_P2P_LEVEL": "LOC", "NCCL_NET": "Socket", "NCCL_IB_DISABLE": "1"}
+
+
+@dataclass
+class Cause:
+    name: str
+    evidence: str
+    seconds: float | None = None  # of each step's time this cause accounts for
+    share: float | None = None  # of the step
+    explains: float | None = None  # of the time lost against the baseline
+
+
+@dataclass(frozen=True)
+class Parts:
+    """Where one run's mean step went, in seconds (None where the record has no such figure)."""
+    step: float
+    data: float | None
+    idle: float | None  # GPU idle apart from the data wait
+    neighbours: float | None
+    clock_mhz: float | None
+    idle_from: str = ""  # 'NVML' or 'profile'
+
+
+def _mean(values: list[float] | None) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def data_share(r: Result) -> float | None:
+    """The data wait's share of the measured time, stalls included (the run line's figure)."""
+    if isinstance(r.metrics.get("data_share"), (int, float)):
+        return float(r.metrics["data_share"])
+    steps = r.samples.get("step")
+    waits = [sum(r.samples[p]) for p in DATA_PHASES if r.samples.get(p)]
+    if not steps or not waits:
+        return None
+    return min(1.0, sum(waits) / sum(steps))
+
+
+def parts(r: Result) -> Parts:
+    step = mean_step(r) if r.samples.get("step") else float(r.metrics.get("step_ms") or 0) / 1e3
+    share = data_share(r)
+    data = None if share is None else share * step
+    idle, source = None, ""
+    found = profile.profile_of(r)
+    if found and (found.get("shares") or {}).get("idle") is not None:
+        idle, source = float(found["shares"]["idle"]) * step, "profile"
+    elif r.metrics.get("gpu_util_mean") is not None and (r.metrics.get("monitor_readings") or 0) >= MIN_UTIL_READINGS:
+        idle, source = (1 - float(r.metrics["gpu_util_mean"]) / 100) * step, "NVML"
+    if idle is not None:
+        idle = max(0.0, idle - (data or 0.0))
+    nb = r.metrics.get("gpu_neighbours_sm_share")
+    return Parts(step, data, idle, None if nb is None else float(nb) * step, r.metrics.get("sm_clock_mean_mhz"), source)
+
+
+def _grew(mine: float | None, theirs: float | None, base: Against | None) -> float | None:
+    if mine is None:
+        return None
+    if base is None:
+        return mine
+    return mine - (theirs or 0.0)
+
+
+def _label(r: Result) -> str:
+    return f"run {r.id[:8]} ({r.started[:16].replace('T', ' ')})"
+
+
+# ---- the input pipeline -----------------------------------------------------------------------
+
+def contention(r: Result) -> str | None:
+    """Other processes' CPU use in the window, where it took a real part of the machine."""
+    m = r.metrics
+    cores, others = m.get("cpu_cores"), m.get("cpu_other_cores")
+    if not cores or others is None or others < CONTENDED_CORES * cores:
+        return None
+    load = m.get("load_average_1m")
+    top = "; ".join(f"PID {p.get('pid')} `{p.get('command')}` {p.get('cores', 0):.1f} cores"
+                    for p in (m.get("cpu_other_top") or [])[:2])
+    text = f"other processes used {others:.1f} of {cores} CPU cores during the window"
+    if m.get("cpu_other_busy_processes"):
+        text += f" ({m['cpu_other_busy_processes']} of them busy"
+        text += f", load average {load:.1f})" if load is not None else ")"
+    elif load is not None:
+        text += f" (load average {load:.1f})"
+    return text + (f"; busiest: {top}" if top else "")
+
+
+def _workers(r: Result) -> int | None:
+    options = r.spec.get("options") or {}
+    value = r.metrics.get("workers", options.get("workers", options.get("num_workers")))
+    return value if isinstance(value, int) else None
+
+
+def _reads_storage(r: Result) -> str | None:
+    options = r.spec.get("options") or {}
+    for key in ("data", "dataset", "path", "root", "folder", "images", "volume", "input"):
+        value = options.get(key)
+        if isinstance(value, str) and value and value not in ("synthetic", "dummy", "random"):
+            return value
+    return None
+
+
+def input_cause(r: Result, seconds: float, p: Parts, record: Result | None) -> Cause:
+    """Name the reason the input pipeline starved: another process's CPU use, slow storage, too few
+    workers for the decode rate, decoding on the CPU; each with its fix."""
+    wait = f"waiting for data {percent(p.data / p.step)} of the measured time ({ms(p.data * 1e3)} of {ms(p.step * 1e3)} ms a step)"
+    contended = contention(r)
+    if contended:
+        return Cause("CPU contention starving the input pipeline", f"{wait}; {contended}: free those cores "
+                     "or run where no other job shares them", seconds)
+    disk = record.metrics.get("disk_read_gbs") if record else None
+    if _reads_storage(r) and disk is not None and disk < SLOW_DISK_GBS:
+        where = ((record.metrics.get("ceilings") or {}).get("disk_read_gbs") or {}).get("details", {}).get("path", "?")
+        return Cause("slow storage", f"{wait}; data read from {_reads_storage(r)}; `dlbench system --disk` measured "
+                                     f"{disk:.2f} GB/s on {where} (below {SLOW_DISK_GBS:g} GB/s): copy the data to "
+                                     f"local or faster storage", seconds)
+    workers, cores = _workers(r), (r.system.get("cpu") or {}).get("cores")
+    gpus = max(1, r.spec.get("gpus") or 1)
+    decode = (r.spec.get("options") or {}).get("decode")
+    rate, unit = r.metrics.get("throughput"), r.metrics.get("throughput_unit", "")
+    if workers and cores and rate and p.step > p.data:
+        fed = rate / (workers * gpus)
+        needed = rate * p.step / (p.step - p.data)  # the rate with no wait
+        want = min(int(cores // gpus) - 1, -(-int(needed / (fed * gpus)) // 1))
+        per_core = record.metrics.get("jpeg_decode_cpu_img_s_per_core") if record else None
+        text = (f"{wait}; {workers} loader workers per GPU delivered {sig(rate)} {unit} ({sig(fed)} per worker"
+                + (f"; JPEG decode alone measured {per_core:,.0f} img/s per core" if per_core else "")
+                + f"); without the wait the GPU would take {sig(needed)} {unit}")
+        if want > workers:
+            fix = f"`--workers {want}` ({cores} cores for {gpus} GPU(s))"
+            fix += " or `--decode gpu`" if decode == "cpu" else ""
+            return Cause("too few loader workers", f"{text}: {fix}", seconds)
+        if decode == "cpu":
+            gpu_rate = record.metrics.get("jpeg_decode_gpu_img_s") if record else None
+            measured = f" (nvjpeg measured {gpu_rate:,.0f} img/s here)" if gpu_rate else ""
+            return Cause("JPEG decoding on the CPU", f"{text}; the cores cannot add workers: `--decode gpu`{measured}",
+                         seconds)
+    return Cause("input-bound", wait, seconds)
+
+
+# ---- the GPU ------------------------------------------------------------------------------------
+
+def host_gaps(r: Result, seconds: float, p: Parts, base: Against | None) -> Cause:
+    busy = r.metrics.get("gpu_util_mean")
+    how = (f"the profile measured the GPU idle {percent(p.idle / p.step)} of the step" if p.idle_from == "profile"
+           else f"GPU busy {percent((busy or 0) / 100)} of the window by NVML")
+    text = f"the GPU waited for the host {ms(p.idle * 1e3)} ms a step apart from data ({how})"
+    if base is not None:
+        theirs = parts(base.other)
+        if theirs.idle is not None:
+            text += f", against {ms(theirs.idle * 1e3)} ms in {_label(base.other)}"
+    contended = contention(r)
+    if contended:
+        return Cause("CPU contention", f"{text}; {contended}: the run's own processes got too little CPU to launch "
+                                       "work; free those cores or run where no other job shares them", seconds)
+    if base is not None and base.kind == "one GPU":
+        return Cause("host overhead of several processes", f"{text}: each rank's host work a step (DDP's gradient "
+                     "hooks and bucket copies, kernel launches) keeps its GPU waiting; fewer, larger kernels "
+                     "(`--optimize compile`, a larger batch) leave less of it", seconds)
+    at, larger = (("one tile a step", "larger blocks (`--block`)") if r.workload == "volume" else
+                  (f"batch {r.spec.get('batch')}", "a larger batch"))
+    return Cause("launch-bound", f"{text} at {at}: kernels too small or too few to fill it; try {larger}, "
+                                 "CUDA graphs or torch.compile", seconds)
+
+
+def neighbour_cause(r: Result, seconds: float) -> Cause:
+    found = [n for n in r.metrics.get("gpu_neighbours") or [] if not n.get("launcher")]
+    named = "; ".join(f"PID {n['pid']} `{n.get('command') or '?'}` used {percent(n['sm_share'])} of the SM time"
+                      + (f" and held {n['memory_gb']:.1f} GB" if n.get("memory_gb") else "")
+                      for n in found[:3])
+    who = "another process" if len(found) == 1 else f"{len(found)} other processes"
+    return Cause("another process on the GPU", f"{who} computed on this GPU during the window: {named}", seconds)
+
+
+def clock_cause(r: Result, p: Parts, base: Against | None, facts: dict[str, Any]) -> Cause | None:
+    """Busy time lost to a lower SM clock than the baseline's (or, without one, than the GPU's
+    maximum while a slowdown reason was flagged)."""
+    reference = parts(base.other).clock_mhz if base else None
+    if reference is None and r.metrics.get("throttled"):
+        reference = facts.get("sm_clock_max_mhz")
+    if not p.clock_mhz or not reference or p.clock_mhz > (1 - CLOCK_LOSS) * reference:
+        return None
+    busy = p.step - (p.idle or 0.0) - (p.data or 0.0)
+    seconds = busy * (1 - p.clock_mhz / reference)
+    reasons = ", ".join(r.metrics.get("throttle_reasons") or []) or "none reported"
+    parts_ = [f"SM clock {p.clock_mhz:.0f} MHz against {reference:.0f} MHz"
+              + (f" in {_label(base.other)}" if base else " max"), f"slowdown reasons: {reasons} in "
+              f"{percent(r.metrics.get('throttled_share') or 0)} of the readings"]
+    if r.metrics.get("temperature_max_c") is not None:
+        parts_.append(f"up to {r.metrics['temperature_max_c']:.0f} °C")
+    power, limit = r.metrics.get("power_mean_w"), facts.get("power_limit_w")
+    if power:
+        parts_.append(f"{power:.0f} W mean" + (f" against a {limit:.0f} W limit" if limit else ""))
+    return Cause("throttled", "; ".join(parts_), seconds)
+
+
+def power_note(r: Result, p: Parts, base: Against | None) -> str | None:
+    """A slowdown flag that costs nothing measurable is said, not blamed."""
+    if not r.metrics.get("throttle_reasons"):
+        return None
+    reference = parts(base.other).clock_mhz if base else None
+    clock = f"SM clock {p.clock_mhz:.0f} MHz" if p.clock_mhz else "the clock"
+    against = f", as in {_label(base.other)} ({reference:.0f} MHz)" if reference else ""
+    return (f"{', '.join(r.metrics['throttle_reasons'])} flagged in {percent(r.metrics.get('throttled_share') or 0)} "
+            f"of the readings with {clock}{against}: a GPU at full load sits at its power limit; this costs no "
+            f"measurable time here")
+
+
+# ---- several GPUs -------------------------------------------------------------------------------
+
+def degraded_path(r: Result) -> str | None:
+    comm = r.metrics.get("communication") or {}
+    settings = comm.get("nccl_settings") or {}
+    off = [f"{k}={v}" for k, v in settings.items() if TRANSPORT_OFF.get(k) == str(v)]
+    if not off:
+        return None
+    links = [n for n in comm.get("nvlinks_active") or [] if n]
+    fast = []
+    if links:
+        fast.append(f"NVLink is up ({min(links)} links per GPU)")
+    if comm.get("peer_access"):
+        fast.append("the GPUs reach each other directly")
+    over = "over sockets" if {"NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1"} <= set(off) else "on a slower path"
+    return f"all-reduce {over}: {' and '.join(off)} {'is' if len(off) == 1 else 'are'} set" + (
+        f"; {', '.join(fast)}" if fast else "")
+
+
+def allreduce_seconds(r: Result, record: Result | None) -> float | None:
+    """What the gradients' all-reduce should cost a step at the bandwidth `dlbench system` measured."""
+    comm = r.metrics.get("communication") or {}
+    nbytes, world = comm.get("gradient_bytes"), r.spec.get("gpus") or 1
+    busbw = record.metrics.get("allreduce_busbw_gbs") if record else None
+    if not nbytes or not busbw or world < 2:
+        return None
+    return nbytes * 2 * (world - 1) / world / (busbw * 1e9)
+
+
+def communication_cause(r: Result, remainder: float, record: Result | None) -> Cause | None:
+    path = degraded_path(r)
+    if path and remainder > 0:
+        return Cause("degraded all-reduce path", f"{path}; unset them to let NCCL use the fast path", remainder)
+    return None
+
+
+def communication_note(r: Result, record: Result | None) -> str | None:
+    expected = allreduce_seconds(r, record)
+    comm = r.metrics.get("communication") or {}
+    if expected is None:
+        return None
+    return (f"all-reduce of {comm['gradient_bytes'] / 1e6:,.0f} MB of gradients a step should take "
+            f"{ms(expected * 1e3)} ms at the all-reduce bandwidth `dlbench system` measured "
+            f"({sig(record.metrics['allreduce_busbw_gbs'])} GB/s)")
+
+
+# ---- what differed -------------------------------------------------------------------------------
+
+_COMPARED = (("SM clock", "sm_clock_mean_mhz", "{:.0f} MHz"), ("power", "power_mean_w", "{:.0f} W"),
+             ("temperature", "temperature_max_c", "{:.0f} °C"), ("GPU busy", "gpu_util_mean", "{:.0f}%"),
+             ("other processes' SM time", "gpu_neighbours_sm_share", "{:.0%}"),
+             ("other processes on the GPU", "other_processes", "{}"),
+             ("other processes' CPU", "cpu_other_cores", "{:.1f} cores"), ("load average", "load_average_1m", "{:.1f}"),
+             ("data wait", "data_share", "{:.1%}"))
+_VERSIONS = ("torch", "cuda", "cudnn", "driver", "torchvision")
+
+
+def differences(r: Result, other: Result) -> list[str]:
+    """The measured figures and versions in which two runs differ, and those one of them lacks."""
+    out, missing = [], []
+    for name, key, fmt in _COMPARED:
+        mine, theirs = r.metrics.get(key), other.metrics.get(key)
+        if mine is None or theirs is None:
+            if (mine is None) != (theirs is None):
+                missing.append(name)
+            continue
+        if isinstance(mine, (int, float)) and isinstance(theirs, (int, float)) and \
+                abs(mine - theirs) <= 0.02 * max(abs(mine), abs(theirs), 1e-9):
+            continue
+        out.append(f"{name} {fmt.format(mine)} against {fmt.format(theirs)}")
+    for key in _VERSIONS:
+        if r.system.get(key) != other.system.get(key):
+            out.append(f"{key} {r.system.get(key)} against {other.system.get(key)}")
+    mine, theirs = (x.metrics.get("communication", {}).get("nccl_settings") for x in (r, other))
+    if mine != theirs and (mine or theirs):
+        out.append(f"NCCL settings {mine or {}} against {theirs or {}}")
+    if missing:
+        out.append(f"not recorded in one of them (stored by an earlier dlbench): {', '.join(missing)}")
+    return out

@@ -1,0 +1,90 @@
+"""A machine's own history: the results of one configuration on one machine, and how one of them
+compares with the best the machine has done, or, on several GPUs, with the same run on one GPU.
+
+The doctor judges a run here first, before any published figure: the same machine with the same
+settings is the fairest expectation there is. Ratios are of median step times with a bootstrap
+interval over the per-step samples, as `dlbench compare` gives them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Sequence
+
+from dlbench.report.compare import benchmark_key, bootstrap_ratio
+from dlbench.results.record import Result
+from dlbench.system.records import is_system_record, machine_key
+
+
+@dataclass(frozen=True)
+class Against:
+    """`result` runs at `ratio` times the speed of `other` (below 1: slower), with its interval."""
+    other: Result
+    ratio: float
+    low: float | None = None
+    high: float | None = None
+    kind: str = "history"  # 'history': the same configuration; 'one GPU': the same per-GPU work on one
+
+    @property
+    def beyond_noise(self) -> bool:
+        return self.low is not None and self.high is not None and not self.low <= 1.0 <= self.high
+
+    @property
+    def slower(self) -> bool:
+        return self.beyond_noise and self.ratio < 1.0
+
+
+def configuration(r: Result) -> tuple:
+    """The machine and the benchmark settings (run length, seed and device index left out)."""
+    return (*machine_key(r), benchmark_key(r))
+
+
+def groups(results: Sequence[Result]) -> dict[tuple, list[Result]]:
+    """The ok benchmark results of each configuration, oldest first."""
+    found: dict[tuple, list[Result]] = {}
+    for r in sorted(results, key=lambda r: r.started):
+        if r.status == "ok" and not is_system_record(r) and r.samples.get("step"):
+            found.setdefault(configuration(r), []).append(r)
+    return found
+
+
+def mean_step(r: Result) -> float:
+    """The mean step, stalls included: the measured time over the steps, as the run line reads it."""
+    steps = r.samples["step"]
+    return sum(steps) / len(steps)
+
+
+def against(r: Result, other: Result, kind: str = "history") -> Against:
+    """`r`'s speed as a share of `other`'s: other's median step over r's. On one GPU against
+    several the per-GPU work is equal (the batch is per process), so this is the weak-scaling
+    efficiency."""
+    speed, low, high = bootstrap_ratio(r.samples["step"], other.samples["step"])
+    return Against(other, speed, low, high, kind)
+
+
+def best_other(r: Result, group: Sequence[Result]) -> Against | None:
+    """`r` against the fastest other run of its configuration on its machine."""
+    others = [o for o in group if o.id != r.id]
+    return against(r, fastest(others)) if others else None
+
+
+def fastest(group: Sequence[Result]) -> Result:
+    return min(group, key=lambda o: statistics.median(o.samples["step"]))
+
+
+def one_gpu(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> Against | None:
+    """A multi-GPU run against the fastest run of the same configuration on one GPU of its machine
+    (weak scaling: the batch is per process, so the ideal step is the one-GPU step)."""
+    gpus = r.spec.get("gpus") or 1
+    if gpus <= 1:
+        return None
+    single = Result(spec={**r.spec, "gpus": 1}, system=r.system, metrics={"device": r.metrics.get("device", "")})
+    found = results_by_configuration.get(configuration(single)) or []
+    return against(r, fastest(found), "one GPU") if found else None
+
+
+def to_judge(group: Sequence[Result]) -> list[Result]:
+    """The newest run of a configuration and every older one that differs from it beyond noise."""
+    newest = group[-1]
+    return [r for r in group[:-1] if against(r, newest).beyond_noise] + [newest]
