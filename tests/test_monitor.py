@@ -62,7 +62,9 @@ def test_a_failing_reader_leaves_gaps_not_errors():
 
     with Monitor("cuda:0", interval=0.01, reader=broken, others=lambda: []) as monitor:
         time.sleep(0.03)
-    assert monitor.data.available and monitor.data.readings == [] and monitor.data.summary() == {}
+    # no GPU figure from a reader that never answered; the host's CPU figures stay
+    assert monitor.data.available and monitor.data.readings == []
+    assert not {"gpu_util_mean", "monitor_readings", "energy_j"} & set(monitor.data.summary())
 
 
 def test_monitor_degrades_without_gpu_or_nvml(monkeypatch):

@@ -272,10 +272,15 @@ def test_placement_against_the_measured_ceilings():
 def test_doctor_names_idle_first_with_numbers_and_advice():
     text = render(diagnose([profiled(batch=16), ceilings()], refs=[]))
     lines = [line for line in text.splitlines() if line.startswith("- ")]
-    assert lines[0].startswith("- profile: GPU idle: 45% of the step (9.00 of 20.00 ms)")
-    assert "launch-bound at batch 16" in lines[0] and "`--optimize graphs`" in lines[0]
-    assert "elementwise passes: 25% of the step" in lines[1] and "at 2.90 TB/s (68% of the measured copy ceiling)" in lines[1]
-    assert "memory-bound; fusing them (`--optimize compile`) removes most of it" in lines[1]
+    # the cause: the idle the profile measured, as its share of the step
+    assert lines[0].startswith("- launch-bound (45% of the step): the GPU waited for the host 9.00 ms a step")
+    assert "the profile measured the GPU idle 45% of the step" in lines[0]
+    # where the step goes, class by class, below the causes
+    assert "where the step goes (--profile):" in text
+    assert lines[1].startswith("- profile: GPU idle: 45% of the step (9.00 of 20.00 ms)")
+    assert "launch-bound at batch 16" in lines[1] and "`--optimize graphs`" in lines[1]
+    assert "elementwise passes: 25% of the step" in lines[2] and "at 2.90 TB/s (68% of the measured copy ceiling)" in lines[2]
+    assert "memory-bound; fusing them (`--optimize compile`) removes most of it" in lines[2]
     assert "note: profile: 5 extra steps after the measured ones took 1.50 s; the classes add up to 100%" in text
 
 

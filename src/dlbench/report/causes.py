@@ -16,6 +16,7 @@ What the figures cannot name is said as unexplained, with the measured differenc
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,9 +79,9 @@ def parts(r: Result) -> Parts:
     share = data_share(r)
     data = None if share is None else share * step
     idle, source = None, ""
-    found = profile.profile_of(r)
-    if found and (found.get("shares") or {}).get("idle") is not None:
-        idle, source = float(found["shares"]["idle"]) * step, "profile"
+    idle_class = ((profile.profile_of(r) or {}).get("classes") or {}).get("idle")
+    if isinstance(idle_class, dict) and idle_class.get("share") is not None:
+        idle, source = float(idle_class["share"]) * step, "profile"
     elif r.metrics.get("gpu_util_mean") is not None and (r.metrics.get("monitor_readings") or 0) >= MIN_UTIL_READINGS:
         idle, source = (1 - float(r.metrics["gpu_util_mean"]) / 100) * step, "NVML"
     if idle is not None:
@@ -157,7 +158,7 @@ def input_cause(r: Result, seconds: float, p: Parts, record: Result | None) -> C
     if workers and cores and rate and p.step > p.data:
         fed = rate / (workers * gpus)
         needed = rate * p.step / (p.step - p.data)  # the rate with no wait
-        want = min(int(cores // gpus) - 1, -(-int(needed / (fed * gpus)) // 1))
+        want = min(int(cores // gpus) - 1, math.ceil(needed / (fed * gpus)))
         per_core = record.metrics.get("jpeg_decode_cpu_img_s_per_core") if record else None
         text = (f"{wait}; {workers} loader workers per GPU delivered {sig(rate)} {unit} ({sig(fed)} per worker"
                 + (f"; JPEG decode alone measured {per_core:,.0f} img/s per core" if per_core else "")
@@ -230,16 +231,23 @@ def clock_cause(r: Result, p: Parts, base: Against | None, facts: dict[str, Any]
     return Cause("throttled", "; ".join(parts_), seconds)
 
 
-def power_note(r: Result, p: Parts, base: Against | None) -> str | None:
-    """A slowdown flag that costs nothing measurable is said, not blamed."""
-    if not r.metrics.get("throttle_reasons"):
+def power_note(r: Result, p: Parts, base: Against | None, facts: dict[str, Any]) -> str | Cause | None:
+    """A slowdown flag whose clock matches the baseline's (or the maximum) is said, not blamed; one
+    with no clock to compare against is a cause of unknown size, unless it is only the power cap
+    that a GPU at full load sits at."""
+    reasons = r.metrics.get("throttle_reasons") or []
+    if not reasons:
         return None
-    reference = parts(base.other).clock_mhz if base else None
-    clock = f"SM clock {p.clock_mhz:.0f} MHz" if p.clock_mhz else "the clock"
-    against = f", as in {_label(base.other)} ({reference:.0f} MHz)" if reference else ""
-    return (f"{', '.join(r.metrics['throttle_reasons'])} flagged in {percent(r.metrics.get('throttled_share') or 0)} "
-            f"of the readings with {clock}{against}: a GPU at full load sits at its power limit; this costs no "
-            f"measurable time here")
+    flagged = f"{', '.join(reasons)} flagged in {percent(r.metrics.get('throttled_share') or 0)} of the readings"
+    reference = (parts(base.other).clock_mhz if base else None) or facts.get("sm_clock_max_mhz")
+    clock = f"SM clock {p.clock_mhz:.0f} MHz" if p.clock_mhz else "no clock reading"
+    if reference and p.clock_mhz:
+        where = f"in {_label(base.other)}" if base and parts(base.other).clock_mhz else "max"
+        return f"{flagged} with {clock} against {reference:.0f} MHz {where}: it costs no measurable time here"
+    if set(reasons) <= {"sw_power_cap"}:
+        return (f"{flagged} with {clock}; a GPU at full load sits at its power limit, and no earlier run or "
+                f"maximum clock is recorded to tell whether it cost time")
+    return Cause("throttled", f"{flagged}; {clock}; no earlier run or maximum clock is recorded to measure what it cost")
 
 
 # ---- several GPUs -------------------------------------------------------------------------------

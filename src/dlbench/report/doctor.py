@@ -368,11 +368,11 @@ def measured_causes(r: Result, base: Against | None, record: Result | None) -> t
         found.append(Cause("other processes on the GPU", f"{count} other compute process(es) held {memory:.1f} GB of "
                            "GPU memory during the run; their share of the GPU's time was not recorded (stored by an "
                            "earlier dlbench)"))
-    clock = parts_of.clock_cause(r, p, base, _facts(r, record))
-    if clock:
+    clock = parts_of.clock_cause(r, p, base, _facts(r, record)) or parts_of.power_note(r, p, base, _facts(r, record))
+    if isinstance(clock, Cause):
         found.append(clock)
-    elif note := parts_of.power_note(r, p, base):
-        notes.append(note)
+    elif clock:
+        notes.append(clock)
     lost = _lost(r, base)
     if lost is not None:
         explained = sum(c.seconds or 0.0 for c in found)
@@ -562,7 +562,8 @@ def render(diagnoses: list[Diagnosis]) -> str:
         if d.utilisation:
             lines.append(f"FLOP utilisation: {sig(r.metrics['achieved_tflops'])} TFLOP/s, {d.utilisation}")
         if d.causes:
-            lines.append("causes, largest first (share of the step; of the time lost against the comparison):")
+            lines.append("causes, largest first (share of the step" +
+                         ("; of the time lost against the comparison):" if d.baseline else "):"))
             lines += [_cause_line(c) for c in d.causes]
         elif verdict(d) in ("below the reference",):
             lines.append("no cause found in the recorded evidence")

@@ -44,7 +44,7 @@ def groups(results: Sequence[Result]) -> dict[tuple, list[Result]]:
     """The ok benchmark results of each configuration, oldest first."""
     found: dict[tuple, list[Result]] = {}
     for r in sorted(results, key=lambda r: r.started):
-        if r.status == "ok" and not is_system_record(r) and r.samples.get("step"):
+        if r.status == "ok" and not is_system_record(r):
             found.setdefault(configuration(r), []).append(r)
     return found
 
@@ -65,8 +65,8 @@ def against(r: Result, other: Result, kind: str = "history") -> Against:
 
 def best_other(r: Result, group: Sequence[Result]) -> Against | None:
     """`r` against the fastest other run of its configuration on its machine."""
-    others = [o for o in group if o.id != r.id]
-    return against(r, fastest(others)) if others else None
+    others = [o for o in group if o.id != r.id and o.samples.get("step")]
+    return against(r, fastest(others)) if others and r.samples.get("step") else None
 
 
 def fastest(group: Sequence[Result]) -> Result:
@@ -80,11 +80,13 @@ def one_gpu(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> A
     if gpus <= 1:
         return None
     single = Result(spec={**r.spec, "gpus": 1}, system=r.system, metrics={"device": r.metrics.get("device", "")})
-    found = results_by_configuration.get(configuration(single)) or []
-    return against(r, fastest(found), "one GPU") if found else None
+    found = [o for o in results_by_configuration.get(configuration(single)) or [] if o.samples.get("step")]
+    return against(r, fastest(found), "one GPU") if found and r.samples.get("step") else None
 
 
 def to_judge(group: Sequence[Result]) -> list[Result]:
     """The newest run of a configuration and every older one that differs from it beyond noise."""
     newest = group[-1]
-    return [r for r in group[:-1] if against(r, newest).beyond_noise] + [newest]
+    if not newest.samples.get("step"):
+        return [newest]
+    return [r for r in group[:-1] if r.samples.get("step") and against(r, newest).beyond_noise] + [newest]
