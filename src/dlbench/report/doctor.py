@@ -352,7 +352,8 @@ def measured_causes(r: Result, base: Against | None, record: Result | None) -> t
     notes: list[str] = []
 
     def grew(mine: float | None, other: float | None) -> float | None:
-        return None if mine is None else mine - ((other or 0.0) if base else 0.0)
+        """The part of the step that grew as a share: a run slower all over keeps its shares."""
+        return None if mine is None else mine - ((other or 0.0) * p.step / theirs.step if base else 0.0)
 
     data = grew(p.data, theirs.data if theirs else None)
     if data is not None and data > 0 and (base or p.data >= parts_of.INPUT_BOUND_SHARE * p.step):
@@ -374,8 +375,11 @@ def measured_causes(r: Result, base: Against | None, record: Result | None) -> t
     elif clock:
         notes.append(clock)
     lost = _lost(r, base)
+    explained = sum(c.seconds or 0.0 for c in found)
+    if not on_gpu(r) and (contended := parts_of.contention(r)):  # the cores are the device
+        found.append(Cause("CPU contention", f"{contended}: the benchmark runs on the cores they use",
+                           max(0.0, lost - explained) if lost is not None else None))
     if lost is not None:
-        explained = sum(c.seconds or 0.0 for c in found)
         comm = parts_of.communication_cause(r, lost - explained, record)
         if comm:
             found.append(comm)
