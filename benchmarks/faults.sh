@@ -7,7 +7,7 @@
 #
 # Faults: a GPU neighbour (bf16 matrix products on the same GPU), NCCL without P2P and shared
 # memory (all-reduce over sockets), CPU contention starving a JPEG loader, too few loader
-# workers, a launch-bound small batch. About 6 minutes on 2 H100s.
+# workers, a launch-bound small batch; two of them again under --profile. About 6 minutes on 2 H200s.
 set -uo pipefail
 work=${1:-/tmp/dlbench-faults}
 db=${DB:-$work/faults.db}
@@ -26,12 +26,14 @@ run clean train $R50
 run clean train $R50
 python3 "$here/neighbour.py" gpu 0 & sleep 8
 run gpu-neighbour train $R50
+run gpu-neighbour-profiled train $R50 --profile 5
 stop gpu
 run clean-2gpu train $R50 --gpus 2
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 run nccl-sockets train $R50 --gpus 2
 run jpeg-clean train $R50 --data "$images" --workers 8
 python3 "$here/neighbour.py" cpu "$(nproc)" & sleep 2
 run jpeg-cpu-contention train $R50 --data "$images" --workers 8
+run jpeg-cpu-contention-profiled train $R50 --data "$images" --workers 8 --profile 5
 stop cpu
 run jpeg-few-workers train $R50 --data "$images" --workers 2
 run small-batch fwdbwd --model resnet50 --batch 1 --precision fp32 --steps 200

@@ -9,6 +9,7 @@ import sys
 
 EXPECTED = {  # tag -> the first cause the doctor must name ('' for a clean control: none)
     "clean": "", "clean-fwdbwd": "", "gpu-neighbour": "another process on the GPU",
+    "gpu-neighbour-profiled": "another process on the GPU", "jpeg-cpu-contention-profiled": "CPU contention",
     "nccl-sockets": "degraded all-reduce path", "jpeg-cpu-contention": "CPU contention",
     "jpeg-few-workers": "too few loader workers", "small-batch": "launch-bound",
 }
