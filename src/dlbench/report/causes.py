@@ -27,7 +27,7 @@ from dlbench.results.record import Result
 
 DATA_PHASES = ("data", "data_wait", "load", "loading", "input", "h2d")
 INPUT_BOUND_SHARE = 0.15  # without a baseline, a data wait above this share of the step is a cause
-LAUNCH_BOUND_IDLE = 0.4  # ... and so is a GPU idle apart from data wait above this share
+LAUNCH_BOUND_IDLE = 0.3  # ... and so is a GPU idle apart from data wait above this share
 NEIGHBOUR_SHARE = 0.05  # other processes' SM time below this is no cause
 CLOCK_LOSS = 0.03  # a clock this much below the baseline's is a cause
 MIN_UTIL_READINGS = 10  # a second of the monitor's readings before its utilisation is read as the window's

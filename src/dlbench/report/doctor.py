@@ -418,7 +418,7 @@ def _against_text(a: Against) -> str:
     if a.kind == "one GPU":
         return (f"weak-scaling efficiency {fixed(a.ratio, 2)} against run {a.other.id[:8]} ({when}) on one GPU"
                 f"{interval}")
-    noise = "" if a.beyond_noise else ", within noise"
+    noise = "" if a.differs else ", within noise" if not a.beyond_noise else ", alike"
     return f"{fixed(a.ratio, 2)}x of run {a.other.id[:8]} ({when}){interval}{noise}"
 
 
@@ -498,7 +498,8 @@ def verdict(d: Diagnosis) -> str:
         return "scales poorly"
     if d.ratio is not None and d.ratio < AS_EXPECTED:
         return "below the reference"
-    return f"limited by {d.causes[0].name}" if d.causes else "as expected"
+    measured = [c for c in d.causes if c.share is not None]
+    return f"limited by {measured[0].name}" if measured else "as expected"
 
 
 def _headline(d: Diagnosis) -> str:

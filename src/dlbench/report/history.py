@@ -17,6 +17,9 @@ from dlbench.results.record import Result
 from dlbench.system.records import is_system_record, machine_key
 
 
+SAME = 0.03  # runs within this of each other are alike, however tight the interval
+
+
 @dataclass(frozen=True)
 class Against:
     """`result` runs at `ratio` times the speed of `other` (below 1: slower), with its interval."""
@@ -31,8 +34,13 @@ class Against:
         return self.low is not None and self.high is not None and not self.low <= 1.0 <= self.high
 
     @property
+    def differs(self) -> bool:
+        """Beyond noise and by more than a few percent: a difference worth a reason."""
+        return self.beyond_noise and abs(1.0 - self.ratio) > SAME
+
+    @property
     def slower(self) -> bool:
-        return self.beyond_noise and self.ratio < 1.0
+        return self.differs and self.ratio < 1.0
 
 
 def configuration(r: Result) -> tuple:
@@ -85,8 +93,9 @@ def one_gpu(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> A
 
 
 def to_judge(group: Sequence[Result]) -> list[Result]:
-    """The newest run of a configuration and every older one that differs from it beyond noise."""
+    """The newest run of a configuration and every older one that differs from it beyond noise
+    (and by more than a few percent)."""
     newest = group[-1]
     if not newest.samples.get("step"):
         return [newest]
-    return [r for r in group[:-1] if r.samples.get("step") and against(r, newest).beyond_noise] + [newest]
+    return [r for r in group[:-1] if r.samples.get("step") and against(r, newest).differs] + [newest]
