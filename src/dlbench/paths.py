@@ -64,6 +64,29 @@ def _check_target(path: Path, what: str, folder: bool) -> None:
         raise UserError(f"cannot write {what} {path}: {reason}")
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def overlap(first: str | os.PathLike, second: str | os.PathLike) -> str | None:
+    """How two paths share what is on disk, however each is named (another spelling, a symbolic
+    link, a bind mount, a hard link): 'same', 'contains' (`first` is a folder that holds `second`),
+    'inside' (`first` lies inside `second`), or None. Judged by device and inode, not by text."""
+    first, second = Path(os.path.realpath(first)), Path(os.path.realpath(second))
+    one, other = _identity(first), _identity(second)
+    if one is not None and one == other:
+        return "same"
+    if one is not None and one in {_identity(p) for p in second.parents}:
+        return "contains"
+    if other is not None and other in {_identity(p) for p in first.parents}:
+        return "inside"
+    return None
+
+
 CACHE_ENV = "DLBENCH_CACHE"
 
 

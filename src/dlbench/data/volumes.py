@@ -85,6 +85,11 @@ class Volume:
     def name(self) -> str:
         return f"{self.path}:{self.key}"
 
+    @property
+    def location(self) -> Path:
+        """Where its data lies on disk: an HDF5 file, or the dataset's folder in a zarr/N5 tree."""
+        return self.path if self.format == "hdf5" else self.path / self.key
+
     def close(self) -> None:
         if self.format == "hdf5":
             self.handle.file.close()

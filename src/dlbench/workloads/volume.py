@@ -163,13 +163,13 @@ def preflight(spec) -> list[str]:
     """The checks a user can fail, before anything runs: the input opens, the block fits it, the output is new."""
     opts = spec.opts
     fusable(opts.kernels, resolve_device(spec.device))
-    if opts.input:
-        volume = open_volume(opts.input)
+    volume = open_volume(opts.input) if opts.input else None
+    if volume is not None:
         volume.close()
         if opts.block != "auto":
             Blocking(volume.shape, parse_shape(opts.block), parse_shape(opts.halo))
     if opts.output:
-        PredictionStore(opts.output).check_new(opts.resume, opts.overwrite)
+        PredictionStore(opts.output).check_new(opts.resume, opts.overwrite, volume)
     return []
 
 
@@ -279,9 +279,13 @@ def _output(opts: VolumeOptions, group: distributed.Group) -> Iterator[str]:
 def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: distributed.Group, progress: Progress):
     device = group.device
     resume, overwrite = opts.resume, opts.overwrite
-    store = PredictionStore(output)
-    store.check_new(resume, overwrite)
     volume = open_volume(input_key)
+    store = PredictionStore(output)
+    try:
+        store.check_new(resume, overwrite, volume)
+    except UserError:
+        volume.close()
+        raise
     halo = parse_shape(opts.halo)
     model, kernels = with_kernels(load_model(spec.model, device, spec.channels_last, spec.seed), opts.kernels, device)
     progress("choose block", 0, 1)
