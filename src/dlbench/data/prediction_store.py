@@ -12,9 +12,11 @@ and the bytes equal an uninterrupted run's.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -22,7 +24,7 @@ import numpy as np
 
 from dlbench.data.volumes import Volume, split_path_key
 from dlbench.errors import UserError
-from dlbench.paths import check_folder_of, check_new_folder, overlap
+from dlbench.paths import check_folder_of, check_new_folder, overlap, too_large, write_failure
 
 OUTPUT_KEY = "prediction"
 DTYPES = ("uint8", "float16")
@@ -140,7 +142,7 @@ class PredictionStore:
             tmp.write_text(json.dumps(settings, sort_keys=True), encoding="utf-8")
             os.replace(tmp, self.record / "run.json")
         except OSError as error:
-            raise UserError(f"cannot create output {self.path}: {error.strerror or error}") from None
+            raise UserError(f"cannot create output {write_failure(self.path, error)}") from None
 
     def _make_groups(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
@@ -165,8 +167,11 @@ class PredictionStore:
         """Write one block's chunks, then mark it done; raises OSError when the disk fails."""
         try:
             self.array[(slice(None), *box)].write(data).result()
-        except ValueError as error:  # tensorstore reports I/O failures as ValueError
-            raise OSError(str(error).splitlines()[0]) from None
+        except ValueError as error:  # tensorstore reports I/O failures as ValueError, naming the file in its text
+            text = str(error).splitlines()[0]
+            named = re.search(r'local file "([^"]+)"', text)
+            raise OSError(errno.EFBIG if too_large(text) else None,
+                          write_failure(named.group(1), text) if named else text) from None
         marker = self.record / "done" / str(index)
         with open(marker, "w", encoding="utf-8"):
             pass
