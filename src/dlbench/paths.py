@@ -8,9 +8,13 @@ archive) is treated as read-only for root too, and so is anything on a read-only
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import resource
 import stat
 from pathlib import Path
+from typing import IO, Iterator
 
 from dlbench.errors import UserError
 
@@ -62,6 +66,79 @@ def _check_target(path: Path, what: str, folder: bool) -> None:
     reason = read_only_reason(path)
     if reason:
         raise UserError(f"cannot write {what} {path}: {reason}")
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def overlap(first: str | os.PathLike, second: str | os.PathLike) -> str | None:
+    """How two paths share what is on disk, however each is named (another spelling, a symbolic
+    link, a bind mount, a hard link): 'same', 'contains' (`first` is a folder that holds `second`),
+    'inside' (`first` lies inside `second`), or None. Judged by device and inode, not by text."""
+    first, second = Path(os.path.realpath(first)), Path(os.path.realpath(second))
+    one, other = _identity(first), _identity(second)
+    if one is not None and one == other:
+        return "same"
+    if one is not None and one in {_identity(p) for p in second.parents}:
+        return "contains"
+    if other is not None and other in {_identity(p) for p in first.parents}:
+        return "inside"
+    return None
+
+
+def size_limit() -> int | None:
+    """The largest file this process may write, in bytes (`ulimit -f`); None without a limit."""
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _kib(size: int) -> str:
+    return f"{size / 1024:g} KiB" if size < 2**20 else f"{size / 2**20:g} MiB"
+
+
+def too_large(error: OSError | str) -> bool:
+    """Whether a write failed on the file-size limit (EFBIG; tensorstore says it in its text)."""
+    if isinstance(error, OSError) and error.errno == errno.EFBIG:
+        return True
+    return "File too large" in str(error) or "os_error_code='27'" in str(error)
+
+
+def write_failure(path: str | os.PathLike, error: OSError | str) -> str:
+    """Why `path` could not be written, in a few words: past the file-size limit (which is not the
+    disk's fault: `ulimit -f`, a batch system's limit), else the system's reason."""
+    limit = size_limit()
+    if too_large(error) and limit is not None:
+        return f"{path}: it would pass this process's file-size limit of {_kib(limit)} (ulimit -f)"
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    return f"{path}: {reason}"
+
+
+@contextlib.contextmanager
+def replacing(path: str | os.PathLike) -> Iterator[IO[str]]:
+    """A text file written whole or not at all: into a hidden file beside `path`, moved over it once
+    complete. A write that fails (a full disk, the file-size limit) leaves `path` as it was, nothing
+    half-written, and ends in one line naming it. A device or pipe (/dev/stdout) is written as it is."""
+    path = Path(path)
+    direct = path.exists() and not path.is_file()
+    target = path if direct else path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        with open(target, "w", encoding="utf-8", newline="") as f:
+            yield f
+        if not direct:
+            os.replace(target, path)
+    except OSError as error:
+        if not direct:
+            target.unlink(missing_ok=True)
+        raise UserError(f"cannot write {write_failure(path, error)}") from None
+    except BaseException:
+        if not direct:
+            target.unlink(missing_ok=True)
+        raise
 
 
 CACHE_ENV = "DLBENCH_CACHE"

@@ -12,17 +12,19 @@ and the bytes equal an uninterrupted run's.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 
-from dlbench.data.volumes import split_path_key
+from dlbench.data.volumes import Volume, split_path_key
 from dlbench.errors import UserError
-from dlbench.paths import check_folder_of, check_new_folder
+from dlbench.paths import check_folder_of, check_new_folder, overlap, too_large, write_failure
 
 OUTPUT_KEY = "prediction"
 DTYPES = ("uint8", "float16")
@@ -80,8 +82,11 @@ class PredictionStore:
     def exists(self) -> bool:
         return self.path.exists()
 
-    def check_new(self, resume: bool, overwrite: bool) -> None:
-        """Refuse to touch an existing output unless the user said how."""
+    def check_new(self, resume: bool, overwrite: bool, source: Volume | None = None) -> None:
+        """Refuse to touch an existing output unless the user said how, and any output that shares
+        its place on disk with the volume it is predicted from (`source`)."""
+        if source is not None:
+            self.check_apart(source)
         if resume and overwrite:
             raise UserError("--resume and --overwrite exclude each other")
         if self.exists() and not (resume or overwrite):
@@ -93,6 +98,19 @@ class PredictionStore:
             check_new_folder(self.path, "output")  # blocks are added to it
         else:
             check_folder_of(self.path, "output")  # it is made, or removed and made again
+
+    def check_apart(self, source: Volume) -> None:
+        """The output (the folder it makes, or removes and makes again for --overwrite) is never the
+        input, never holds it and never lies inside it, whatever the names: a prediction written
+        there would destroy the data it is read from, partway through the read."""
+        relation = overlap(self.path, source.location)
+        if relation is None:
+            return
+        where = {"same": "is the input", "contains": "holds the input", "inside": "lies inside the input"}[relation]
+        real = os.path.realpath(self.path)
+        named = f" (that is {real})" if real != os.path.abspath(self.path) else ""
+        raise UserError(f"--output {self.name}: {self.path}{named} {where} {source.name}; a prediction never "
+                        f"writes where it reads: give another output path")
 
     def settings(self) -> dict | None:
         """The settings an existing output was written with (None: no completion record)."""
@@ -124,7 +142,7 @@ class PredictionStore:
             tmp.write_text(json.dumps(settings, sort_keys=True), encoding="utf-8")
             os.replace(tmp, self.record / "run.json")
         except OSError as error:
-            raise UserError(f"cannot create output {self.path}: {error.strerror or error}") from None
+            raise UserError(f"cannot create output {write_failure(self.path, error)}") from None
 
     def _make_groups(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
@@ -149,8 +167,11 @@ class PredictionStore:
         """Write one block's chunks, then mark it done; raises OSError when the disk fails."""
         try:
             self.array[(slice(None), *box)].write(data).result()
-        except ValueError as error:  # tensorstore reports I/O failures as ValueError
-            raise OSError(str(error).splitlines()[0]) from None
+        except ValueError as error:  # tensorstore reports I/O failures as ValueError, naming the file in its text
+            text = str(error).splitlines()[0]
+            named = re.search(r'local file "([^"]+)"', text)
+            raise OSError(errno.EFBIG if too_large(text) else None,
+                          write_failure(named.group(1), text) if named else text) from None
         marker = self.record / "done" / str(index)
         with open(marker, "w", encoding="utf-8"):
             pass

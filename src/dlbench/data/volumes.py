@@ -85,6 +85,11 @@ class Volume:
     def name(self) -> str:
         return f"{self.path}:{self.key}"
 
+    @property
+    def location(self) -> Path:
+        """Where its data lies on disk: an HDF5 file, or the dataset's folder in a zarr/N5 tree."""
+        return self.path if self.format == "hdf5" else self.path / self.key
+
     def close(self) -> None:
         if self.format == "hdf5":
             self.handle.file.close()
@@ -175,24 +180,54 @@ def _open_store(path: Path, key: str, fmt: str) -> Volume:
     return Volume(path, key, fmt, tuple(handle.shape), np.dtype(handle.dtype.numpy_dtype), handle)
 
 
-def open_volume(path_key: str, default_key: str = RAW_KEY, ndim: int = 3) -> Volume:
-    """Open `PATH[:KEY]` for reading; checks that it exists and has `ndim` dimensions."""
+NUMBERS = "iuf"  # the dtype kinds of intensities: integers and floats
+_KINDS = {"b": "booleans", "c": "complex numbers", "S": "byte strings", "U": "strings", "O": "objects or strings",
+          "V": "compound records", "M": "dates", "m": "time spans"}
+
+
+def open_volume(path_key: str, default_key: str = RAW_KEY, ndim: int = 3, kinds: str = NUMBERS) -> Volume:
+    """Open `PATH[:KEY]` for reading; checks that it exists, has `ndim` dimensions and holds values
+    of `kinds` (numpy's dtype kinds: intensities are integers or floats)."""
     path, key = split_path_key(path_key, default_key)
     if not path.exists():
         raise UserError(f"volume {path} does not exist")
     fmt = detect_format(path)
     volume = _open_hdf5(path, key) if fmt == "hdf5" else _open_store(path, key, fmt)
-    if len(volume.shape) != ndim:
+    problem = _shape_problem(volume, ndim) or _dtype_problem(volume, kinds)
+    if problem:
         volume.close()
-        shape = "x".join(map(str, volume.shape))
-        raise UserError(f"{volume.name} has {len(volume.shape)} dimensions ({shape}); expected {ndim} (ZxYxX)")
+        raise UserError(f"{volume.name} {problem}")
     return volume
+
+
+def _shape_problem(volume: Volume, ndim: int) -> str | None:
+    if len(volume.shape) == ndim:
+        return None
+    return f"has {len(volume.shape)} dimensions ({'x'.join(map(str, volume.shape))}); expected {ndim} (ZxYxX)"
+
+
+def _dtype_problem(volume: Volume, kinds: str) -> str | None:
+    """Why the values cannot be read as a volume: strings, records and the like reached the run as an
+    error deep in the reader (h5py's), not as the user's mistake."""
+    if volume.dtype.kind in kinds:
+        return None
+    held = _KINDS.get(volume.dtype.kind, "values that are not numbers")
+    if volume.format == "hdf5" and _hdf5_strings(volume.dtype):
+        held = "strings"
+    wanted = "integers or floats" if kinds == NUMBERS else "integers, floats or booleans"
+    return f"holds {held} (dtype {volume.dtype}); a volume must hold {wanted}"
+
+
+def _hdf5_strings(dtype: np.dtype) -> bool:
+    import h5py
+
+    return h5py.check_string_dtype(dtype) is not None
 
 
 def open_pair(path_key: str, label_key: str = LABEL_KEY) -> tuple[Volume, Volume]:
     """Raw and labels from the same container; their shapes must agree."""
     raw = open_volume(path_key)
-    labels = open_volume(f"{raw.path}:{label_key}", label_key)
+    labels = open_volume(f"{raw.path}:{label_key}", label_key, kinds=NUMBERS + "b")
     if raw.shape != labels.shape:
         raise UserError(f"raw {raw.name} is {'x'.join(map(str, raw.shape))} but labels {labels.name} are "
                         f"{'x'.join(map(str, labels.shape))}: they must have the same shape")

@@ -8,7 +8,7 @@ import traceback
 import torch
 
 from dlbench import workloads
-from dlbench.errors import UserError
+from dlbench.errors import BenchmarkFailed, UserError
 from dlbench.figures import sig
 from dlbench.measure.loop import Progress, _no_progress
 from dlbench.measure.profile import headline
@@ -40,6 +40,8 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
         result.samples = samples
     except UserError:
         raise
+    except BenchmarkFailed as error:
+        result.status, result.error = "error", str(error)
     except Exception as error:  # noqa: BLE001 - every failure becomes a stored result
         if is_oom(error):
             result.status = "oom"

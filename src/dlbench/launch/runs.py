@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from dlbench import scratch, workloads
 from dlbench.errors import UserError
@@ -15,7 +15,7 @@ from dlbench.launch import batchsize
 from dlbench.launch.stored import output_file
 from dlbench.launch.view import Terminal
 from dlbench.options import MAX_BATCH, Options, option
-from dlbench.results.record import Result
+from dlbench.results.record import FAILED, Result
 from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, one_store
 from dlbench.spec import BenchmarkSpec, check_device
 
@@ -34,28 +34,36 @@ class RunExtras(Options):
 
 
 def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int:
-    """Run what a `dlbench run` command asks for; the exit status (1 when a run ended in error).
+    """Run what a `dlbench run` command asks for; the exit status (1 when a run failed: error or oom).
     With --results-file, every result is also written there as it ends."""
     extras = RunExtras(**{f: values.pop(f) for f in RunExtras.names() if f in values})
     spec, plan, sweep = _plan(workload, dict(values), extras.max_batch)
     check_writable(extras.db)  # the store, the results file and the spec are checked before anything runs
     results_file = _results_path(extras)
-    preflight(spec, view)
+    preflight(spec, view, () if sweep or plan == "auto" else [one.batch for one in plan])
     scratch.clean_stale()  # what killed runs left behind
     several = plan != "auto" and len(plan) > 1
     with Store(extras.db) as store, _results_to(results_file, several, view) as write:
         if plan == "auto":
             result = _search(spec, store, extras.tag, extras.max_batch, view)
             write(result)
-            return 1 if result.status == "error" else 0
-        failed = False
+            return 1 if result.status in FAILED else 0
+        statuses = []
         for one in plan:
             result = _run(one, store, extras.tag, view)
             write(result)
-            failed |= result.status == "error"
+            statuses.append(result.status)
             if result.status == "oom" and sweep:
                 break  # larger batches cannot fit either
-    return 1 if failed else 0
+    return 1 if _failed(statuses, sweep) else 0
+
+
+def _failed(statuses: list[str], sweep: bool) -> bool:
+    """Whether a run of these results failed. The out-of-memory error that ends a sweep is the end
+    it looks for, once a smaller batch has measured."""
+    if sweep and statuses[-1] == "oom" and "ok" in statuses:
+        statuses = statuses[:-1]
+    return any(status in FAILED for status in statuses)
 
 
 def _results_path(extras: RunExtras) -> Path | None:
@@ -95,15 +103,21 @@ def _plan(workload: str, values: dict[str, Any], limit: int) -> tuple[BenchmarkS
     return spec, specs, plan == "sweep"
 
 
-def preflight(spec: BenchmarkSpec, view: Terminal) -> None:
-    """Devices, the input shape, files and data checked, warnings shown, before anything runs."""
+def preflight(spec: BenchmarkSpec, view: Terminal, batches: Sequence[int] | None = None) -> None:
+    """Devices, the input shape, files and data checked, warnings shown, before anything runs.
+    `batches`: the batches that will run (default: the spec's); none for a sweep or a search, where a
+    batch of one that cannot train fails alone and larger ones go on. A workload that trains is
+    checked in training mode at its smallest batch: sizes do not depend on the batch, and only a
+    batch of one can leave BatchNorm a single value per channel."""
     from dlbench.launch.inprocess import check_devices
     from dlbench.models import registry
 
     check_devices(spec)
-    if spec.input_shape is not None and "input_shape" in workloads.get(spec.workload).general:
-        registry.check_fits(spec.model, spec.input_shape, spec.batch)
-    for warning in workloads.get(spec.workload).preflight(spec):
+    workload = workloads.get(spec.workload)
+    if "input_shape" in workload.general:
+        training = workload.trains and batches != ()
+        registry.check_fits(spec.model, spec.input_shape, min(batches or [spec.batch]), training=training)
+    for warning in workload.preflight(spec):
         view.warning(warning)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from dlbench.errors import UserError
 from dlbench.launch.view import Terminal
 from dlbench.options import Options, option
-from dlbench.paths import check_new_file
+from dlbench.paths import check_new_file, replacing
 from dlbench.report import FORMATS
 from dlbench.results.store import DB_HELP, Store, check_writable, default_path, one_store
 
@@ -157,11 +157,8 @@ def export(request: ExportRequest, view: Terminal) -> None:
     if output is None:  # to a pipe or file: the data exactly
         exchange.WRITERS[request.format](records, sys.stdout)
         return
-    try:
-        with open(output, "w", encoding="utf-8", newline="") as f:
-            count = exchange.WRITERS[request.format](records, f)
-    except OSError as error:  # a full disk, a device that refuses
-        raise UserError(f"cannot write {output}: {error.strerror or error}") from None
+    with replacing(output) as f:  # a full disk, a device that refuses, the file-size limit: one line
+        count = exchange.WRITERS[request.format](records, f)
     view.message(f"wrote {count} results to {output}")
 
 

@@ -25,7 +25,7 @@ from dlbench.launch.interrupts import Interrupts
 from dlbench.launch.view import SuiteView, Terminal
 from dlbench.options import MAX_TIMEOUT_S, Options, option, shown
 from dlbench.paths import check_new_folder
-from dlbench.results.record import RUN_ID, Result, now
+from dlbench.results.record import FAILED, RUN_ID, Result, now
 from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, default_path, one_store
 from dlbench.spec import BenchmarkSpec, check_device
 from dlbench.suites import Suite, spec_key
@@ -289,7 +289,7 @@ def _finish(store: Store, plan: Plan, view: Terminal) -> int:
     view.message("results of run " + plan.run + ": " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     if plan.suite.name == "smoke":
         view.message("these are CPU figures from a short check, not what a GPU would do")
-    return 1 if counts.get("error") or counts.get("timeout") else 0
+    return 1 if any(counts.get(status) for status in FAILED) else 0
 
 
 def _submit(plan: Plan, store: Store, options: dict, request: SuiteRequest, default_timeout: float,

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from dlbench.errors import UserError
 from dlbench.figures import ms
+from dlbench.paths import replacing
 from dlbench.results.record import Result
 from dlbench.spec import BenchmarkSpec
 from dlbench.suites import title
@@ -210,10 +211,8 @@ class Terminal:
         if output is None:
             self.text(text)
             return
-        try:
-            output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-        except OSError as error:
-            raise UserError(f"cannot write {output}: {error.strerror or error}") from None
+        with replacing(output) as f:
+            f.write(text if text.endswith("\n") else text + "\n")
         self.message(f"wrote {output}")
 
     def suites(self, named: list[tuple[str, str]]) -> None:

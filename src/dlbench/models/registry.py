@@ -9,6 +9,7 @@ classification model, to `timm:<name>` when timm is installed, or to a model fil
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Callable
@@ -146,29 +147,44 @@ def check_input(entry: ModelEntry, shape: tuple[int, ...]) -> None:
 _SHAPE_WORDS = ("size", "shape", "channel", "dimension", "height", "width")
 
 
-def check_fits(name: str, shape: tuple[int, ...], batch: int) -> None:
+def check_fits(name: str, shape: tuple[int, ...] | None, batch: int, training: bool = False) -> None:
     """Run the model on the meta device (no memory, no arithmetic) to refuse, before anything
-    runs, sizes it cannot take: too small for its pooling, not what its layers expect.
+    runs, sizes it cannot take: too small for its pooling, not what its layers expect. With
+    `training`, in training mode, where a batch of one is judged at the model's own shape (None) too:
+    BatchNorm trains only on more than one value per channel (batch x the sizes where it sits), which
+    resnet18 at batch 1 and 3x32x32 does not give its last layers (1x512x1x1), and the meta device
+    raises the same error as the real run.
     Failures that are not about sizes (an operation without a meta implementation) say
     nothing about the input and are left to the real run."""
     import torch
 
     entry = resolve(name)
-    if not _safe_to_build(name) or tuple(shape) == tuple(entry.input_shape):
+    shape = tuple(shape or entry.input_shape)
+    judged = shape != tuple(entry.input_shape) or (training and batch == 1)
+    if not _safe_to_build(name) or not judged:
         return
     try:
         with torch.device("meta"):
-            model = entry.build().eval()
+            model = entry.build().train(training)
             with torch.no_grad():
                 model(torch.empty(batch, *shape))
     except (RuntimeError, ValueError, AssertionError) as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        if training and "when training" in first:
+            raise UserError(_untrainable(name, shape, batch, first)) from None
         about_sizes = isinstance(error, AssertionError) or any(word in first.lower() for word in _SHAPE_WORDS)
         if "meta" in first.lower() or not about_sizes:
             return
         raise UserError(f"--input-shape {'x'.join(map(str, shape))} does not fit {name}: {first}") from None
     except Exception:  # noqa: BLE001 - the check cannot judge this model; the run will
         return
+
+
+def _untrainable(name: str, shape: tuple[int, ...], batch: int, error: str) -> str:
+    larger = "--batch 2 or more, or a larger --input-shape" if batch == 1 else "a larger --input-shape"
+    error = re.sub(r"torch\.Size\((.*?)\)", r"\1", error)
+    return (f"{name} cannot train on a batch of {batch} at {'x'.join(map(str, shape))}: a normalisation layer "
+            f"sees one value per channel ({error}); give {larger}")
 
 
 def _safe_to_build(name: str) -> bool:

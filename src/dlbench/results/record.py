@@ -18,6 +18,7 @@ from dlbench.results.titles import legacy_title
 SCHEMA_VERSION = 3
 FORMAT = "dlbench-result"
 STATUSES = ("ok", "oom", "error", "timeout", "interrupted")
+FAILED = ("error", "oom", "timeout")  # a benchmark that ran and measured nothing: its command exits 1
 
 
 def now() -> str:

@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 
 from dlbench.errors import UserError
 from dlbench.options import shown
-from dlbench.paths import read_only_reason
+from dlbench.paths import read_only_reason, size_limit
 from dlbench.results.record import Result
 
 DEFAULT_DB = "dlbench.db"
@@ -68,7 +68,15 @@ class Store:
         try:
             self._db = self._open_read_only() if read_only else self._open_for_writing()
         except sqlite3.DatabaseError as error:
-            raise UserError(f"store {self.path} is not a usable dlbench database: {error}") from None
+            raise UserError(self._unusable(error)) from None
+
+    def _unusable(self, error: sqlite3.DatabaseError) -> str:
+        limit = size_limit()
+        if limit is not None and "disk I/O error" in str(error):  # SQLite says no more than this
+            return (f"cannot write store {self.path} or the -wal and -shm files SQLite keeps beside it (32 KiB and "
+                    f"more) within this process's file-size limit of {limit / 1024:g} KiB (ulimit -f); the store "
+                    f"is unchanged: raise the limit (ulimit -f unlimited)")
+        return f"store {self.path} is not a usable dlbench database: {error}"
 
     def _open_for_writing(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
@@ -85,11 +93,24 @@ class Store:
             db = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None)
         else:  # read-write but without creating anything, so SQLite tidies its WAL files on close
             db = sqlite3.connect(f"{uri}?mode=rw", uri=True, timeout=60.0, isolation_level=None)
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        try:
+            tables = _tables(db)
+        except sqlite3.OperationalError:
+            if size_limit() is None or self._wal_holds_results():
+                raise
+            # Under a file-size limit below the 32 KiB of SQLite's -shm file: with no -wal file
+            # holding results, the store on disk is all there is, and read as it is.
+            db.close()
+            db = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None)
+            tables = _tables(db)
         if tables and "results" not in tables:
             raise UserError(f"store {self.path} is a SQLite database but not a dlbench store (it has no results table)")
         self._empty = not tables
         return db
+
+    def _wal_holds_results(self) -> bool:
+        wal = self.path.with_name(self.path.name + "-wal")
+        return wal.exists() and wal.stat().st_size > 0
 
     def close(self) -> None:
         self._db.close()
@@ -142,6 +163,10 @@ class Store:
     def count(self) -> int:
         rows = self._query("SELECT COUNT(*) FROM results", [])
         return rows[0][0] if rows else 0
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
 def _check_file(path: Path) -> None:

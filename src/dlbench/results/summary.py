@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbench.errors import UserError
+from dlbench.paths import write_failure
 from dlbench.measure.stats import summarize
 from dlbench.results.record import Result
 
@@ -58,19 +59,27 @@ class ResultsFile:
             raise UserError(f"cannot write {path}: {error.strerror or error}") from None
 
     def write(self, result: Result) -> None:
+        """Adds the result (stored already: a file that cannot take it loses it from the file only)."""
         self.rows.append(summary(result))
-        if self.document:
-            self.file.truncate(0)
-            self.file.write(json.dumps(self.rows if self.several else self.rows[-1], indent=2) + "\n")
-        else:
-            if len(self.rows) == 1:
+        try:
+            if self.document:
                 self.file.truncate(0)
-            self.file.write(json.dumps(self.rows[-1]) + "\n")
-        self.file.flush()
+                self.file.write(json.dumps(self.rows if self.several else self.rows[-1], indent=2) + "\n")
+            else:
+                if len(self.rows) == 1:
+                    self.file.truncate(0)
+                self.file.write(json.dumps(self.rows[-1]) + "\n")
+            self.file.flush()
+        except OSError as error:
+            raise UserError(f"cannot write results file {write_failure(self.path, error)}; the result is in the "
+                            f"store (dlbench export writes it again)") from None
 
     def close(self) -> bool:
         """Closes the file; whether it holds results (an unused new file is removed)."""
-        self.file.close()
+        try:
+            self.file.close()
+        except OSError:  # what a failed write left in the buffer, said by `write` already
+            pass
         if not self.rows and self.created:
             self.path.unlink(missing_ok=True)
         return bool(self.rows)

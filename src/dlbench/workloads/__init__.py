@@ -45,6 +45,7 @@ class Workload:
     defaults: dict[str, Any] = field(default_factory=dict)  # general fields whose default differs here
     batch_plans: bool = False  # --batch also takes lists (1,2,4), 'sweep' and 'auto'
     auto_precision: bool = False  # --precision auto: the workload settles the precision itself
+    trains: bool = False  # runs its model in training mode (BatchNorm then needs more than one value per channel)
 
 
 _BUILTIN = {name: f"dlbench.workloads.{name}" for name in ("fwdbwd", "train", "infer", "smooth", "volume", "converge")}

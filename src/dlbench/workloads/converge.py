@@ -398,4 +398,4 @@ WORKLOAD = Workload(
     run, describe, ConvergeOptions, preflight,
     general=("model", "batch", "input_shape", "precision", "channels_last", "optimize", "device", "seed", "gpus",
              "profile", "profile_trace"),
-    defaults={"model": "unet2d", "batch": 8})
+    defaults={"model": "unet2d", "batch": 8}, trains=True)

@@ -87,4 +87,4 @@ def describe(metrics: dict) -> str:
 WORKLOAD = Workload(
     "fwdbwd", "Forward and backward of a model in training mode, timed separately (the cnn-benchmarks method): "
               "forward on a random batch, backward from a random upstream gradient, no loss and no optimizer.",
-    run, describe, general=tuple(g for g in GENERAL if g != "gpus"))
+    run, describe, general=tuple(g for g in GENERAL if g != "gpus"), trains=True)

@@ -230,4 +230,4 @@ def describe(metrics: dict) -> str:
 WORKLOAD = Workload(
     "train", "Training steps (forward, loss, backward, optimizer) with per-phase times and img/s; with a 3D U-Net "
              "on a volume, seconds per iteration, iterations per minute and days to 100k iterations.",
-    run, describe, TrainOptions, preflight, batch_plans=True)
+    run, describe, TrainOptions, preflight, batch_plans=True, trains=True)

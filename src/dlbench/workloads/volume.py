@@ -43,7 +43,8 @@ from dlbench.options import Options, option
 from dlbench.units import hours_for, parse_count, parse_shape, parse_zyx
 from dlbench.workloads import Workload, block_choice, distributed, optimize
 from dlbench.workloads.runtime import is_oom, precision as in_precision, resolve_device
-from dlbench.workloads.volume_pipeline import Pipeline, forward, read_host_tile, scale, to_input
+from dlbench.workloads.volume_pipeline import (NONFINITE_HINT, NonFinite, NonFiniteInput, Pipeline, count_nonfinite,
+                                               forward, nonfinite_voxels, read_host_tile, scale, to_input)
 
 
 def parse_voxels(text: str) -> float:
@@ -92,6 +93,8 @@ class VolumeOptions(Options):
     readers: int = option(8, "Reader threads.", low=1, high=1024)
     writers: int = option(4, "Writer threads.", low=1, high=1024)
     queue: int = option(8, "Tiles in flight on each side of the GPU.", low=1, high=1024)
+    allow_nonfinite: bool = option(False, "Predict a float input that holds NaN or Inf (counted in the result); "
+                                          "without it the run stops at the first tile that holds one.")
     kernels: str = option("auto", "fused: dlbench's Triton kernels where they apply (each convolution's bias and the "
                                   "ReLU after it in one pass; 2x2x2 max pooling without PyTorch's indices; the 3D "
                                   "U-Net's upsampling bias added inside its concatenation), the same output to the "
@@ -163,19 +166,39 @@ def preflight(spec) -> list[str]:
     """The checks a user can fail, before anything runs: the input opens, the block fits it, the output is new."""
     opts = spec.opts
     fusable(opts.kernels, resolve_device(spec.device))
-    if opts.input:
-        volume = open_volume(opts.input)
-        volume.close()
+    volume = open_volume(opts.input) if opts.input else None
+    if volume is not None:
+        try:
+            if not opts.allow_nonfinite:
+                check_sample(volume)
+        finally:
+            volume.close()
         if opts.block != "auto":
             Blocking(volume.shape, parse_shape(opts.block), parse_shape(opts.halo))
     if opts.output:
-        PredictionStore(opts.output).check_new(opts.resume, opts.overwrite)
+        PredictionStore(opts.output).check_new(opts.resume, opts.overwrite, volume)
     return []
 
 
-def _warmup(model, blocking: Blocking, volume: Volume, device, channels_last: bool, repeats: int) -> tuple[int, float, float]:
+SAMPLE = (16, 256, 256)  # the corner of the input looked at for NaN and Inf before the run (at most 4 MB)
+
+
+def check_sample(volume: Volume) -> None:
+    """NaN or Inf in a corner of the input is the user's to fix before anything runs; the rest of
+    the volume is checked tile by tile as the run reads it."""
+    box = tuple(slice(0, min(n, s)) for n, s in zip(SAMPLE, volume.shape))
+    found = count_nonfinite(volume.read(box)) if np.issubdtype(volume.dtype, np.floating) else 0
+    if found:
+        where = ", ".join(f"{axis} 0-{b.stop}" for axis, b in zip("zyx", box))
+        raise UserError(f"input {volume.name} holds {nonfinite_voxels(found)} in the part checked before the run "
+                        f"({where}): {NONFINITE_HINT}")
+
+
+def _warmup(model, blocking: Blocking, volume: Volume, device, channels_last: bool, repeats: int,
+            nonfinite: NonFinite) -> tuple[int, float, float]:
     """Run the first tile `repeats` times: compilation and autotuning stay out of the measurement."""
-    tile = scale(read_host_tile(blocking, volume, blocking[0]).to(device), volume.dtype)
+    tile = read_host_tile(blocking, volume, blocking[0], nonfinite=nonfinite, counted=False)
+    tile = scale(tile.to(device), volume.dtype)
     start = time.perf_counter()
     channels = 0
     for _ in range(max(1, repeats)):
@@ -185,11 +208,12 @@ def _warmup(model, blocking: Blocking, volume: Volume, device, channels_last: bo
     return channels, total, total / max(1, repeats)
 
 
-def _warmup_checked(name: str, model, blocking: Blocking, volume: Volume, device, channels_last: bool, repeats: int):
+def _warmup_checked(name: str, model, blocking: Blocking, volume: Volume, device, channels_last: bool, repeats: int,
+                    nonfinite: NonFinite):
     """The warm-up; a user's model file that cannot run this tile (an export for another shape) is a user error."""
     try:
-        return _warmup(model, blocking, volume, device, channels_last, repeats)
-    except (UserError, torch.cuda.OutOfMemoryError):
+        return _warmup(model, blocking, volume, device, channels_last, repeats, nonfinite)
+    except (UserError, NonFiniteInput, torch.cuda.OutOfMemoryError):
         raise
     except Exception as error:  # noqa: BLE001
         if not name.endswith(registry.MODEL_FILES) or is_oom(error):
@@ -214,7 +238,7 @@ def _settings(spec, volume: Volume, blocking: Blocking, channels: int, dtype: st
 
 
 def _choose(opts: VolumeOptions, spec, store: PredictionStore, volume: Volume, halo, model, device,
-            group: distributed.Group) -> block_choice.Choice:
+            group: distributed.Group, nonfinite: NonFinite) -> block_choice.Choice:
     """Block, precision and layout: what an output being resumed was written with; the block and
     precision given when both are; else what rank 0's probe chooses (every rank predicts with the same)."""
     block = None if opts.block == "auto" else parse_shape(opts.block)
@@ -226,7 +250,7 @@ def _choose(opts: VolumeOptions, spec, store: PredictionStore, volume: Volume, h
         return block_choice.Choice(block, spec.precision, spec.channels_last, "given")
     choice = None
     if group.rank == 0:
-        sample = _sample(volume, halo, device) if spec.precision == "auto" and device.type == "cuda" else None
+        sample = _sample(volume, halo, device, nonfinite) if spec.precision == "auto" and device.type == "cuda" else None
         choice = block_choice.choose(volume.shape, halo, spec.precision, spec.channels_last, model, device,
                                      block=block, sample=sample, world=group.world)
     choice = group.broadcast(choice)
@@ -234,11 +258,12 @@ def _choose(opts: VolumeOptions, spec, store: PredictionStore, volume: Volume, h
     return choice
 
 
-def _sample(volume: Volume, halo: tuple[int, ...], device) -> torch.Tensor:
+def _sample(volume: Volume, halo: tuple[int, ...], device, nonfinite: NonFinite) -> torch.Tensor:
     """A probe tile of the volume itself (the first tile of default-sized blocks) for --precision auto:
     agreement with fp32 is judged on the data the run predicts, not on noise."""
     blocking = Blocking(volume.shape, tuple(min(b, s) for b, s in zip(block_choice.DEFAULT_BLOCK, volume.shape)), halo)
-    return to_input(scale(read_host_tile(blocking, volume, blocking[0]).to(device), volume.dtype), False)
+    tile = read_host_tile(blocking, volume, blocking[0], nonfinite=nonfinite, counted=False)
+    return to_input(scale(tile.to(device), volume.dtype), False)
 
 
 class _InPrecision(torch.nn.Module):
@@ -279,13 +304,18 @@ def _output(opts: VolumeOptions, group: distributed.Group) -> Iterator[str]:
 def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: distributed.Group, progress: Progress):
     device = group.device
     resume, overwrite = opts.resume, opts.overwrite
-    store = PredictionStore(output)
-    store.check_new(resume, overwrite)
     volume = open_volume(input_key)
+    store = PredictionStore(output)
+    try:
+        store.check_new(resume, overwrite, volume)
+    except UserError:
+        volume.close()
+        raise
     halo = parse_shape(opts.halo)
+    nonfinite = NonFinite(volume, opts.allow_nonfinite)
     model, kernels = with_kernels(load_model(spec.model, device, spec.channels_last, spec.seed), opts.kernels, device)
     progress("choose block", 0, 1)
-    choice = _choose(opts, spec, store, volume, halo, model, device, group)
+    choice = _choose(opts, spec, store, volume, halo, model, device, group, nonfinite)
     cl, precision = choice.channels_last, choice.precision
     if precision != spec.precision:
         model = _InPrecision(model, precision)
@@ -293,7 +323,8 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     ran = spec if precision == spec.precision else dataclasses.replace(spec, precision=precision)
     model, optimized = optimize.prepare(ran, model, to_input(torch.rand(blocking.tile, device=device), cl))
     progress("warm-up", 0, 1)
-    channels, warmup_s, warmup_tile_s = _warmup_checked(spec.model, model, blocking, volume, device, cl, spec.warmup)
+    channels, warmup_s, warmup_tile_s = _warmup_checked(spec.model, model, blocking, volume, device, cl, spec.warmup,
+                                                        nonfinite)
     progress("count FLOPs", 0, 1)
     flops = tile_flops(model, blocking.tile, device, cl)
     if group.rank == 0:
@@ -306,16 +337,19 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     finished = group.broadcast(store.done() if group.rank == 0 else None)
     mine = [blocking[i] for i in share(len(blocking), finished, group.rank, group.world)]
     pipeline = Pipeline(blocking, volume, store, model, device, channels=channels, dtype=opts.dtype, channels_last=cl,
-                        readers=opts.readers, writers=opts.writers, queue=opts.queue)
-    with Monitor(device) as monitor:  # clocks, power and throttling while the blocks run
-        wall = pipeline.run(mine, progress)
+                        readers=opts.readers, writers=opts.writers, queue=opts.queue, nonfinite=nonfinite)
+    try:
+        with Monitor(device) as monitor:  # clocks, power and throttling while the blocks run
+            wall = pipeline.run(mine, progress)
+    except NonFiniteInput as error:
+        raise NonFiniteInput(f"{error}{_kept(opts, store, len(blocking))}") from None
     profile = _profile(spec, pipeline, mine, flops, group, progress)
     voxels = sum(int(np.prod(b.shape)) for b in mine)
     volume.close()
     samples = pipeline.log.samples()
     waits = samples["wait"]
     per_rank = group.gather({"voxels": voxels, "wall": wall, "blocks": len(mine), "first_wait": waits[0] if waits else 0.0,
-                             "phases": {k: float(sum(v)) for k, v in samples.items()}})
+                             "phases": {k: float(sum(v)) for k, v in samples.items()}, "nonfinite": nonfinite.voxels})
     group.barrier()
     metrics = _metrics(opts, volume, blocking, per_rank, group.world, len(finished), warmup_s, warmup_tile_s, store,
                        device)
@@ -328,6 +362,15 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
         metrics["precision_check"] = choice.checks
     metrics.update(_common_metrics(wall, len(mine), flops, monitor.data, voxels, profile))
     return metrics, samples
+
+
+def _kept(opts: VolumeOptions, store: PredictionStore, blocks: int) -> str:
+    """What a run stopped by NaN or Inf leaves: no output of its own, or the blocks of a named one
+    that were written (all from finite tiles), which --resume completes."""
+    if not opts.output:
+        return ""
+    return (f"; {len(store.done())} of {blocks} blocks are written to {store.path}, the rest is not (the output is "
+            f"incomplete: once the input is fixed, --resume completes it)")
 
 
 def share(count: int, finished: set[int], rank: int, world: int) -> list[int]:
@@ -404,6 +447,7 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], wor
         "model_mvox_per_s": voxels / compute / 1e6 if voxels else None,
         "warmup_s": warmup_s, "warmup_tile_s": warmup_tile_s, "first_tile_wait_s": first,
         "sustained_mvox_per_s": sustained,
+        **({"nonfinite_voxels": sum(r["nonfinite"] for r in per_rank)} if opts.allow_nonfinite else {}),
         "extrapolate_voxels": target, **_hours(target, sustained, world, device, first),
     }
 
@@ -466,9 +510,12 @@ def describe(metrics: dict) -> str:
     chosen = (f"; asked --block {asked.get('block', 'auto')} --precision {asked.get('precision', '?')}, ran "
               f"{metrics['block_choice']}" if metrics.get("block_choice") else "")
     ranks = metrics.get("blocks_per_rank") or []
+    nonfinite = (f"; the input held {nonfinite_voxels(metrics['nonfinite_voxels'])}, predicted as they are "
+                 f"(--allow-nonfinite)" if metrics.get("nonfinite_voxels") else "")
     shared = f" over {len(ranks)} processes: {'/'.join(map(str, ranks))}" if len(ranks) > 1 else ""
     return (f"{sig(metrics['voxels'] / 1e6)} Mvox in {sig(metrics['total_s'])} s = {sig(metrics['mvox_per_s'])} Mvox/s "
-            f"({metrics['blocks']} blocks{shared}, {metrics['blocks_skipped']} already done){extra}{cut}{chosen}")
+            f"({metrics['blocks']} blocks{shared}, {metrics['blocks_skipped']} already done){extra}{cut}{chosen}"
+            f"{nonfinite}")
 
 
 WORKLOAD = Workload(

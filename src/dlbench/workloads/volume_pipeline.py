@@ -23,7 +23,7 @@ import torch
 from dlbench.data.blocking import Block, Blocking
 from dlbench.data.prediction_store import PredictionStore
 from dlbench.data.volumes import Volume
-from dlbench.errors import UserError
+from dlbench.errors import BenchmarkFailed, UserError
 from dlbench.measure.loop import Progress, synchronize
 from dlbench.measure.timer import Spans, record_event
 
@@ -63,12 +63,61 @@ def host_dtype(source: np.dtype) -> torch.dtype:
 
 
 def read_host_tile(blocking: Blocking, volume: Volume, block: Block, pin: bool = False,
-                   into: torch.Tensor | None = None) -> torch.Tensor:
+                   into: torch.Tensor | None = None, nonfinite: NonFinite | None = None,
+                   counted: bool = True) -> torch.Tensor:
     """`block`'s input tile on the host, read as the run reads it: into the buffer (`into`, else a
-    new one, pinned where asked), reflected there."""
+    new one, pinned where asked), reflected there; its NaN and Inf found by `nonfinite` (and added
+    to its count where `counted`)."""
     tile = torch.empty(blocking.tile, dtype=host_dtype(volume.dtype), pin_memory=pin) if into is None else into
     blocking.read_tile_into(volume.read, block, tile.numpy(), volume.read_into)
+    if nonfinite is not None:
+        nonfinite.check(tile.numpy(), blocking, block, counted)
     return tile
+
+
+NONFINITE_HINT = ("the model spreads each over its field of view, where the prediction is lost (0 or NaN): fix the "
+                  "input, or pass --allow-nonfinite to predict it as it is")
+
+
+def nonfinite_voxels(count: int) -> str:
+    return f"{count} non-finite voxel{'s' if count != 1 else ''} (NaN or Inf)"
+
+
+def count_nonfinite(values: np.ndarray) -> int:
+    """NaN and ±Inf among float `values`. One sum finds none on finite data (a NaN or Inf makes it
+    non-finite; an overflow only costs the exact count); integers hold none."""
+    if not np.issubdtype(values.dtype, np.floating) or np.isfinite(values.sum()):
+        return 0
+    return int(values.size - np.count_nonzero(np.isfinite(values)))
+
+
+class NonFiniteInput(BenchmarkFailed):
+    """A tile of the input holds NaN or Inf, and --allow-nonfinite was not given."""
+
+
+class NonFinite:
+    """The NaN and Inf of a float input, counted per tile as it is read (the reader threads call
+    `check`). Unless allowed, the first tile that holds one stops the run before its block is
+    predicted, so every block written came from finite data. Allowed, each voxel is counted once:
+    in its own block's part of the tile, not in the halos that repeat it."""
+
+    def __init__(self, volume: Volume, allow: bool) -> None:
+        self.name, self.allow = volume.name, allow
+        self.voxels = 0  # in the blocks read, where allowed
+        self._lock = threading.Lock()
+
+    def check(self, tile: np.ndarray, blocking: Blocking, block: Block, counted: bool = True) -> None:
+        found = count_nonfinite(tile)
+        if not found:
+            return
+        own = count_nonfinite(tile[blocking.crop(block)])
+        if not self.allow:
+            where = ", ".join(f"{axis} {b}-{e}" for axis, b, e in zip("zyx", block.begin, block.end))
+            raise NonFiniteInput(f"input {self.name} holds {nonfinite_voxels(own)} in block {block.index} ({where}), "
+                                 f"{found} in its tile with the halo: {NONFINITE_HINT}")
+        if counted:
+            with self._lock:
+                self.voxels += own
 
 
 def scale(x: torch.Tensor, source: np.dtype) -> torch.Tensor:
@@ -126,8 +175,9 @@ class PinnedBuffers:
 class Pipeline:
     def __init__(self, blocking: Blocking, volume: Volume, store: PredictionStore, model: torch.nn.Module,
                  device: torch.device, *, channels: int, dtype: str, channels_last: bool, readers: int, writers: int,
-                 queue: int) -> None:
+                 queue: int, nonfinite: NonFinite | None = None) -> None:
         self.blocking, self.volume, self.store, self.model = blocking, volume, store, model
+        self.nonfinite = nonfinite or NonFinite(volume, allow=False)
         self.device, self.dtype, self.channels_last = device, dtype, channels_last
         self.readers, self.writers, self.queue = max(1, readers), max(1, writers), max(1, queue)
         self.cuda = device.type == "cuda"
@@ -146,7 +196,8 @@ class Pipeline:
 
     def _read(self, block: Block) -> torch.Tensor:
         start = time.perf_counter()
-        tile = read_host_tile(self.blocking, self.volume, block, into=self.tiles.take(self.blocking.tile))
+        tile = read_host_tile(self.blocking, self.volume, block, into=self.tiles.take(self.blocking.tile),
+                              nonfinite=self.nonfinite)
         self.log.add("read", time.perf_counter() - start)
         return tile
 
