@@ -147,7 +147,7 @@ def export(request: ExportRequest, view: Terminal) -> None:
 
     output = output_file(request.output, request.db, "export")
     with Store(request.db, read_only=True) as store:
-        records = store.results()
+        records = store.results(exact=True)
     if output is None and sys.stdout.isatty():  # on a terminal, through its control-character filter
         text = io.StringIO()
         exchange.WRITERS[request.format](records, text)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Callable
 
-from dlbench.figures import fixed, ms, percent, sig
+from dlbench.figures import ODD, ODD_LEGEND, fixed, ms, percent, sig
 from dlbench.report import profile
 from dlbench.report.markdown import line
 from dlbench.results.record import Result
@@ -506,9 +506,11 @@ def render(diagnoses: list[Diagnosis]) -> str:
         gpus = r.spec.get("gpus") or 1
         where = (f" x{gpus} GPUs" if on_gpu(r) else f" x{gpus} processes") if gpus > 1 else ""
         level = f" {r.spec['optimize']}" if r.spec.get("optimize", "eager") != "eager" else ""
-        title = (f"## {r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}{level}{where} on {label} "
-                 f"({host})")
+        batch = ODD if "spec.batch" in r.odd else r.spec.get("batch")
+        title = f"## {r.workload} {r.model} b{batch} {r.spec.get('precision')}{level}{where} on {label} ({host})"
         lines = [title, _headline(d)]
+        if r.odd:
+            lines.append(f"note: {ODD_LEGEND}: {', '.join(r.odd)} of record {r.id[:8]}")
         if d.reference:
             ref = d.reference
             lines.append(f"reference: {ref.gpu}, {_reference_value(ref)} ({ref.source}); scaled by {d.scaling}")

@@ -19,7 +19,7 @@ from typing import Iterable, Iterator
 from dlbench.errors import UserError
 from dlbench.options import shown
 from dlbench.paths import read_only_reason
-from dlbench.results.record import Result
+from dlbench.results.record import Result, tamed
 
 DEFAULT_DB = "dlbench.db"
 DB_HELP = "Result store (SQLite). Default: $DLBENCH_DB or ./dlbench.db."
@@ -112,15 +112,18 @@ class Store:
             self._db.executemany("INSERT OR IGNORE INTO results VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
             return self._db.total_changes - before
 
-    def results(self, *, workload: str | None = None, suite: str | None = None, status: str | None = None) -> list[Result]:
-        """Stored results, oldest first."""
+    def results(self, *, workload: str | None = None, suite: str | None = None, status: str | None = None,
+                exact: bool = False) -> list[Result]:
+        """Stored results, oldest first, as reports may read them (`record.tamed`: a stored value
+        that is no valid figure is marked, never raised on); `exact`: as stored (export)."""
         query, args = "SELECT id, record FROM results WHERE 1=1", []
         for column, value in (("workload", workload), ("suite", suite), ("status", status)):
             if value is not None:
                 query += f" AND {column} = ?"
                 args.append(value)
         query += " ORDER BY started, rowid"
-        return [self._record(key, text) for key, text in self._query(query, args)]
+        found = [self._record(key, text) for key, text in self._query(query, args)]
+        return found if exact else [tamed(r) for r in found]
 
     def _query(self, query: str, args: list) -> list[tuple]:
         if self.read_only and self._empty:  # an empty SQLite file: a store with nothing in it yet
@@ -132,7 +135,7 @@ class Store:
 
     def _record(self, key: object, text: object) -> Result:
         try:
-            return Result.from_dict(json.loads(text))  # type: ignore[arg-type]
+            return Result.from_dict(json.loads(text), strict=False)  # type: ignore[arg-type]
         except (ValueError, TypeError, RecursionError) as error:
             raise UserError(f"store {self.path} holds a damaged record ({shown(key)}): {error}") from None
 
