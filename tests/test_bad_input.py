@@ -301,7 +301,7 @@ HOSTILE = "\x1b]0;owned\x07\x1b[2J\x1b[31mred\u202eevil\r\x00"
 
 def test_hostile_text_in_imported_results(tmp_path, db):
     crafted = make_result(tag="=HYPERLINK(\"http://x\")" + HOSTILE, system={"host": "-2+3"},
-                          metrics={"note": "@SUM(A1)", "delta_ms": -1.5, "=cmd": "+1"})
+                          metrics={"note": "@SUM(A1)", "delta": -1.5, "=cmd": "+1"})
     export = tmp_path / "crafted.jsonl"
     export.write_text(json.dumps(crafted.to_dict()) + "\n")
     assert cli("import", export, "--db", db).returncode == 0
@@ -312,7 +312,7 @@ def test_hostile_text_in_imported_results(tmp_path, db):
     header, values = list(csv.reader(io.StringIO(cli("export", "--format", "csv", "--db", db).stdout)))
     row = dict(zip(header, values))
     assert row["host"] == "'-2+3" and row["note"] == "'@SUM(A1)" and row["'=cmd"] == "'+1"
-    assert row["delta_ms"] == "-1.5" and row["tag"].startswith("'=HYPERLINK(") and row["batch"] == "16"
+    assert row["delta"] == "-1.5" and row["tag"].startswith("'=HYPERLINK(") and row["batch"] == "16"
 
 
 def test_an_error_naming_hostile_input_stays_one_clean_line(db, stored):
