@@ -248,7 +248,8 @@ def test_readers_never_create_a_store(tmp_path):
     assert_user_error(cli("results", "--db", other), "is a SQLite database but not a dlbench store")
     empty = tmp_path / "empty.db"
     empty.write_bytes(b"")
-    assert cli("results", "--db", empty).returncode == 0 and empty.read_bytes() == b""
+    assert_user_error(cli("results", "--db", empty), f"store {empty} is not a dlbench store (it is an empty file")
+    assert empty.read_bytes() == b""
 
 
 def _export_line(**changes) -> str:

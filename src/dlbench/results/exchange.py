@@ -61,8 +61,10 @@ def write_csv(results: Iterable[Result], out: TextIO) -> int:
     return len(rows)
 
 
-def read_jsonl(path: Path) -> list[Result]:
-    """Every record in an export file; any line that is not a dlbench result rejects the whole file."""
+def read_jsonl(path: Path, *, strict: bool = True) -> list[Result]:
+    """Every record in an export file; any line that is not a dlbench result rejects the whole file.
+    `strict`: every value checked too (see `Result.from_dict`); off only for records this dlbench
+    wrote itself (a SLURM job's), which are never refused for an odd figure."""
     if Path(path).exists() and not Path(path).is_file():  # a FIFO or a device would be read forever
         raise UserError(f"import file {path} is not a regular file")
     try:
@@ -80,7 +82,7 @@ def read_jsonl(path: Path) -> list[Result]:
             if len(line) > MAX_RECORD_CHARS:
                 raise ValueError(f"a record of {len(line):,} characters (at most {MAX_RECORD_CHARS:,})")
             data = json.loads(line)
-            results.append(Result.from_dict(data))
+            results.append(Result.from_dict(data, strict=strict))
         except (ValueError, TypeError, RecursionError) as error:  # RecursionError: absurdly nested JSON
             raise UserError(f"{path} is not a dlbench export (line {number}{_record_id(data)}: {error})") from None
     if not results:

@@ -163,9 +163,9 @@ def _number(value: Any) -> bool:
 
 
 # Metrics that reports compute with, by the unit their name ends in, and the largest value a
-# real run can give (three years of milliseconds or seconds; a rate no machine reaches): 1e308
+# real run can give (years of milliseconds or seconds; a rate no machine reaches): 1e308
 # ms is a typo or a forgery, and its arithmetic overflows the report's figures.
-_UNITS = {"_ms": 1e11, "_s": 1e8, "_per_s": 1e15, "_per_min": 1e15, "throughput": 1e15}
+_UNITS = {"_per_s": 1e15, "_per_min": 1e15, "throughput": 1e15, "_ms": 1e11, "_s": 1e10}  # longest ends first
 MAX_NUMBER = 1e21  # any other number in a record (FLOPs, bytes, voxels)
 MAX_SAMPLE = 1e8  # per-step samples: seconds (or rates) of one step
 
