@@ -248,7 +248,8 @@ def test_readers_never_create_a_store(tmp_path):
     assert_user_error(cli("results", "--db", other), "is a SQLite database but not a dlbench store")
     empty = tmp_path / "empty.db"
     empty.write_bytes(b"")
-    assert cli("results", "--db", empty).returncode == 0 and empty.read_bytes() == b""
+    assert_user_error(cli("results", "--db", empty), f"store {empty} is not a dlbench store (it is an empty file")
+    assert empty.read_bytes() == b""
 
 
 def _export_line(**changes) -> str:
@@ -268,8 +269,8 @@ def _export_line(**changes) -> str:
     (_export_line(schema=True), "result schema True is not one this dlbench understands"),
     (_export_line(schema=0), "result schema 0"),
     (_export_line(spec="fwdbwd"), "result field 'spec' must be a mapping"),
-    (_export_line(spec__batch="16"), "spec 'batch' must be a whole number, got '16'"),
-    (_export_line(spec__input_shape=[3, "x"]), "spec 'input_shape' must be a list of whole numbers"),
+    (_export_line(spec__batch="16"), "spec 'batch' must be a whole number from 0 to 16777216, got '16'"),
+    (_export_line(spec__input_shape=[3, "x"]), "spec 'input_shape' must be a list of at most 8 sizes from 1 to 2^31"),
     (_export_line(spec__model="m" * 5000), "spec 'model' must be text of at most 256 characters"),
     (_export_line(metrics__total_ms="fast"), "metric 'total_ms' must be a number or a mapping of numbers, got 'fast'"),
     (_export_line(samples={"step": [0.1, "x"]}), "samples 'step' must be a list of numbers"),
@@ -301,7 +302,7 @@ HOSTILE = "\x1b]0;owned\x07\x1b[2J\x1b[31mred\u202eevil\r\x00"
 
 def test_hostile_text_in_imported_results(tmp_path, db):
     crafted = make_result(tag="=HYPERLINK(\"http://x\")" + HOSTILE, system={"host": "-2+3"},
-                          metrics={"note": "@SUM(A1)", "delta_ms": -1.5, "=cmd": "+1"})
+                          metrics={"note": "@SUM(A1)", "delta": -1.5, "=cmd": "+1"})
     export = tmp_path / "crafted.jsonl"
     export.write_text(json.dumps(crafted.to_dict()) + "\n")
     assert cli("import", export, "--db", db).returncode == 0
@@ -312,7 +313,7 @@ def test_hostile_text_in_imported_results(tmp_path, db):
     header, values = list(csv.reader(io.StringIO(cli("export", "--format", "csv", "--db", db).stdout)))
     row = dict(zip(header, values))
     assert row["host"] == "'-2+3" and row["note"] == "'@SUM(A1)" and row["'=cmd"] == "'+1"
-    assert row["delta_ms"] == "-1.5" and row["tag"].startswith("'=HYPERLINK(") and row["batch"] == "16"
+    assert row["delta"] == "-1.5" and row["tag"].startswith("'=HYPERLINK(") and row["batch"] == "16"
 
 
 def test_an_error_naming_hostile_input_stays_one_clean_line(db, stored):

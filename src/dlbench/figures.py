@@ -8,14 +8,43 @@ jobs in the unit their column names (s, min, h, d).
 from __future__ import annotations
 
 import math
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 
 DASH = "-"
+ODD = "?"  # a stored value that is no valid figure (report tables explain it in a legend)
+ODD_LEGEND = ("? marks a stored value that is not a valid figure (not a number, infinite, negative or "
+              "absurdly large); the record keeps it as stored")
+LARGEST = 1e18  # no figure a report shows is larger; beyond it a value is a forgery or a typo
+
+
+class Odd(float):
+    """A stored value that is no valid figure, as reports receive it (results.record.tamed): a
+    NaN, so any arithmetic on it goes on without raising, marked so that it prints as `?`."""
+
+    def __new__(cls) -> "Odd":
+        return super().__new__(cls, "nan")
+
+    def __repr__(self) -> str:
+        return "Odd()"
+
+
+def odd(value: object) -> bool:
+    """Whether `value`, given where a figure belongs, cannot be shown as one: marked odd, not a
+    number, infinite or beyond LARGEST. (None and a plain NaN are missing values: a dash.)"""
+    if isinstance(value, Odd):
+        return True
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return False
+    if not isinstance(value, (int, float, Decimal)) or isinstance(value, bool):
+        return True
+    return not math.isfinite(value) or abs(value) > LARGEST
 
 
 def sig(value: float | None, digits: int = 3, *, grouping: bool = False) -> str:
     """`digits` significant digits, but never fewer than the integer part has:
     0.012345 -> '0.0123', 5.2631 -> '5.26', 52.63 -> '52.6', 1234.5 -> '1235'."""
+    if odd(value):
+        return ODD
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return DASH
     if value == 0:
@@ -38,6 +67,8 @@ def fixed(value: float | None, decimals: int = 2, *, grouping: bool = False) -> 
     """`decimals` places like the seeds' columns (19.58, 0.1022), with more places where they
     would show fewer than two significant digits of a nonzero value (0.004 -> '0.0040', never
     '0.00'; 0.009 -> '0.0090', not '0.01')."""
+    if odd(value):
+        return ODD
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return DASH
     if value != 0 and abs(value) < 10.0 ** (1 - decimals):
@@ -53,13 +84,18 @@ def ms(value: float | None) -> str:
 def add(*cells: str) -> str:
     """The sum of figures as they are shown, so a Total column adds up: '5.57' + '9.52' ->
     '15.09', exactly where the parts have the same places (the usual case); otherwise to the
-    coarsest part's places ('8.20' + '0.0021' -> '8.20'). A dash anywhere gives a dash."""
+    coarsest part's places ('8.20' + '0.0021' -> '8.20'). A dash anywhere gives a dash, a `?` a `?`."""
+    if any(c == ODD for c in cells):
+        return ODD
     if any(c in (None, DASH, "") for c in cells):
         return DASH
-    parts = [Decimal(str(c).replace(",", "")) for c in cells]
-    total = sum(parts, Decimal(0))
-    places = min(-p.as_tuple().exponent for p in parts)
-    rounded = total.quantize(Decimal(1).scaleb(-places)) if places > 0 else total.quantize(Decimal(1))
+    try:
+        parts = [Decimal(str(c).replace(",", "")) for c in cells]
+        total = sum(parts, Decimal(0))
+        places = min(-p.as_tuple().exponent for p in parts)
+        rounded = total.quantize(Decimal(1).scaleb(-places)) if places > 0 else total.quantize(Decimal(1))
+    except (InvalidOperation, TypeError):  # not figures as `ms`/`fixed` print them: nothing to add up
+        return ODD
     if rounded == 0 and total != 0:
         return sig(float(total), 2)
     return str(rounded)
@@ -76,6 +112,8 @@ def phase_sum(metrics: dict, phases: tuple[str, ...]) -> str:
 
 def percent(share: float | None) -> str:
     """A share as a whole percent, with one significant digit below 1% (0.001 -> '0.1%')."""
+    if odd(share):
+        return ODD
     if share is None or (isinstance(share, float) and math.isnan(share)):
         return DASH
     text = f"{share:.0%}"

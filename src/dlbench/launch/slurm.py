@@ -181,7 +181,7 @@ def write_record(result: Result, records: Path, index: int) -> Path:
 def merge(folder: Path, store: Store) -> int:
     """Import every record file in `folder/records` not yet in the store; returns how many were new."""
     files = sorted(records_dir(folder).glob("*.jsonl"))
-    return store.add_many([r for path in files for r in exchange.read_jsonl(path)]) if files else 0
+    return store.add_many([r for path in files for r in exchange.read_jsonl(path, strict=False)]) if files else 0
 
 
 def wait(submitted: list[Submitted], folder: Path, store: Store, *, suite: str, run: str, tag: str | None,
@@ -210,7 +210,7 @@ def wait(submitted: list[Submitted], folder: Path, store: Store, *, suite: str, 
 
 def _job_result(item: Submitted, folder: Path) -> Result:
     for path in sorted(records_dir(folder).glob(f"{item.index:04d}-*.jsonl")):
-        return exchange.read_jsonl(path)[-1]  # a ceiling the job measured comes first
+        return exchange.read_jsonl(path, strict=False)[-1]  # a ceiling the job measured comes first
     state = str(getattr(item.job, "state", "UNKNOWN"))
     try:
         item.job.result()

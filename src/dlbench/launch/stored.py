@@ -148,7 +148,7 @@ def export(request: ExportRequest, view: Terminal) -> None:
 
     output = output_file(request.output, request.db, "export")
     with Store(request.db, read_only=True) as store:
-        records = store.results()
+        records = store.results(exact=True)
     if output is None and sys.stdout.isatty():  # on a terminal, through its control-character filter
         text = io.StringIO()
         exchange.WRITERS[request.format](records, text)
@@ -164,7 +164,8 @@ def export(request: ExportRequest, view: Terminal) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class ImportRequest(Options):
-    """Merge results exported on other machines; results already stored are skipped."""
+    """Merge results exported on other machines; results already stored are skipped. All or nothing: a
+    bad record, or one whose id is stored with other contents, refuses the whole import."""
     files: list[str] = option(MISSING, "JSON-lines files written by `dlbench export`, or folders of record files "
                                        "(e.g. a `--slurm` run's folder).", argument=True)
     db: str | None = option(None, DB_HELP, parse=one_store)
@@ -176,7 +177,7 @@ def import_(request: ImportRequest, view: Terminal) -> None:
     check_writable(request.db)
     records = exchange.read_all([Path(f) for f in request.files])  # every file checked before the store opens
     with Store(request.db) as store:
-        added = store.add_many(records)
+        added = store.merge(records)
     view.message(f"imported {added} new results ({len(records) - added} already stored)")
 
 

@@ -42,7 +42,7 @@ def run(spec: BenchmarkSpec, system: dict, *, suite: str | None = None, tag: str
         except subprocess.TimeoutExpired as expired:
             output = f"timed out after {expired.timeout:.0f} s"
         if result_file.exists():
-            return Result.from_dict(json.loads(result_file.read_text(encoding="utf-8")))
+            return Result.from_dict(json.loads(result_file.read_text(encoding="utf-8")), strict=False)
     refused = re.search(r"^(?:\[\w+\]:)?error: (.+)$", output, re.MULTILINE)
     if refused:  # a worker refused the spec (bad dataset, ...): the same one line as in-process
         raise UserError(refused.group(1))

@@ -18,7 +18,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.text import Text
 
 from dlbench.errors import UserError
-from dlbench.figures import ms
+from dlbench.figures import ODD, ODD_LEGEND, Odd, ms, odd
 from dlbench.paths import replacing
 from dlbench.results.record import Result
 from dlbench.spec import BenchmarkSpec
@@ -48,8 +48,12 @@ def median_step_ms(r: Result) -> float | None:
     per-step forward + backward (what its one-line result calls the median step); else the
     median of the raw `step` samples (volume, converge, older exports). None where none is stored."""
     for value in (r.metrics.get("step_ms"), r.metrics.get("total_ms")):
+        if odd(value):
+            return Odd()  # shown as `?`: the stored figure is none
         if isinstance(value, (int, float)) and value > 0:
             return float(value)
+    if "samples.step" in r.odd:
+        return Odd()
     steps = r.samples.get("step") if isinstance(r.samples, dict) else None
     return statistics.median(steps) * 1e3 if steps else None
 
@@ -255,9 +259,12 @@ class Terminal:
         # A median of whole steps, named so: fwdbwd's is not its forward + backward medians added.
         table = Table("id", "started", "status", "benchmark", "system", "median step ms", "tag", box=None)
         for r in rows:
+            batch = ODD if "spec.batch" in r.odd else r.spec.get("batch")
             benchmark = ("system ceilings" if r.workload == "system"
-                         else f"{r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}")
+                         else f"{r.workload} {r.model} b{batch} {r.spec.get('precision')}")
             cells = (r.id[:8], r.started[:16].replace("T", " "), r.status, benchmark, r.system_label,
                      ms(median_step_ms(r)), r.tag or "")
             table.add_row(*(Text(clean(c)) for c in cells))  # Text: stored strings are never read as markup
         self.out.print(table)
+        if any(r.odd for r in rows):
+            self.out.print(f"{ODD_LEGEND}: `dlbench export` shows it exactly", highlight=False, markup=False)

@@ -104,7 +104,7 @@ def _utilisation(result, ceilings: list[dict]) -> None:
     from dlbench.launch.execute import with_utilisation
     from dlbench.results.record import Result
 
-    with_utilisation(result, [Result.from_dict(c) for c in ceilings], carry=True)
+    with_utilisation(result, [Result.from_dict(c, strict=False) for c in ceilings], carry=True)
 
 
 if __name__ == "__main__":

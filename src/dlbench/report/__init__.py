@@ -14,7 +14,7 @@ import inspect
 from typing import Sequence
 
 from dlbench.errors import UserError
-from dlbench.report.tables import Table, markdown
+from dlbench.report.tables import Table, markdown, odd_values
 from dlbench.results.record import Result
 
 SECTIONS = [f"dlbench.report.{name}" for name in (
@@ -33,13 +33,14 @@ EMPTY = "No results in the store yet: run `dlbench` (the quick suite) or `dlbenc
 
 
 def tables(results: list[Result], with_references: bool = False) -> list[Table]:
-    """Every section's tables; with `with_references`, the seeds' published rows in them."""
+    """Every section's tables; with `with_references`, the seeds' published rows in them; last the
+    legend of the `?` marks, where a stored value is no valid figure."""
     found = []
     for name in SECTIONS:
         make = importlib.import_module(name).tables
         takes = "published" in inspect.signature(make).parameters
         found += make(results, published=True) if with_references and takes else make(results)
-    return found
+    return found + odd_values(results) if found else found
 
 
 def render_markdown(results: list[Result], with_references: bool = False) -> str:

@@ -16,8 +16,8 @@ from typing import Sequence
 import numpy as np
 
 from dlbench.errors import UserError
-from dlbench.report.tables import Table, model_title
-from dlbench.figures import fixed, ms
+from dlbench.report.tables import Table, model_title, odd_values
+from dlbench.figures import Odd, fixed, ms, odd
 from dlbench.results.record import Result
 
 RESAMPLES = 2000
@@ -172,11 +172,13 @@ def bootstrap_ratio(a: Sequence[float], b: Sequence[float], *, level: float = 0.
 
 
 def _step_seconds(r: Result) -> float | None:
-    """One step's time when a result has no samples (imported from an older export)."""
-    if r.metrics.get("total_ms"):
-        return r.metrics["total_ms"] / 1e3
-    if r.metrics.get("throughput") and r.spec.get("batch"):
-        return r.spec["batch"] / r.metrics["throughput"]
+    """One step's time when a result has no samples (imported from an older export); an Odd
+    where the stored figure it comes from is no valid figure."""
+    total, throughput = r.metrics.get("total_ms"), r.metrics.get("throughput")
+    if total:
+        return Odd() if odd(total) else total / 1e3
+    if throughput and r.spec.get("batch"):
+        return Odd() if odd(throughput) else r.spec["batch"] / throughput
     return None
 
 
@@ -188,7 +190,7 @@ def ratio_of(a: Result, b: Result, labels: tuple[str, str], name: str, level: fl
         value, low, high = bootstrap_ratio(sa, sb, level=level)
         return Ratio(labels[0], labels[1], name, value, low, high)
     ta, tb = _step_seconds(a), _step_seconds(b)
-    if ta and tb:
+    if ta and tb and not (odd(ta) or odd(tb)):  # no ratio of a value that is no figure
         return Ratio(labels[0], labels[1], name, tb / ta)
     return None
 
@@ -259,7 +261,7 @@ def tables(comparison: Comparison) -> list[Table]:
         out.append(Table(f"{name}: relative speed", ["", *labels], "l" + "r" * len(labels), rows,
                          notes=[f"Each row is N x as fast as each column; {pct}% bootstrap interval in "
                                 "brackets; ~ marks a difference within noise."]))
-    return out
+    return out + odd_values([r for side in comparison.sides for r in side.results.values()])
 
 
 def _step_table(comparison: Comparison) -> Table:
@@ -277,7 +279,7 @@ def _step_table(comparison: Comparison) -> Table:
 def _median_ms(r: Result) -> str | None:
     steps = r.samples.get("step")
     seconds = float(np.median(steps)) if steps else _step_seconds(r)
-    return None if seconds is None else ms(seconds * 1e3)
+    return None if seconds is None else ms(seconds if odd(seconds) else seconds * 1e3)
 
 
 def conclusions(comparison: Comparison) -> list[str]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Callable
 
-from dlbench.figures import fixed, ms, percent, sig
+from dlbench.figures import ODD, ODD_LEGEND, fixed, ms, percent, sig
 from dlbench.report import causes as parts_of, history, profile
 from dlbench.report.causes import Cause
 from dlbench.report.history import Against
@@ -551,7 +551,8 @@ def _title(d: Diagnosis) -> str:
     where = (f" x{gpus} GPUs" if on_gpu(r) else f" x{gpus} processes") if gpus > 1 else ""
     level = f" {r.spec['optimize']}" if r.spec.get("optimize", "eager") != "eager" else ""
     tag = f", tag {r.tag}" if r.tag else ""
-    return (f"## {r.workload} {r.model} b{r.spec.get('batch')} {r.spec.get('precision')}{level}{where} on {label} "
+    batch = ODD if "spec.batch" in r.odd else r.spec.get("batch")
+    return (f"## {r.workload} {r.model} b{batch} {r.spec.get('precision')}{level}{where} on {label} "
             f"({host}): run {r.id[:8]} ({r.started[:16].replace('T', ' ')}{tag})")
 
 
@@ -560,6 +561,8 @@ def render(diagnoses: list[Diagnosis]) -> str:
     for d in diagnoses:
         r = d.result
         lines = [_title(d), f"{_headline(d)}; verdict: {verdict(d)}"]
+        if r.odd:
+            lines.append(f"note: {ODD_LEGEND}: {', '.join(r.odd)} of record {r.id[:8]}")
         lines += _history_line(d)
         if d.reference:
             ref = d.reference

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
@@ -67,10 +68,23 @@ def shorten(text: object, limit: int = LABEL_CHARS) -> str:
     return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
 
 
+# Control characters (an escape sequence, a bell, NUL) and the Unicode direction overrides and
+# marks: in a plot they would draw nothing or reorder the label, and matplotlib's warning about
+# a glyph it lacks would carry them raw to the terminal. They are drawn as their escapes.
+_INVISIBLE = {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+              for c in [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x200E, 0x200F, *range(0x202A, 0x202F),
+                        *range(0x2066, 0x206A)]}
+
+
+def visible(text: object) -> str:
+    """`text` with every control or direction-override character written as its escape (`\\x1b`)."""
+    return str(text).translate(_INVISIBLE)
+
+
 def _label(text: object) -> str:
-    """Every tick label, legend entry and axis label: shortened, so no name from a result widens
-    the figure, and '$' escaped, as it would start matplotlib mathtext."""
-    return shorten(text).replace("$", r"\$")
+    """Every tick label, legend entry and axis label: inert (see `visible`), shortened, so no name
+    from a result widens the figure, and '$' escaped, as it would start matplotlib mathtext."""
+    return shorten(visible(text)).replace("$", r"\$")
 
 
 def _legend(ax) -> None:
@@ -81,7 +95,11 @@ def _legend(ax) -> None:
 
 def _svg(fig) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    # Labels are inert, but a name in a script the font lacks still makes matplotlib warn, quoting
+    # the name on stderr: the figure shows a box for the glyph, and the warning is not the user's.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Glyph .* missing from")
+        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     _pyplot().close(fig)
     return buffer.getvalue()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dlbench.figures import ODD_LEGEND
 from dlbench.report.markdown import cell, table
 from dlbench.results.record import Result
 from dlbench.results.titles import legacy_title
@@ -41,3 +42,12 @@ def _text(value: str) -> str:
 
 def markdown(tables: list[Table]) -> str:
     return "\n\n".join(t.markdown() for t in tables)
+
+
+def odd_values(results: list[Result]) -> list[Table]:
+    """The legend of `?`: which stored values of these results are no valid figures (none: no table)."""
+    rows = [[r.id[:8], r.workload, r.model, r.tag, ", ".join(r.odd)] for r in results if r.odd]
+    if not rows:
+        return []
+    return [Table("Stored values that are not valid figures", ["Id", "Workload", "Model", "Tag", "Fields"],
+                  "lllll", rows, notes=[f"{ODD_LEGEND}: `dlbench export` shows it exactly."])]

@@ -61,8 +61,10 @@ def write_csv(results: Iterable[Result], out: TextIO) -> int:
     return len(rows)
 
 
-def read_jsonl(path: Path) -> list[Result]:
-    """Every record in an export file; any line that is not a dlbench result rejects the whole file."""
+def read_jsonl(path: Path, *, strict: bool = True) -> list[Result]:
+    """Every record in an export file; any line that is not a dlbench result rejects the whole file.
+    `strict`: every value checked too (see `Result.from_dict`); off only for records this dlbench
+    wrote itself (a SLURM job's), which are never refused for an odd figure."""
     if Path(path).exists() and not Path(path).is_file():  # a FIFO or a device would be read forever
         raise UserError(f"import file {path} is not a regular file")
     try:
@@ -75,13 +77,30 @@ def read_jsonl(path: Path) -> list[Result]:
     for number, line in enumerate(io.StringIO(text), 1):
         if not line.strip():
             continue
+        data = None
         try:
-            results.append(Result.from_dict(json.loads(line)))
+            if len(line) > MAX_RECORD_CHARS:
+                raise ValueError(f"a record of {len(line):,} characters (at most {MAX_RECORD_CHARS:,})")
+            data = json.loads(line)
+            results.append(Result.from_dict(data, strict=strict))
         except (ValueError, TypeError, RecursionError) as error:  # RecursionError: absurdly nested JSON
-            raise UserError(f"{path} is not a dlbench export (line {number}: {error})") from None
+            raise UserError(f"{path} is not a dlbench export (line {number}{_record_id(data)}: {error})") from None
     if not results:
         raise UserError(f"{path} holds no dlbench results")
     return results
+
+
+# The largest record a real run writes: 10 million steps (the bound of --steps) of a few phases'
+# samples is some hundreds of MB; beyond that a line is no record but an attempt to exhaust memory.
+MAX_RECORD_CHARS = 2**30
+
+
+def _record_id(data: object) -> str:
+    """', record 1234abcd…' where the line names a plain id, to find the record in the file."""
+    key = data.get("id") if isinstance(data, dict) else None
+    if isinstance(key, str) and key.isascii() and key.isalnum() and key:
+        return f", record {key[:8]}…" if len(key) > 8 else f", record {key}"
+    return ""
 
 
 WRITERS = {"jsonl": write_jsonl, "csv": write_csv}

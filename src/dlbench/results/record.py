@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Iterator
 
-from dlbench.options import shown
+from dlbench.figures import Odd
+from dlbench.options import MAX_BATCH, shown
 from dlbench.results.titles import legacy_title
 
 # 2: status 'timeout' and the suite-run id `run`; records of schema 1 load unchanged.
@@ -47,10 +49,15 @@ class Result:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    # The fields whose stored values were not valid figures, as `tamed` found them (never stored).
+    odd: ClassVar[tuple[str, ...]] = ()
+
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Result":
+    def from_dict(cls, data: dict[str, Any], *, strict: bool = True) -> "Result":
         """Rebuild a record; raises ValueError when `data` is not a well-formed dlbench result
-        (records arrive from other machines' export files, which anyone can edit)."""
+        (records arrive from other machines' export files, which anyone can edit). `strict`
+        checks every value too (imports); without it only the structure reading relies on
+        (records already stored, whose odd values reports mark instead: see `tamed`)."""
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError("not a dlbench result record")
         schema = data.get("schema")
@@ -60,7 +67,7 @@ class Result:
         missing = {"id", "spec", "system", "status"} - set(data)
         if missing:
             raise ValueError(f"result record lacks {', '.join(sorted(missing))}")
-        check_record(data)
+        check_record(data, strict=strict)
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in _migrate(data).items() if k in known})
 
@@ -85,8 +92,10 @@ _MAPPINGS = ("spec", "system", "metrics", "samples", "traces")
 _TEXTS = ("error", "title", "suite", "run", "tag", "finished")
 
 
-def check_record(data: dict[str, Any]) -> None:
-    """The fields reports and the store rely on have the types they expect; ValueError if not."""
+def check_record(data: dict[str, Any], *, strict: bool = True) -> None:
+    """The fields reports and the store rely on have the types they expect; with `strict`, every
+    value is also one a report can show (see `check_values`). ValueError naming the field if not."""
+    _check_depth(data)
     if not isinstance(data["id"], str) or not _ID.fullmatch(data["id"]):
         raise ValueError(f"bad result id {shown(data['id'])}: 1 to 64 letters, digits, '.', '_' or '-'")
     if data["status"] not in STATUSES:
@@ -101,9 +110,13 @@ def check_record(data: dict[str, Any]) -> None:
         raise ValueError(f"bad suite-run id {shown(data['run'])}: letters, digits, '.', '_' and '-'")
     _label(data.get("title"), "result 'title'")
     _check_started(data.get("started", ""))
-    _check_spec(data["spec"])
+    if not isinstance(data["spec"].get("options", {}), dict):
+        raise ValueError(f"spec 'options' must be a mapping, got {shown(data['spec']['options'])}")
+    for key in ("workload", "model", "precision", "device"):
+        _label(data["spec"].get(key), f"spec {key!r}")
     _check_system(data["system"])
-    _check_numbers(data.get("metrics", {}), data.get("samples", {}))
+    if strict:
+        check_values(data)
 
 
 def _check_started(started: Any) -> None:
@@ -118,17 +131,20 @@ def _label(value: Any, what: str) -> None:
         raise ValueError(f"{what} must be text of at most {MAX_LABEL} characters, got {shown(value)}")
 
 
-def _check_spec(spec: dict[str, Any]) -> None:
-    for key in ("workload", "model", "precision", "device"):
-        _label(spec.get(key), f"spec {key!r}")
-    batch = spec.get("batch")
-    if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 0):
-        raise ValueError(f"spec 'batch' must be a whole number, got {shown(batch)}")
-    shape = spec.get("input_shape")
-    if shape is not None and (not isinstance(shape, list) or not all(type(s) is int for s in shape)):
-        raise ValueError(f"spec 'input_shape' must be a list of whole numbers, got {shown(shape)}")
-    if not isinstance(spec.get("options", {}), dict):
-        raise ValueError(f"spec 'options' must be a mapping, got {shown(spec['options'])}")
+MAX_DEPTH = 32  # a spec, metric or trace nests a few levels; 950 levels made every reader recurse out
+
+
+def _check_depth(data: Any) -> None:
+    """No value nests deeper than MAX_DEPTH (walked without recursion, so any depth is safe to check)."""
+    todo = [(data, 0)]
+    while todo:
+        value, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"the record nests deeper than {MAX_DEPTH} levels")
+        if isinstance(value, dict):
+            todo.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            todo.extend((v, depth + 1) for v in value)
 
 
 def _check_system(system: dict[str, Any]) -> None:
@@ -147,21 +163,116 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _figure(value: Any) -> bool:
-    """A number, or named numbers of one unit (a volume run's seconds per phase)."""
-    return _number(value) or (isinstance(value, dict) and all(_number(v) for v in value.values()))
+# Metrics that reports compute with, by the unit their name ends in, and the largest value a
+# real run can give (years of milliseconds or seconds; a rate no machine reaches): 1e308
+# ms is a typo or a forgery, and its arithmetic overflows the report's figures.
+_UNITS = {"_per_s": 1e15, "_per_min": 1e15, "throughput": 1e15, "_ms": 1e11, "_s": 1e10}  # longest ends first
+MAX_NUMBER = 1e21  # any other number in a record (FLOPs, bytes, voxels)
+MAX_SAMPLE = 1e8  # per-step samples: seconds (or rates) of one step
 
 
-_UNITS = ("_ms", "_s", "_per_s", "_per_min", "throughput")  # metrics that reports compute with
+def _unit_bound(key: object) -> float | None:
+    return next((bound for end, bound in _UNITS.items() if str(key).endswith(end)), None)
 
 
-def _check_numbers(metrics: dict[str, Any], samples: dict[str, Any]) -> None:
-    for key, value in metrics.items():
-        if str(key).endswith(_UNITS) and value is not None and not _figure(value):
-            raise ValueError(f"metric {shown(key)} must be a number or a mapping of numbers, got {shown(value)}")
-    for key, values in samples.items():
-        if not isinstance(values, list) or not all(_number(v) for v in values):
-            raise ValueError(f"samples {shown(key)} must be a list of numbers")
+def _finite(value: Any, bound: float = MAX_NUMBER) -> bool:
+    return _number(value) and math.isfinite(value) and abs(value) <= bound
+
+
+def _figure_problem(key: object, value: Any) -> str | None:
+    """Why a metric is no valid figure, or None. A metric with a unit is a number from 0 to its
+    bound, or named such numbers (a volume run's seconds per phase); every number anywhere
+    else in the metrics is finite and at most MAX_NUMBER."""
+    bound = _unit_bound(key)
+    if bound is None:
+        bad = next((v for v in _numbers(value) if not _finite(v)), None)
+        return None if bad is None else f"must be finite and at most {MAX_NUMBER:g} in size, got {shown(bad)}"
+    if value is None:
+        return None
+    values = list(value.values()) if isinstance(value, dict) else [value]
+    if not all(_number(v) for v in values):
+        return f"must be a number or a mapping of numbers, got {shown(value)}"
+    bad = next((v for v in values if not (_finite(v, bound) and v >= 0)), None)
+    return None if bad is None else f"must be a number from 0 to {bound:g}, got {shown(bad)}"
+
+
+def _numbers(value: Any) -> Iterator[Any]:
+    """The numbers in a value of bounded depth (see _check_depth)."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            yield from _numbers(item)
+    elif _number(value):
+        yield value
+
+
+def _samples_problem(values: Any) -> str | None:
+    if not isinstance(values, list) or not all(_number(v) for v in values):
+        return "must be a list of numbers"
+    bad = next((v for v in values if not (_finite(v, MAX_SAMPLE) and v >= 0)), None)
+    return None if bad is None else f"must be numbers from 0 to {MAX_SAMPLE:g}, got {shown(bad)}"
+
+
+def _batch_problem(batch: Any) -> str | None:
+    if batch is None or (type(batch) is int and 0 <= batch <= MAX_BATCH):
+        return None
+    return f"must be a whole number from 0 to {MAX_BATCH}, got {shown(batch)}"
+
+
+def _shape_problem(shape: Any) -> str | None:
+    if shape is None or (isinstance(shape, list) and len(shape) <= 8
+                         and all(type(s) is int and 1 <= s <= 2**31 for s in shape)):
+        return None
+    return f"must be a list of at most 8 sizes from 1 to 2^31, got {shown(shape)}"
+
+
+def check_values(data: dict[str, Any]) -> None:
+    """Every value a report shows or computes with is one it can: a batch and shape of sane whole
+    numbers, times and rates from 0 to their bound, finite numbers everywhere. ValueError if not."""
+    spec = data["spec"]
+    for key, problem in (("batch", _batch_problem), ("input_shape", _shape_problem)):
+        found = problem(spec.get(key))
+        if found:
+            raise ValueError(f"spec {key!r} {found}")
+    for key, value in data.get("metrics", {}).items():
+        found = _figure_problem(key, value)
+        if found:
+            raise ValueError(f"metric {shown(key)} {found}")
+    for key, values in data.get("samples", {}).items():
+        found = _samples_problem(values)
+        if found:
+            raise ValueError(f"samples {shown(key)} {found}")
+    for field_name in ("system", "traces"):
+        bad = next((v for v in _numbers(data.get(field_name, {})) if not _finite(v)), None)
+        if bad is not None:
+            raise ValueError(f"result field {field_name!r} holds {shown(bad)}: numbers must be finite and at most "
+                             f"{MAX_NUMBER:g} in size")
+
+
+def tamed(result: "Result") -> "Result":
+    """The record as reports may read it: a stored value that is no valid figure (written by an
+    older dlbench, or into the store by hand) becomes a marked NaN (`figures.Odd`, shown as `?`)
+    where it is a figure, and is left out where it is not (samples, a batch, a shape, other
+    metrics); `odd` names those fields. A record with none is returned as it is."""
+    odd, metrics, samples, spec = [], dict(result.metrics), dict(result.samples), dict(result.spec)
+    for key, value in result.metrics.items():
+        if _figure_problem(key, value):
+            metrics[key] = Odd() if _unit_bound(key) is not None else None
+            odd.append(f"metrics.{key}")
+    for key, values in result.samples.items():
+        if _samples_problem(values):
+            del samples[key]
+            odd.append(f"samples.{key}")
+    for key, problem in (("batch", _batch_problem), ("input_shape", _shape_problem)):
+        if problem(spec.get(key)):
+            spec[key] = None
+            odd.append(f"spec.{key}")
+    if not odd:
+        return result
+    copy = dataclasses.replace(result, spec=spec, metrics=metrics, samples=samples)
+    copy.odd = tuple(odd)
+    return copy
 
 
 def _migrate(data: dict[str, Any]) -> dict[str, Any]:

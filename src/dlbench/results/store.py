@@ -11,15 +11,18 @@ read-only folder or mount) can be read; commands that write refuse such a store 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
+import sys
+import time
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from dlbench.errors import UserError
 from dlbench.options import shown
 from dlbench.paths import read_only_reason, size_limit
-from dlbench.results.record import Result
+from dlbench.results.record import Result, tamed
 
 DEFAULT_DB = "dlbench.db"
 DB_HELP = "Result store (SQLite). Default: $DLBENCH_DB or ./dlbench.db."
@@ -55,6 +58,34 @@ def default_path() -> Path:
     return Path(os.environ.get("DLBENCH_DB") or DEFAULT_DB)
 
 
+WAIT_ENV = "DLBENCH_DB_WAIT"  # seconds a command waits for a store another process holds locked
+DEFAULT_WAIT_S = 60.0
+_QUIET_WAIT_S = 1.0  # writers of one store take turns in milliseconds: only a longer wait is told
+T = TypeVar("T")
+
+
+def lock_wait_s() -> float:
+    """How long to wait for a locked store: $DLBENCH_DB_WAIT seconds, else DEFAULT_WAIT_S."""
+    given = os.environ.get(WAIT_ENV)
+    if not given:
+        return DEFAULT_WAIT_S
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds <= 86400:  # NaN too
+        raise UserError(f"{WAIT_ENV} must be a number of seconds from 0 to 86400, got {given!r}")
+    return seconds
+
+
+class StoreLocked(UserError):
+    """Another process held the store's write lock longer than this command waits."""
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    return getattr(error, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED") or "locked" in str(error)
+
+
 class Store:
     def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False) -> None:
         self.path = Path(path) if path else default_path()
@@ -64,9 +95,12 @@ class Store:
         elif not self.path.exists():
             raise UserError(f"no store at {self.path}: no results yet (run a benchmark first, or give --db)")
         else:
-            _check_file(self.path)
+            _check_file(self.path, reading=True)
+        self.wait_s = lock_wait_s()
         try:
             self._db = self._open_read_only() if read_only else self._open_for_writing()
+        except StoreLocked as error:
+            raise StoreLocked(f"{error}; nothing was run or changed") from None
         except sqlite3.DatabaseError as error:
             raise UserError(self._unusable(error)) from None
 
@@ -78,11 +112,42 @@ class Store:
                     f"is unchanged: raise the limit (ulimit -f unlimited)")
         return f"store {self.path} is not a usable dlbench database: {error}"
 
+    def _patiently(self, work: Callable[[], T], db: sqlite3.Connection | None = None) -> T:
+        """`work()`, waiting while another process holds the store locked: told on stderr after a
+        moment, and at most `wait_s` in all (then StoreLocked), never the minutes SQLite would."""
+        db = db or self._db
+        quiet = min(_QUIET_WAIT_S, self.wait_s)
+        db.execute(f"PRAGMA busy_timeout={int(quiet * 1000)}")
+        try:
+            return work()
+        except sqlite3.OperationalError as error:
+            if not _is_busy(error) or self.wait_s <= quiet:
+                if _is_busy(error):
+                    raise StoreLocked(self._locked_line()) from None
+                raise
+        print(f"the store {self.path} is locked by another process; waiting up to {self.wait_s:g} s "
+              f"(${WAIT_ENV} sets how long)", file=sys.stderr, flush=True)
+        db.execute(f"PRAGMA busy_timeout={int((self.wait_s - quiet) * 1000)}")
+        try:
+            return work()
+        except sqlite3.OperationalError as error:
+            if _is_busy(error):
+                raise StoreLocked(self._locked_line()) from None
+            raise
+        finally:
+            db.execute(f"PRAGMA busy_timeout={int(quiet * 1000)}")
+
+    def _locked_line(self) -> str:
+        return f"the store {self.path} is locked by another process (waited {self.wait_s:g} s)"
+
     def _open_for_writing(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA busy_timeout=60000")
-        db.executescript(_SCHEMA)
+        db = sqlite3.connect(self.path, timeout=0, isolation_level=None)
+
+        def prepare() -> None:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+
+        self._patiently(prepare, db)
         return db
 
     def _open_read_only(self) -> sqlite3.Connection:
@@ -92,9 +157,9 @@ class Store:
             # beside it, and must not). Results a killed writer left in a -wal file are not seen.
             db = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None)
         else:  # read-write but without creating anything, so SQLite tidies its WAL files on close
-            db = sqlite3.connect(f"{uri}?mode=rw", uri=True, timeout=60.0, isolation_level=None)
+            db = sqlite3.connect(f"{uri}?mode=rw", uri=True, timeout=0, isolation_level=None)
         try:
-            tables = _tables(db)
+            tables = self._patiently(lambda: _tables(db), db)
         except sqlite3.OperationalError:
             if size_limit() is None or self._wal_holds_results():
                 raise
@@ -126,34 +191,88 @@ class Store:
         return self.add_many([result]) == 1
 
     def add_many(self, results: Iterable[Result]) -> int:
-        """Write results in one transaction, skipping ids already stored; returns how many were new."""
+        """Write results in one transaction, skipping ids already stored; returns how many were new.
+        Where another process holds the store locked past the wait, the results are kept in a
+        file beside the store that `dlbench import` adds later: a measurement is never lost."""
+        results = list(results)
         rows = [_row(r) for r in results]
-        with _transaction(self._db):
-            before = self._db.total_changes
-            self._db.executemany("INSERT OR IGNORE INTO results VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
-            return self._db.total_changes - before
 
-    def results(self, *, workload: str | None = None, suite: str | None = None, status: str | None = None) -> list[Result]:
-        """Stored results, oldest first."""
+        def write() -> int:
+            with _transaction(self._db):
+                before = self._db.total_changes
+                self._db.executemany("INSERT OR IGNORE INTO results VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+                return self._db.total_changes - before
+
+        try:
+            return self._patiently(write)
+        except StoreLocked as error:
+            kept = self._keep_pending(results)
+            raise StoreLocked(f"{error}: the result is saved in {kept}; add it with `dlbench import {kept}"
+                              f"{'' if self.path == default_path() else f' --db {self.path}'}`") from None
+
+    def _keep_pending(self, results: list[Result]) -> Path:
+        from dlbench.results.exchange import write_jsonl
+
+        kept = self.path.with_name(f"{self.path.name}.pending-{results[0].id[:12] if results else 'none'}.jsonl")
+        with open(kept, "a", encoding="utf-8") as f:  # append: a second run's result never replaces the first's
+            write_jsonl(results, f)
+        return kept
+
+    def merge(self, results: list[Result]) -> int:
+        """Import: add the results whose ids are new, all in one transaction, and return how many.
+        A result whose id is stored (or given twice) with other contents is a conflict that
+        refuses the whole import: keeping either silently would lose the other."""
+        given: dict[str, Result] = {}
+        for r in results:
+            if given.setdefault(r.id, r) != r:
+                raise UserError(f"record {_short(r.id)} appears twice with different contents: nothing imported")
+
+        def write() -> int:
+            with _transaction(self._db):
+                for key, text in self._stored(list(given)):
+                    if self._record(key, text) != given[key]:
+                        raise UserError(f"record {_short(key)} conflicts with the stored result of the same id "
+                                        f"(different contents): nothing imported")
+                before = self._db.total_changes
+                self._db.executemany("INSERT OR IGNORE INTO results VALUES (?,?,?,?,?,?,?,?,?,?)",
+                                     [_row(r) for r in given.values()])
+                return self._db.total_changes - before
+
+        try:
+            return self._patiently(write)
+        except StoreLocked as error:
+            raise StoreLocked(f"{error}: nothing imported; run the import again later") from None
+
+    def _stored(self, ids: list[str]) -> Iterator[tuple]:
+        for start in range(0, len(ids), 500):  # SQLite takes a bounded number of parameters
+            chunk = ids[start:start + 500]
+            yield from self._db.execute(f"SELECT id, record FROM results WHERE id IN ({','.join('?' * len(chunk))})",
+                                        chunk).fetchall()
+
+    def results(self, *, workload: str | None = None, suite: str | None = None, status: str | None = None,
+                exact: bool = False) -> list[Result]:
+        """Stored results, oldest first, as reports may read them (`record.tamed`: a stored value
+        that is no valid figure is marked, never raised on); `exact`: as stored (export)."""
         query, args = "SELECT id, record FROM results WHERE 1=1", []
         for column, value in (("workload", workload), ("suite", suite), ("status", status)):
             if value is not None:
                 query += f" AND {column} = ?"
                 args.append(value)
         query += " ORDER BY started, rowid"
-        return [self._record(key, text) for key, text in self._query(query, args)]
+        found = [self._record(key, text) for key, text in self._query(query, args)]
+        return found if exact else [tamed(r) for r in found]
 
     def _query(self, query: str, args: list) -> list[tuple]:
         if self.read_only and self._empty:  # an empty SQLite file: a store with nothing in it yet
             return []
         try:
-            return self._db.execute(query, args).fetchall()
+            return self._patiently(lambda: self._db.execute(query, args).fetchall())
         except sqlite3.DatabaseError as error:
             raise UserError(f"store {self.path} is damaged or not a dlbench store: {error}") from None
 
     def _record(self, key: object, text: object) -> Result:
         try:
-            return Result.from_dict(json.loads(text))  # type: ignore[arg-type]
+            return Result.from_dict(json.loads(text), strict=False)  # type: ignore[arg-type]
         except (ValueError, TypeError, RecursionError) as error:
             raise UserError(f"store {self.path} holds a damaged record ({shown(key)}): {error}") from None
 
@@ -169,15 +288,25 @@ def _tables(db: sqlite3.Connection) -> set[str]:
     return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
-def _check_file(path: Path) -> None:
+def _short(key: str) -> str:
+    return f"{key[:8]}…" if len(key) > 8 else key
+
+
+def _check_file(path: Path, *, reading: bool = False) -> None:
+    """Refuse what is no store before SQLite touches it: a folder, a device or pipe (/dev/null
+    reads as empty and swallows writes), a file that is not SQLite, and for reading an empty
+    file (a store dlbench made is never empty; only a path that does not exist is a new store)."""
     if path.is_dir():
         raise UserError(f"store {path} is a directory, not a dlbench database")
-    # Refuse a file that is not SQLite before SQLite touches it.
+    if not path.is_file():
+        raise UserError(f"store {path} is not a dlbench store (it is not a regular file; use --db to choose another)")
     try:
         with open(path, "rb") as f:
             header = f.read(16)
     except OSError as error:
         raise UserError(f"cannot read store {path}: {error.strerror or error}") from None
+    if not header and reading:
+        raise UserError(f"store {path} is not a dlbench store (it is an empty file; use --db to choose another)")
     if header and header != b"SQLite format 3\x00":
         raise UserError(f"store {path} is not a SQLite database (use --db to choose another file)")
 
@@ -185,7 +314,7 @@ def _check_file(path: Path) -> None:
 def check_writable(path: str | os.PathLike | None) -> None:
     """A writing command can open this store: refused before any work when it cannot."""
     path = Path(path) if path else default_path()
-    if path.exists() or path.is_dir():
+    if path.exists():
         _check_file(path)
     folder = path.absolute().parent
     if not folder.is_dir():

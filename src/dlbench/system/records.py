@@ -140,6 +140,6 @@ def carried_ceiling(result: Result) -> Result | None:
     """The quick system record a worker measured and sent along in `result`'s traces (removed from them)."""
     data = result.traces.pop(NEW_CEILING, None) if isinstance(result.traces, dict) else None
     try:
-        return Result.from_dict(data) if isinstance(data, dict) else None
+        return Result.from_dict(data, strict=False) if isinstance(data, dict) else None
     except (KeyError, TypeError, ValueError):
         return None
