@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+from functools import partial
 from typing import Callable, Iterable, Iterator
 
 from rich.console import Console
@@ -13,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dlbench.errors import UserError
-from dlbench.launch import torchrun
+from dlbench.launch import interrupts, torchrun
 from dlbench.launch.view import Heartbeat
 from dlbench.models import registry
 from dlbench.results.record import Result, now
@@ -71,25 +72,31 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
 
             # torchrun's ranks measure; this process only starts them, and never initialises CUDA for it
             system = launcher_fingerprint() if spec.gpus > 1 else fingerprint()
-            try:
-                result, ceiling = _run_one(spec, system, known, progress, suite, tag)
-            except UserError:
-                bar.live.transient = True  # the error line alone, not a half-drawn bar above it
-                raise
-            except KeyboardInterrupt:
-                store.add(Result(spec=spec.to_dict(), system=system, status="interrupted",
-                                 title=registry.title(spec.model), suite=suite, tag=tag, finished=now()))
-                raise
-            if ceiling is not None:  # measured once here; later runs find it in the store
-                store.add(ceiling)
-                known.append(ceiling)
-            result.metrics.update(extra_metrics or {})
-            store.add(result)
+            with interrupts.pending(partial(store_interrupted, store.path, spec, system, suite, tag)) as settle:
+                try:
+                    result, ceiling = _run_one(spec, system, known, progress, suite, tag)
+                except UserError:
+                    bar.live.transient = True  # the error line alone, not a half-drawn bar above it
+                    raise
+                if ceiling is not None:  # measured once here; later runs find it in the store
+                    store.add(ceiling)
+                    known.append(ceiling)
+                result.metrics.update(extra_metrics or {})
+                store.add(result)
+                settle()
             results.append(result)
             bar.advance(overall)
             if on_result:
                 on_result(result)
     return results
+
+
+def store_interrupted(path, spec: BenchmarkSpec, system: dict, suite: str | None, tag: str | None) -> None:
+    """`spec` stored as interrupted, through a connection of its own: a stop (launch/interrupts.py)
+    may come from its watchdog thread while this one is held in a long native call."""
+    with Store(path) as store:
+        store.add(Result(spec=spec.to_dict(), system=system, status="interrupted", title=registry.title(spec.model),
+                         suite=suite, tag=tag, finished=now(), error="stopped by the user"))
 
 
 @contextlib.contextmanager

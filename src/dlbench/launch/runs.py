@@ -6,12 +6,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from dlbench import scratch, workloads
 from dlbench.errors import UserError
-from dlbench.launch import batchsize
+from dlbench.launch import batchsize, interrupts
 from dlbench.launch.stored import output_file
 from dlbench.launch.view import Terminal
 from dlbench.options import MAX_BATCH, Options, option
@@ -43,7 +44,9 @@ def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int
     preflight(spec, view)
     scratch.clean_stale()  # what killed runs left behind
     several = plan != "auto" and len(plan) > 1
-    with Store(extras.db) as store, _results_to(results_file, several, view) as write:
+    done: list[Result] = []
+    with Store(extras.db) as store, _results_to(results_file, several, view) as write, \
+            interrupts.kept(lambda: _kept(done, 1 if plan == "auto" else len(plan), store.path)):
         if plan == "auto":
             result = _search(spec, store, extras.tag, extras.max_batch, view)
             write(result)
@@ -51,11 +54,18 @@ def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int
         failed = False
         for one in plan:
             result = _run(one, store, extras.tag, view)
+            done.append(result)
             write(result)
             failed |= result.status == "error"
             if result.status == "oom" and sweep:
                 break  # larger batches cannot fit either
     return 1 if failed else 0
+
+
+def _kept(done: list[Result], planned: int, path: Path) -> str:
+    """What a stop says (launch/interrupts.py): results kept, and the one that was running."""
+    running = "; the running benchmark is stored as interrupted" if len(done) < planned else ""
+    return f"{len(done)} of {planned} results kept in {path}{running}"
 
 
 def _results_path(extras: RunExtras) -> Path | None:
@@ -117,8 +127,13 @@ def _run(spec: BenchmarkSpec, store: Store, tag: str | None, view: Terminal, ext
 
 def _search(spec: BenchmarkSpec, store: Store, tag: str | None, limit: int, view: Terminal) -> Result:
     """The largest batch that fits, by short unstored probes; then the stored run at that batch."""
+    from dlbench.launch.inprocess import store_interrupted
+    from dlbench.system.info import launcher_fingerprint
+
     view.message(f"searching the largest batch for {spec.label()} (up to {limit})")
-    found = batchsize.search(batchsize.probe_with(_unstored, spec), limit=limit)
+    stop = partial(store_interrupted, store.path, spec, launcher_fingerprint(), None, tag)
+    with interrupts.pending(stop):  # the probes are part of the benchmark: a stop stores it as interrupted
+        found = batchsize.search(batchsize.probe_with(_unstored, spec), limit=limit)
     view.message(f"batch search: largest {found['largest']}, best throughput at {found['best_throughput_batch']} "
                  f"({len(found['tried'])} probes)")
     final = spec if found["largest"] is None else dataclasses.replace(spec, batch=found["largest"])
