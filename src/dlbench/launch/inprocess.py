@@ -58,7 +58,7 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
     # Off a terminal rich would draw it once, at the end: the heartbeat's lines say the progress there.
     heartbeat = Heartbeat(console)
     bar = Progress(*columns, console=console, transient=True)
-    with _own_stream(console), (bar if console.is_terminal else contextlib.nullcontext()):
+    with _own_stream(console), (bar if console.is_terminal else contextlib.nullcontext()), heartbeat:
         overall = bar.add_task(f"suite {suite}" if suite else "benchmarks", total=len(specs))
         current = bar.add_task("", total=1)
         for spec in specs:
@@ -70,6 +70,7 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                            total=max(1, total))
                 heartbeat(f"{_label}: {stage}" + (f" {min(done, total)}/{total}" if total > 0 else ""))
 
+            progress("starting", 0, 0)  # loading the model and data says nothing for a while
             # torchrun's ranks measure; this process only starts them, and never initialises CUDA for it
             system = launcher_fingerprint() if spec.gpus > 1 else fingerprint()
             with interrupts.pending(partial(store_interrupted, store.path, spec, system, suite, tag)) as settle:
@@ -123,7 +124,7 @@ def _run_one(spec: BenchmarkSpec, system: dict, known: list[Result], progress, s
              tag: str | None) -> tuple[Result, Result | None]:
     """The result, with its FLOP utilisation, and the ceiling measured for it where the store had none."""
     if spec.gpus > 1:
-        result = torchrun.run(spec, system, suite=suite, tag=tag, ceilings=here(known, system))
+        result = torchrun.run(spec, system, suite=suite, tag=tag, ceilings=here(known, system), progress=progress)
         return result, carried_ceiling(result)
     result = execute(spec, system, progress=progress, suite=suite, tag=tag)
     return result, with_utilisation(result, known)

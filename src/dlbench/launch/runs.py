@@ -14,11 +14,12 @@ from dlbench import scratch, workloads
 from dlbench.errors import UserError
 from dlbench.launch import batchsize, interrupts
 from dlbench.launch.stored import output_file
-from dlbench.launch.view import Terminal
+from dlbench.launch.view import Heartbeat, Terminal
 from dlbench.options import MAX_BATCH, Options, option
 from dlbench.results.record import Result
 from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, one_store
 from dlbench.spec import BenchmarkSpec, check_device
+from dlbench.suites.estimate import format_seconds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,12 +131,25 @@ def _search(spec: BenchmarkSpec, store: Store, tag: str | None, limit: int, view
     from dlbench.launch.inprocess import store_interrupted
     from dlbench.system.info import launcher_fingerprint
 
-    view.message(f"searching the largest batch for {spec.label()} (up to {limit})")
+    from dlbench.workloads.runtime import resolve_device
+
+    budget = batchsize.CPU_BUDGET_S if resolve_device(spec.device).type == "cpu" else None
+    bound = f"; on a CPU no probe starts that would end after {format_seconds(budget)}" if budget else ""
+    view.message(f"searching the largest batch for {spec.label()} (up to {limit}{bound})")
     stop = partial(store_interrupted, store.path, spec, launcher_fingerprint(), None, tag)
-    with interrupts.pending(stop):  # the probes are part of the benchmark: a stop stores it as interrupted
-        found = batchsize.search(batchsize.probe_with(_unstored, spec), limit=limit)
+    heartbeat = Heartbeat(view.err, always=True)  # one probe can take minutes and says nothing
+
+    def told(batch: int, guess: float | None) -> None:
+        about = f", about {format_seconds(guess)}" if guess is not None else ""
+        line = f"batch search: probing batch {batch}{about}"
+        view.message(line)
+        heartbeat.said(line)
+
+    with interrupts.pending(stop), heartbeat:  # the probes are part of the benchmark: a stop stores it as interrupted
+        found = batchsize.search(batchsize.probe_with(_unstored, spec), limit=limit, budget_s=budget, told=told)
+    timed_out = f"; stopped at the CPU's bound of {format_seconds(budget)}" if found.get("stopped") else ""
     view.message(f"batch search: largest {found['largest']}, best throughput at {found['best_throughput_batch']} "
-                 f"({len(found['tried'])} probes)")
+                 f"({len(found['tried'])} probes{timed_out})")
     final = spec if found["largest"] is None else dataclasses.replace(spec, batch=found["largest"])
     return _run(final, store, tag, view, {"batch_search": found})
 
