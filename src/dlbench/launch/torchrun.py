@@ -56,7 +56,7 @@ def _supervised(cmd: list[str], folder: Path, timeout: float | None, progress) -
     However this ends (a stop, a timeout), the whole session is killed: no rank runs on unseen."""
     progress_file, log_file = folder / "progress.json", folder / "stderr.log"
     env = {**os.environ, "DLBENCH_PROGRESS": str(progress_file), "PYTHONUNBUFFERED": "1"}
-    started = time.monotonic()
+    started, told = time.monotonic(), None
     with open(log_file, "wb") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env,
                                 start_new_session=True)
@@ -66,7 +66,7 @@ def _supervised(cmd: list[str], folder: Path, timeout: float | None, progress) -
                     log.write(f"timed out after {timeout:.0f} s".encode())
                     break
                 if progress is not None:
-                    _tell(progress, progress_file)
+                    told = _tell(progress, progress_file, told)
                 time.sleep(0.2)
         finally:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -75,10 +75,12 @@ def _supervised(cmd: list[str], folder: Path, timeout: float | None, progress) -
     return log_file.read_bytes()[-4000:].decode("utf-8", "replace")
 
 
-def _tell(progress, path: Path) -> None:
+def _tell(progress, path: Path, told: dict | None) -> dict | None:
+    """Rank 0's progress passed on when it changed (a repeated call would read as news); what was told."""
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return
-    if state.get("stage") != "start":
+        return told
+    if state != told and state.get("stage") != "start":
         progress(str(state.get("stage")), int(state.get("done", 0)), int(state.get("total", 0)))
+    return state
