@@ -149,18 +149,16 @@ def test_more_gpus_than_present(db, stored):
 def test_a_refusing_worker_is_one_line(monkeypatch, tmp_path):
     """torchrun's workers print a user error on stderr (possibly prefixed with their rank): it becomes
     the same one-line error as in-process (a real two-process run: test_two_processes_store_one_merged_result)."""
-    import subprocess
-
     from dlbench.errors import UserError
     from dlbench.launch import torchrun
     from dlbench.spec import BenchmarkSpec
 
     stderr = "W1122 torchrun noise\n[rank1]:error: 6 of 6 images could not be decoded: bad0.jpg\n"
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", stderr))
+    monkeypatch.setattr(torchrun, "_supervised", lambda *a, **k: stderr)
     spec = BenchmarkSpec(workload="infer", model="resnet18", device="cpu", gpus=2)
     with pytest.raises(UserError, match="^6 of 6 images could not be decoded: bad0.jpg$"):
         torchrun.run(spec, {})
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "Segfault\n"))
+    monkeypatch.setattr(torchrun, "_supervised", lambda *a, **k: "Segfault\n")
     assert torchrun.run(spec, {}).status == "error"
 
 

@@ -1,3 +1,17 @@
-from dlbench.cli import main
+"""`python -m dlbench` and the `dlbench` command. Ctrl-C is taken over before the command line
+loads (launch/interrupts.py), so one pressed in the first second is answered like any other."""
 
-main()
+
+def main() -> None:
+    from dlbench.launch import interrupts
+
+    interrupts.install()
+    try:
+        from dlbench.cli import main as command_line
+    except KeyboardInterrupt:
+        interrupts.stop(None)
+    command_line()
+
+
+if __name__ == "__main__":
+    main()

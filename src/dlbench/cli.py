@@ -169,12 +169,15 @@ _command(app, "doctor", stored.DoctorRequest, stored.doctor)
 
 def main() -> None:
     from dlbench import plugins
+    from dlbench.launch import interrupts
     from dlbench.launch.environment import prepare
 
+    interrupts.install()
     prepare()
     try:
-        plugins.load()
-        code = app(standalone_mode=False)
+        with interrupts.answered(view.message):  # Ctrl-C anywhere: one line, exit 130
+            plugins.load()
+            code = app(standalone_mode=False)
     except UserError as error:
         code = view.error(str(error))
     except getattr(clicks, "NoArgsIsHelpError", ()) as error:

@@ -57,6 +57,14 @@ def _stubborn() -> None:
     time.sleep(3600)
 
 
+def _native() -> None:
+    """Held in one long native call, where no Python signal handler can run (a long convolution on a CPU)."""
+    import hashlib
+
+    _reached()
+    hashlib.pbkdf2_hmac("sha256", b"dlbench", b"salt", int(os.environ.get("DLBENCH_TEST_ROUNDS", "50000000")))
+
+
 def _sleep() -> None:
     _reached()
     time.sleep(float(os.environ.get("DLBENCH_TEST_SLEEP", "0")))
@@ -64,5 +72,5 @@ def _sleep() -> None:
 
 for name, before in [("tiny-model", None), ("abort-model", _abort), ("oom-model", _oom),
                      ("cudaerror-model", _cuda_error), ("hang-model", _hang), ("stubborn-model", _stubborn),
-                     ("sleep-model", _sleep)]:
+                     ("sleep-model", _sleep), ("native-model", _native)]:
     register(ModelEntry(name, name, lambda before=before: Tiny(before), (3, 8, 8)))

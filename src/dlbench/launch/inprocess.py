@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+from functools import partial
 from typing import Callable, Iterable, Iterator
 
 from rich.console import Console
@@ -13,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dlbench.errors import UserError
-from dlbench.launch import torchrun
+from dlbench.launch import interrupts, torchrun
 from dlbench.launch.view import Heartbeat
 from dlbench.models import registry
 from dlbench.results.record import Result, now
@@ -57,7 +58,7 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
     # Off a terminal rich would draw it once, at the end: the heartbeat's lines say the progress there.
     heartbeat = Heartbeat(console)
     bar = Progress(*columns, console=console, transient=True)
-    with _own_stream(console), (bar if console.is_terminal else contextlib.nullcontext()):
+    with _own_stream(console), (bar if console.is_terminal else contextlib.nullcontext()), heartbeat:
         overall = bar.add_task(f"suite {suite}" if suite else "benchmarks", total=len(specs))
         current = bar.add_task("", total=1)
         for spec in specs:
@@ -69,27 +70,34 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                            total=max(1, total))
                 heartbeat(f"{_label}: {stage}" + (f" {min(done, total)}/{total}" if total > 0 else ""))
 
+            progress("starting", 0, 0)  # loading the model and data says nothing for a while
             # torchrun's ranks measure; this process only starts them, and never initialises CUDA for it
             system = launcher_fingerprint() if spec.gpus > 1 else fingerprint()
-            try:
-                result, ceiling = _run_one(spec, system, known, progress, suite, tag)
-            except UserError:
-                bar.live.transient = True  # the error line alone, not a half-drawn bar above it
-                raise
-            except KeyboardInterrupt:
-                store.add(Result(spec=spec.to_dict(), system=system, status="interrupted",
-                                 title=registry.title(spec.model), suite=suite, tag=tag, finished=now()))
-                raise
-            if ceiling is not None:  # measured once here; later runs find it in the store
-                store.add(ceiling)
-                known.append(ceiling)
-            result.metrics.update(extra_metrics or {})
-            store.add(result)
+            with interrupts.pending(partial(store_interrupted, store.path, spec, system, suite, tag)) as settle:
+                try:
+                    result, ceiling = _run_one(spec, system, known, progress, suite, tag)
+                except UserError:
+                    bar.live.transient = True  # the error line alone, not a half-drawn bar above it
+                    raise
+                if ceiling is not None:  # measured once here; later runs find it in the store
+                    store.add(ceiling)
+                    known.append(ceiling)
+                result.metrics.update(extra_metrics or {})
+                store.add(result)
+                settle()
             results.append(result)
             bar.advance(overall)
             if on_result:
                 on_result(result)
     return results
+
+
+def store_interrupted(path, spec: BenchmarkSpec, system: dict, suite: str | None, tag: str | None) -> None:
+    """`spec` stored as interrupted, through a connection of its own: a stop (launch/interrupts.py)
+    may come from its watchdog thread while this one is held in a long native call."""
+    with Store(path) as store:
+        store.add(Result(spec=spec.to_dict(), system=system, status="interrupted", title=registry.title(spec.model),
+                         suite=suite, tag=tag, finished=now(), error="stopped by the user"))
 
 
 @contextlib.contextmanager
@@ -116,7 +124,7 @@ def _run_one(spec: BenchmarkSpec, system: dict, known: list[Result], progress, s
              tag: str | None) -> tuple[Result, Result | None]:
     """The result, with its FLOP utilisation, and the ceiling measured for it where the store had none."""
     if spec.gpus > 1:
-        result = torchrun.run(spec, system, suite=suite, tag=tag, ceilings=here(known, system))
+        result = torchrun.run(spec, system, suite=suite, tag=tag, ceilings=here(known, system), progress=progress)
         return result, carried_ceiling(result)
     result = execute(spec, system, progress=progress, suite=suite, tag=tag)
     return result, with_utilisation(result, known)

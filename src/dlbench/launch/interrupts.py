@@ -1,29 +1,176 @@
-"""SIGINT and SIGTERM during a suite: the first asks to stop after the running benchmark is
-stored as `interrupted`; the second stops at once (KeyboardInterrupt)."""
+"""Ctrl-C (SIGINT) and SIGTERM, for every dlbench command: this module is their one owner.
+
+`install()` runs first thing in a `dlbench` process (`dlbench.__main__`), before the command
+line loads, so a signal pressed in the first second is answered too, and also where a shell
+started dlbench with SIGINT ignored (a script's background job: `dlbench suite & … kill -INT`).
+
+What a signal does:
+- by default, KeyboardInterrupt in the main thread: the stage unwinds, `stop()` runs what is
+  pending (the running benchmark stored as `interrupted`), says in one line what was kept
+  (`kept()`), and exits with status 130;
+- inside `Interrupts()` (a suite supervising its child process), the first signal only asks:
+  the supervisor stops the child, stores it as interrupted and breaks off; a second one raises
+  KeyboardInterrupt at once.
+A main thread held in native code (one long convolution on a CPU) cannot take a Python signal
+handler, so a watchdog thread hears the signal through the wakeup fd and, if the command has
+not ended GRACE_S later, does the same stop from there.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import socket
+import sys
+import threading
+import time
 from types import FrameType
+from typing import Callable, Iterator
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+GRACE_S = 2.5  # after a signal that should stop the command, before the watchdog stops it
+EXIT_STATUS = 130
 
 
-class Interrupts:
+class _Owner:
     def __init__(self) -> None:
         self.count = 0
         self.signal_name: str | None = None
-        self._saved: dict[int, object] = {}
+        self.deferring = 0  # > 0 inside Interrupts(): the first signal only asks
+        self.lock = threading.RLock()
+        self.pending: list[Callable[[], None]] = []  # what to store if stopped now
+        self.kept: list[Callable[[], str]] = []  # what the last line says was kept
+        self.installed = False
+        self.stopping = False
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        self.signal_name = signal.Signals(signum).name
+        if self.stopping or (self.deferring and self.count == 1):
+            return
+        raise KeyboardInterrupt
+
+
+OWNER = _Owner()
+
+
+def install() -> None:
+    """Own SIGINT and SIGTERM in this (main) thread, whatever the shell left them as."""
+    if OWNER.installed or threading.current_thread() is not threading.main_thread():
+        return
+    for sig in SIGNALS:
+        signal.signal(sig, OWNER.handle)
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    threading.Thread(target=_watch, args=(reader, writer), name="dlbench-interrupts", daemon=True).start()
+    OWNER.installed = True
+
+
+def _watch(reader: socket.socket, writer: socket.socket) -> None:  # writer: kept open with the reader
+    heard = 0
+    deadline: float | None = None
+    while True:
+        reader.settimeout(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        try:
+            heard += len(reader.recv(64))
+        except socket.timeout:
+            stop(None)  # the main thread did not come back in time
+            return
+        # The first signal inside Interrupts() is the supervisor's to act on; any other must stop the command.
+        if deadline is None and not (OWNER.deferring and heard == 1):
+            deadline = time.monotonic() + GRACE_S
+
+
+class Interrupts:
+    """A stage that takes the first signal as a request (it polls `count`); a second stops at once."""
 
     def __enter__(self) -> "Interrupts":
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._saved[sig] = signal.signal(sig, self._handle)
+        OWNER.deferring += 1
         return self
 
     def __exit__(self, *exc) -> None:
-        for sig, handler in self._saved.items():
-            signal.signal(sig, handler)
+        OWNER.deferring -= 1
 
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self.count += 1
-        self.signal_name = signal.Signals(signum).name
-        if self.count >= 2:
-            raise KeyboardInterrupt
+    @property
+    def count(self) -> int:
+        return OWNER.count
+
+    @property
+    def signal_name(self) -> str | None:
+        return OWNER.signal_name
+
+
+def signalled() -> bool:
+    return OWNER.count > 0
+
+
+@contextlib.contextmanager
+def pending(action: Callable[[], None]) -> Iterator[Callable[[], bool]]:
+    """`action` (e.g. store the running benchmark as interrupted) runs if the command is stopped
+    inside the block. Yields `settle()`, which drops the action; False if a stop already ran it."""
+    with OWNER.lock:
+        OWNER.pending.append(action)
+
+    def settle() -> bool:
+        with OWNER.lock:
+            if action in OWNER.pending:
+                OWNER.pending.remove(action)
+                return True
+            return False
+
+    try:
+        yield settle
+    finally:
+        if not signalled():  # else left for stop(), which may run while this unwinds
+            settle()
+
+
+@contextlib.contextmanager
+def kept(say: Callable[[], str]) -> Iterator[None]:
+    """While the block runs, a stop says `say()` (what the store kept, how to go on)."""
+    OWNER.kept.append(say)
+    try:
+        yield
+    finally:
+        if not signalled():  # else what stop() says, when the command ends
+            OWNER.kept.remove(say)
+
+
+def stop(say: Callable[[str], None] | None) -> None:
+    """Run what is pending, say in one line what was kept, and exit 130 (once, from any thread).
+    `say` prints the line (the command's view); None: plain stderr."""
+    with OWNER.lock:
+        if OWNER.stopping:
+            return
+        OWNER.stopping = True
+        for action in reversed(OWNER.pending):
+            with contextlib.suppress(Exception):
+                action()
+        OWNER.pending.clear()
+        line = "nothing was stored"
+        with contextlib.suppress(Exception):
+            line = OWNER.kept[-1]() if OWNER.kept else line
+        line = f"interrupted: {line}"
+        try:
+            say(line) if say else print(line, file=sys.stderr)
+        except Exception:  # noqa: BLE001 - the view may be mid-line in another thread
+            print(line, file=sys.stderr)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        # At once: the interpreter's teardown (torch's, worker threads still running) can take seconds.
+        os._exit(EXIT_STATUS)
+
+
+@contextlib.contextmanager
+def answered(say: Callable[[str], None]) -> Iterator[None]:
+    """The whole command: a signal anywhere inside ends in `stop(say)` (also where a library turned
+    the KeyboardInterrupt into an exit status, as typer does)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        stop(say)
+    if signalled() and not OWNER.deferring:
+        stop(say)

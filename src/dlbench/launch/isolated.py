@@ -29,7 +29,7 @@ from dlbench.results.record import Result, now
 from dlbench.spec import BenchmarkSpec
 
 POLL_S = 0.1
-STOP_GRACE_S = 10.0  # after SIGTERM, before SIGKILL
+STOP_GRACE_S = 2.5  # after SIGTERM, before SIGKILL: a stop must answer within a second or two
 EXIT_GRACE_S = 30.0  # a child that wrote its result but does not exit (stuck in teardown) is killed then
 OUTPUT_TAIL = 8000
 

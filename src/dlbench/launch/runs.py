@@ -6,18 +6,20 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from dlbench import scratch, workloads
 from dlbench.errors import UserError
-from dlbench.launch import batchsize
+from dlbench.launch import batchsize, interrupts
 from dlbench.launch.stored import output_file
-from dlbench.launch.view import Terminal
+from dlbench.launch.view import Heartbeat, Terminal
 from dlbench.options import MAX_BATCH, Options, option
 from dlbench.results.record import FAILED, Result
 from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, one_store
 from dlbench.spec import BenchmarkSpec, check_device
+from dlbench.suites.estimate import format_seconds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,7 +45,9 @@ def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int
     preflight(spec, view, () if sweep or plan == "auto" else [one.batch for one in plan])
     scratch.clean_stale()  # what killed runs left behind
     several = plan != "auto" and len(plan) > 1
-    with Store(extras.db) as store, _results_to(results_file, several, view) as write:
+    done: list[Result] = []
+    with Store(extras.db) as store, _results_to(results_file, several, view) as write, \
+            interrupts.kept(lambda: _kept(done, 1 if plan == "auto" else len(plan), store.path)):
         if plan == "auto":
             result = _search(spec, store, extras.tag, extras.max_batch, view)
             write(result)
@@ -51,6 +55,7 @@ def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int
         statuses = []
         for one in plan:
             result = _run(one, store, extras.tag, view)
+            done.append(result)
             write(result)
             statuses.append(result.status)
             if result.status == "oom" and sweep:
@@ -64,6 +69,12 @@ def _failed(statuses: list[str], sweep: bool) -> bool:
     if sweep and statuses[-1] == "oom" and "ok" in statuses:
         statuses = statuses[:-1]
     return any(status in FAILED for status in statuses)
+
+
+def _kept(done: list[Result], planned: int, path: Path) -> str:
+    """What a stop says (launch/interrupts.py): results kept, and the one that was running."""
+    running = "; the running benchmark is stored as interrupted" if len(done) < planned else ""
+    return f"{len(done)} of {planned} results kept in {path}{running}"
 
 
 def _results_path(extras: RunExtras) -> Path | None:
@@ -131,10 +142,28 @@ def _run(spec: BenchmarkSpec, store: Store, tag: str | None, view: Terminal, ext
 
 def _search(spec: BenchmarkSpec, store: Store, tag: str | None, limit: int, view: Terminal) -> Result:
     """The largest batch that fits, by short unstored probes; then the stored run at that batch."""
-    view.message(f"searching the largest batch for {spec.label()} (up to {limit})")
-    found = batchsize.search(batchsize.probe_with(_unstored, spec), limit=limit)
+    from dlbench.launch.inprocess import store_interrupted
+    from dlbench.system.info import launcher_fingerprint
+
+    from dlbench.workloads.runtime import resolve_device
+
+    budget = batchsize.CPU_BUDGET_S if resolve_device(spec.device).type == "cpu" else None
+    bound = f"; on a CPU no probe starts that would end after {format_seconds(budget)}" if budget else ""
+    view.message(f"searching the largest batch for {spec.label()} (up to {limit}{bound})")
+    stop = partial(store_interrupted, store.path, spec, launcher_fingerprint(), None, tag)
+    heartbeat = Heartbeat(view.err, always=True)  # one probe can take minutes and says nothing
+
+    def told(batch: int, guess: float | None) -> None:
+        about = f", about {format_seconds(guess)}" if guess is not None else ""
+        line = f"batch search: probing batch {batch}{about}"
+        view.message(line)
+        heartbeat.said(line)
+
+    with interrupts.pending(stop), heartbeat:  # the probes are part of the benchmark: a stop stores it as interrupted
+        found = batchsize.search(batchsize.probe_with(_unstored, spec), limit=limit, budget_s=budget, told=told)
+    timed_out = f"; stopped at the CPU's bound of {format_seconds(budget)}" if found.get("stopped") else ""
     view.message(f"batch search: largest {found['largest']}, best throughput at {found['best_throughput_batch']} "
-                 f"({len(found['tried'])} probes)")
+                 f"({len(found['tried'])} probes{timed_out})")
     final = spec if found["largest"] is None else dataclasses.replace(spec, batch=found["largest"])
     return _run(final, store, tag, view, {"batch_search": found})
 

@@ -9,11 +9,10 @@ the second stops at once. Either way the store holds only whole records.
 from __future__ import annotations
 
 import datetime as dt
-import os
-import sys
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -21,7 +20,8 @@ from rich.console import Console
 
 from dlbench import scratch
 from dlbench.errors import UserError
-from dlbench.launch.interrupts import Interrupts
+from dlbench.launch.interrupts import OWNER, Interrupts, pending
+from dlbench.launch.interrupts import kept as interrupts_kept
 from dlbench.launch.view import SuiteView, Terminal
 from dlbench.options import MAX_TIMEOUT_S, Options, option, shown
 from dlbench.paths import check_new_folder
@@ -50,6 +50,7 @@ class Plan:
 class Outcome:
     results: list[Result] = field(default_factory=list)
     interrupted: str | None = None  # the signal that stopped the suite
+    stopped: bool = False  # a stop stored the running benchmark as interrupted
 
 
 def new_run_id() -> str:
@@ -92,42 +93,58 @@ def _check_resumable(run: str, suite: Suite, earlier: list[Result]) -> None:
 
 
 def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, default_timeout: float,
-              console: Console, describe: Callable[[Result], str]) -> Outcome:
-    """Run the plan's specs one after another, each isolated; KeyboardInterrupt on a second signal."""
+              console: Console, describe: Callable[[Result], str], again: str | None = None) -> Outcome:
+    """Run the plan's specs one after another, each isolated. The first signal stops the running
+    child, which is stored as interrupted, and ends the loop; a second stops the command at once
+    (launch/interrupts.py), storing the running benchmark as interrupted. `again`: the command that
+    resumes, for the line a stop ends with."""
     from dlbench.launch import isolated
 
     outcome = Outcome()
     job = isolated.Job(plan.suite.name, plan.run, tag)
     known = here(store.results(workload=SYSTEM_WORKLOAD), system)  # the workers' ceilings for FLOP utilisation
-    with Interrupts() as interrupts, SuiteView(console, plan.suite.name, plan.estimates) as view:
+    again = again or f"dlbench suite {plan.suite.name}"
+    with Interrupts() as interrupts, SuiteView(console, plan.suite.name, plan.estimates) as view, \
+            interrupts_kept(lambda: _kept(plan, outcome, store.path, again)):
         for index, spec in enumerate(plan.todo):
             if interrupts.count:
                 break
             timeout = spec.timeout or default_timeout
             view.start(index, spec, timeout)
-            try:
+            with pending(partial(_store_interrupted, store.path, spec, system, job, outcome)) as settle:
                 result = isolated.run(spec, system, job, timeout=timeout, interrupts=interrupts, tick=view.tick,
                                       ceilings=known)
-            except KeyboardInterrupt:
-                store.add(_interrupted(spec, system, job, interrupts.signal_name))
-                raise
-            ceiling = carried_ceiling(result)
-            if ceiling is not None:  # measured once, by the first run that needed it; later ones reuse it
-                store.add(ceiling)
-                known.append(ceiling)
-            store.add(result)
+                ceiling = carried_ceiling(result)
+                if ceiling is not None:  # measured once, by the first run that needed it; later ones reuse it
+                    store.add(ceiling)
+                    known.append(ceiling)
+                store.add(result)
+                settle()
             outcome.results.append(result)
             view.finish(result, describe(result))
         outcome.interrupted = interrupts.signal_name if interrupts.count else None
     return outcome
 
 
-def _interrupted(spec: BenchmarkSpec, system: dict, job: isolated.Job, signal_name: str | None) -> Result:
+def _kept(plan: Plan, outcome: Outcome, path: Path, again: str) -> str:
+    """What a stop says: how many results the store kept, and how to run the rest."""
+    finished = [r for r in outcome.results if r.status != "interrupted"]
+    stopped = outcome.stopped or any(r.status == "interrupted" for r in outcome.results)
+    running = "; the running benchmark is stored as interrupted" if stopped else ""
+    rest = f"; `{again} --resume` runs the rest" if len(finished) < len(plan.todo) else ""
+    return f"{len(finished)} of {len(plan.todo)} results of run {plan.run} kept in {path}{running}{rest}"
+
+
+def _store_interrupted(path: Path, spec: BenchmarkSpec, system: dict, job: isolated.Job, outcome: Outcome) -> None:
+    """The running benchmark as interrupted, through a connection of its own: a stop may come from
+    the watchdog thread, while the main thread still holds the store."""
     from dlbench.models import registry
 
-    return Result(spec=spec.to_dict(), system=system, status="interrupted", title=registry.title(spec.model),
-                  suite=job.suite, run=job.run, tag=job.tag, finished=now(),
-                  error=f"stopped at once by a second {signal_name or 'signal'}")
+    with Store(path) as store:
+        store.add(Result(spec=spec.to_dict(), system=system, status="interrupted", title=registry.title(spec.model),
+                         suite=job.suite, run=job.run, tag=job.tag, finished=now(),
+                         error=f"stopped at once by a second {OWNER.signal_name or 'signal'}"))
+    outcome.stopped = True
 
 
 DEFAULT_TIMEOUT_S = 3600.0  # per benchmark, when neither the spec nor its suite sets one
@@ -186,7 +203,9 @@ def suite_command(request: SuiteRequest, view: Terminal) -> int:
         return 0
     check_writable(request.db)
     if options is None:
-        loaded.specs = _runnable(loaded.specs, view)  # compute nodes, not this machine, decide under --slurm
+        # PyTorch loads and every spec is checked first: on two busy cores that can take a minute.
+        with view.status(f"suite {loaded.name}: checking {len(loaded.specs)} benchmarks before the first runs"):
+            loaded.specs = _runnable(loaded.specs, view)  # compute nodes, not this machine, decide under --slurm
         scratch.clean_stale()  # what killed runs left behind
     with Store(request.db) as store:
         plan = make_plan(loaded, store, host, resume=request.resume, run=request.run_id)
@@ -259,23 +278,17 @@ def _runnable(specs: list[BenchmarkSpec], view: Terminal) -> list[BenchmarkSpec]
 
 
 def _run_here(plan: Plan, store: Store, request: SuiteRequest, default_timeout: float, view: Terminal) -> int:
+    """Run the plan; a signal ends in launch/interrupts.py's one line (what was kept) and status 130."""
     from dlbench.launch.execute import describe
     from dlbench.system.info import launcher_fingerprint
 
-    hint = f"`dlbench suite {plan.suite.name} --resume` runs what is missing"
-    try:
-        outcome = run_suite(plan, store, launcher_fingerprint(), tag=request.tag, default_timeout=default_timeout,
-                            console=view.err, describe=describe)
-    except KeyboardInterrupt:
-        view.message(f"stopped at once; {hint}")
-        store.close()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(130)  # "at once": the interpreter's teardown (torch's) can take seconds
+    again = f"dlbench suite {request.name or plan.suite.name}"
+    outcome = run_suite(plan, store, launcher_fingerprint(), tag=request.tag, default_timeout=default_timeout,
+                        console=view.err, describe=describe, again=again)
     if outcome.interrupted:
-        view.message(f"{outcome.interrupted}: stopped; the running benchmark is stored as interrupted. {hint}")
-        return 130
-    return _finish(store, plan, view)
+        return 130  # the line that says what was kept comes from interrupts.answered
+    with interrupts_kept(lambda: f"all {len(outcome.results)} results of run {plan.run} kept in {store.path}"):
+        return _finish(store, plan, view)
 
 
 def _finish(store: Store, plan: Plan, view: Terminal) -> int:

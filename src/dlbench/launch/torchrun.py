@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from dlbench import scratch
@@ -28,19 +32,15 @@ def job_ceilings(ceilings: list[Result] | None) -> dict:
 
 
 def run(spec: BenchmarkSpec, system: dict, *, suite: str | None = None, tag: str | None = None,
-        timeout: float | None = None, ceilings: list[Result] | None = None) -> Result:
+        timeout: float | None = None, ceilings: list[Result] | None = None, progress=None) -> Result:
     """Launch `spec.gpus` processes and return rank 0's result (an error result if none came back).
-    With `ceilings` (system records of this host), rank 0 adds FLOP utilisation to its result."""
+    With `ceilings` (system records of this host), rank 0 adds FLOP utilisation to its result.
+    `progress(stage, done, total)` hears rank 0's progress while the processes start and run."""
     with scratch.folder("torchrun") as tmp:
         spec_file, result_file = tmp / "spec.json", tmp / "result.json"
         spec_file.write_text(json.dumps({"spec": spec.to_dict(), "suite": suite, "tag": tag,
                                          **job_ceilings(ceilings)}), encoding="utf-8")
-        try:
-            proc = subprocess.run(command(spec_file, result_file, spec.gpus), capture_output=True, text=True,
-                                  timeout=timeout or spec.timeout)
-            output = proc.stderr[-4000:]
-        except subprocess.TimeoutExpired as expired:
-            output = f"timed out after {expired.timeout:.0f} s"
+        output = _supervised(command(spec_file, result_file, spec.gpus), tmp, timeout or spec.timeout, progress)
         if result_file.exists():
             return Result.from_dict(json.loads(result_file.read_text(encoding="utf-8")), strict=False)
     refused = re.search(r"^(?:\[\w+\]:)?error: (.+)$", output, re.MULTILINE)
@@ -49,3 +49,38 @@ def run(spec: BenchmarkSpec, system: dict, *, suite: str | None = None, tag: str
     return Result(spec=spec.to_dict(), system=system, status="error", title=registry.title(spec.model),
                   suite=suite, tag=tag, error=f"torchrun with {spec.gpus} processes returned no result",
                   traces={"stderr": output}, finished=now())
+
+
+def _supervised(cmd: list[str], folder: Path, timeout: float | None, progress) -> str:
+    """Run torchrun in a session of its own, passing rank 0's progress on; the end of its stderr.
+    However this ends (a stop, a timeout), the whole session is killed: no rank runs on unseen."""
+    progress_file, log_file = folder / "progress.json", folder / "stderr.log"
+    env = {**os.environ, "DLBENCH_PROGRESS": str(progress_file), "PYTHONUNBUFFERED": "1"}
+    started, told = time.monotonic(), None
+    with open(log_file, "wb") as log:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env,
+                                start_new_session=True)
+        try:
+            while proc.poll() is None:
+                if timeout is not None and time.monotonic() - started > timeout:
+                    log.write(f"timed out after {timeout:.0f} s".encode())
+                    break
+                if progress is not None:
+                    told = _tell(progress, progress_file, told)
+                time.sleep(0.2)
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return log_file.read_bytes()[-4000:].decode("utf-8", "replace")
+
+
+def _tell(progress, path: Path, told: dict | None) -> dict | None:
+    """Rank 0's progress passed on when it changed (a repeated call would read as news); what was told."""
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return told
+    if state != told and state.get("stage") != "start":
+        progress(str(state.get("stage")), int(state.get("done", 0)), int(state.get("total", 0)))
+    return state

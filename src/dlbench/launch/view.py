@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import statistics
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -59,16 +60,48 @@ def median_step_ms(r: Result) -> float | None:
 
 
 class Heartbeat:
-    """Where no live bar can be drawn (a log, a pipe), a progress line every few seconds."""
+    """Where no live bar can be drawn (a log, a pipe), a progress line every few seconds.
 
-    def __init__(self, console: Console, every_s: float = 5.0) -> None:
+    As a context manager it also ticks by itself: a phase that reports nothing for a while (a
+    warm-up or FLOP count of one large tile, a compile, a model build) still gets a line every
+    `every_s` seconds with its time so far, so long work is never silent."""
+
+    def __init__(self, console: Console, every_s: float = 5.0, *, always: bool = False) -> None:
+        """`always`: tick on a terminal too (where no bar shows the time going by)."""
         self.console, self.every_s, self.last = console, every_s, time.monotonic()
+        self.line, self.since = "", time.monotonic()  # the latest line, and since when it says the same
+        self.always = always
+        self._done = threading.Event()
+
+    def said(self, line: str) -> None:
+        """`line` was just printed elsewhere: the ticks repeat it from now on."""
+        self.line = line
+        self.since = self.last = time.monotonic()
 
     def __call__(self, line: str) -> None:
+        if line != self.line:
+            self.line, self.since = line, time.monotonic()
         if self.console.is_terminal or time.monotonic() - self.last < self.every_s:
             return
         self.last = time.monotonic()
         self.console.print(clean(line), highlight=False, markup=False)
+
+    def __enter__(self) -> "Heartbeat":
+        if self.always or not self.console.is_terminal:  # a terminal's bar shows its own elapsed time
+            threading.Thread(target=self._tick, name="dlbench-heartbeat", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+
+    def _tick(self) -> None:
+        while not self._done.wait(min(1.0, self.every_s)):
+            clock = time.monotonic()
+            # only a line that has stood still that long: moving work prints through __call__
+            if self.line and clock - self.last >= self.every_s and clock - self.since >= self.every_s:
+                self.last = clock
+                self.console.print(clean(f"{self.line} ({format_seconds(clock - self.since)} so far)"),
+                                   highlight=False, markup=False)
 
 
 class _Bars(Progress):

@@ -1,0 +1,139 @@
+"""Ctrl-C at every stage of a real `python -m dlbench` process: it stops within seconds, says in one
+line what the store kept, exits 130, stores `interrupted` where a benchmark had begun, and
+`--resume` runs the rest. Models that sleep or hold a native call come from tests/plugins."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dlbench.results.store import Store
+
+from conftest import cli
+from test_isolation import ENV, by_model, start, suite_file, wait_for
+
+LINE = "interrupted: "
+
+
+def stop(proc: subprocess.Popen, sig=signal.SIGINT, within: float = 8.0) -> tuple[str, str, float]:
+    """Send `sig`; the output and how long the process took to end after it."""
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    took = time.monotonic() - sent
+    assert took < within, (took, err)
+    return out, err, took
+
+
+def one_line(stderr: str, *needles: str) -> str:
+    """The stop's line: the last on stderr, no traceback, with every needle."""
+    assert "Traceback" not in stderr, stderr
+    last = [line for line in stderr.splitlines() if line.strip()][-1]
+    assert last.startswith(LINE), stderr
+    for needle in needles:
+        assert needle in last, last
+    assert sum(line.startswith(LINE) for line in stderr.splitlines()) == 1, stderr
+    return last
+
+
+def rows(db) -> int:
+    if not db.exists():
+        return 0
+    with Store(db) as store:
+        return len(store.results())
+
+
+def owns_signals(proc: subprocess.Popen) -> bool:
+    """Whether dlbench has taken over the signals, its first act: then its watchdog thread runs.
+    (Before, Python itself is starting, and a signal then is Python's to answer.)"""
+    try:
+        status = open(f"/proc/{proc.pid}/status").read()
+    except OSError:
+        return False
+    return int(next(line for line in status.splitlines() if line.startswith("Threads:")).split()[1]) >= 2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("delay", [0.0, 0.6])
+def test_sigint_while_starting_stops_with_one_line(tmp_path, db, delay):
+    """At once after start (the command line still loading) and a moment later."""
+    path = suite_file(tmp_path, "early", "specs:\n  - {model: tiny-model}\n")
+    proc = start("suite", path, "--db", db, env=ENV)
+    wait_for(lambda: owns_signals(proc), 30, "the process to start")
+    time.sleep(delay)
+    _, stderr, _ = stop(proc)
+    assert proc.returncode == 130, stderr
+    one_line(stderr, "nothing was stored")
+    assert rows(db) == 0
+
+
+def test_sigint_is_honoured_where_the_shell_ignored_it(tmp_path, db):
+    """A script's background job starts with SIGINT ignored; `kill -INT` must still stop dlbench."""
+    path = suite_file(tmp_path, "ignored", "specs:\n  - {model: tiny-model}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "dlbench", "suite", str(path), "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "COLUMNS": "200", **ENV},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    time.sleep(1.5)
+    _, stderr, _ = stop(proc)
+    assert proc.returncode == 130, stderr
+    one_line(stderr, "nothing was stored")
+    assert rows(db) == 0
+
+
+@pytest.mark.slow
+def test_sigint_during_a_benchmark_keeps_earlier_results_and_resume_runs_the_rest(tmp_path, db):
+    path = suite_file(tmp_path, "middle", "specs:\n  - {model: tiny-model}\n  - {model: sleep-model}\n"
+                      "  - {model: tiny-model, seed: 1}\n")
+    marker = tmp_path / "reached"
+    proc = start("suite", path, "--db", db, env={**ENV, "DLBENCH_TEST_SLEEP": "300", "DLBENCH_TEST_MARKER": str(marker)})
+    wait_for(marker.exists, 240, "the sleeping benchmark")
+    _, stderr, _ = stop(proc)
+    assert proc.returncode == 130, stderr
+    found = by_model(db)
+    run = found["tiny-model"][0].run
+    one_line(stderr, f"1 of 3 results of run {run} kept in {db}", "the running benchmark is stored as interrupted",
+             f"`dlbench suite {path} --resume` runs the rest")
+    assert [r.status for r in found["tiny-model"]] == ["ok"]
+    assert [r.status for r in found["sleep-model"]] == ["interrupted"]
+
+    resumed = cli("suite", path, "--resume", "--db", db, env={**ENV, "DLBENCH_TEST_SLEEP": "0"})
+    assert resumed.returncode == 0, resumed.stderr
+    after = by_model(db)
+    assert [r.status for r in after["sleep-model"]] == ["interrupted", "ok"]
+    assert sorted(r.spec["seed"] for r in after["tiny-model"] if r.status == "ok") == [0, 1]
+
+
+@pytest.mark.slow
+def test_sigint_after_a_benchmark_keeps_it(tmp_path, db):
+    """Ctrl-C once the first result is stored (between benchmarks or as the next begins)."""
+    path = suite_file(tmp_path, "between", "specs:\n  - {model: tiny-model}\n  - {model: sleep-model}\n")
+    proc = start("suite", path, "--db", db, env={**ENV, "DLBENCH_TEST_SLEEP": "300"})
+    wait_for(lambda: rows(db) >= 1, 240, "the first result")
+    _, stderr, _ = stop(proc)
+    assert proc.returncode == 130, stderr
+    one_line(stderr, "1 of 2 results", "--resume` runs the rest")
+    found = by_model(db)
+    assert [r.status for r in found["tiny-model"]] == ["ok"]
+    assert [r.status for r in found.get("sleep-model", [])] in ([], ["interrupted"])
+
+
+@pytest.mark.slow
+def test_sigint_while_held_in_native_code_still_stops_and_stores(tmp_path, db):
+    """`dlbench run` runs in this process: a signal during one long native call (no Python handler can
+    run) is answered by the watchdog within seconds, and the benchmark is stored as interrupted."""
+    marker = tmp_path / "reached"
+    proc = start("run", "fwdbwd", "--model", "native-model", "--device", "cpu", "--batch", "2", "--warmup", "1",
+                 "--steps", "1", "--db", db, env={**ENV, "DLBENCH_TEST_MARKER": str(marker)})
+    wait_for(marker.exists, 240, "the native call")
+    _, stderr, _ = stop(proc, within=10.0)
+    assert proc.returncode == 130, stderr
+    one_line(stderr, f"0 of 1 results kept in {db}", "the running benchmark is stored as interrupted")
+    with Store(db) as store:
+        assert [(r.model, r.status) for r in store.results()] == [("native-model", "interrupted")]
