@@ -97,6 +97,7 @@ def _plan(workload: str, values: dict[str, Any], limit: int) -> tuple[BenchmarkS
 
 def preflight(spec: BenchmarkSpec, view: Terminal) -> None:
     """Devices, the input shape, files and data checked, warnings shown, before anything runs."""
+    from dlbench import vision  # noqa: F401, I001 - first: a torchvision made for another torch fails in one line
     from dlbench.launch.inprocess import check_devices
     from dlbench.models import registry
 
