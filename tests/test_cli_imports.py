@@ -15,7 +15,7 @@ from dlbench import workloads
 from dlbench.results.store import Store
 from dlbench.workloads.builtin import BUILTIN
 
-HEAVY = ("torch", "torchvision", "matplotlib", "pandas")
+HEAVY = ("torch", "torchvision", "matplotlib", "pandas")  # numpy is allowed: reports use it
 
 RUN_MAIN = f"""
 import contextlib, io, json, sys
@@ -127,3 +127,10 @@ def test_torchvision_classifiers_known_by_name_are_torchvision_s():
     if torchvision.__version__.split("+")[0].split(".")[:2] != registry.TORCHVISION_RELEASE.split("."):
         pytest.skip(f"the list is of torchvision {registry.TORCHVISION_RELEASE}, not {torchvision.__version__}")
     assert registry.TORCHVISION_CLASSIFIERS == tuple(tvm.list_models(module=tvm))
+
+
+def test_the_volume_output_types_are_the_prediction_store_s():
+    from dlbench.data.prediction_store import DTYPES
+    from dlbench.workloads.builtin import OUTPUT_DTYPES
+
+    assert OUTPUT_DTYPES == tuple(DTYPES)

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from functools import partial
 
 from dlbench import data
-from dlbench.data import segmentation
-from dlbench.data.prediction_store import DTYPES, check_output_name
 from dlbench.options import MAX_SECONDS, MAX_STEPS, Options, option
 from dlbench.units import parse_count, parse_zyx
 from dlbench.workloads import GENERAL, Workload, later
@@ -48,6 +46,9 @@ def parse_voxels(text: str) -> float:
     return parse_count(text, "--extrapolate")
 
 
+# What data/prediction_store.py writes (its DTYPES; a test keeps them equal). Its checks, and
+# segmentation's, are imported when a value is given: they load numpy, which a --help need not.
+OUTPUT_DTYPES = ("uint8", "float16")
 SEED_VOLUME, CPU_VOLUME = "200x3072x3072", "32x256x256"
 
 
@@ -66,7 +67,7 @@ class VolumeOptions(Options):
     input: str | None = option(None, "Volume to predict, PATH[:KEY] (.h5/.hdf5, .zarr, .n5; key default "
                                      "volumes/raw). Default: generate --volume-shape on local disk.")
     output: str | None = option(None, "Prediction, PATH[:KEY] (.zarr or .n5; key default 'prediction'). "
-                                      "Default: a temporary output, deleted after the run.", parse=check_output_name)
+                                      "Default: a temporary output, deleted after the run.", parse=later("dlbench.data.prediction_store", "check_output_name"))
     block: str = option("auto", "Output block ZxYxX (whole output chunks each), or 'auto': on a GPU the fastest of the "
                                 "blocking with the fewest computed voxels that fits, the 32x384x384 block and a "
                                 "smaller one, and the faster layout and half precision, by a short timed probe; "
@@ -75,7 +76,7 @@ class VolumeOptions(Options):
                        parse=partial(parse_zyx, what="--halo"))
     resume: bool = option(False, "Complete an interrupted output: skip blocks already written.")
     overwrite: bool = option(False, "Replace an existing output.")
-    dtype: str = option("uint8", "Output type: uint8 (probability x 255) or float16.", choices=tuple(DTYPES))
+    dtype: str = option("uint8", "Output type: uint8 (probability x 255) or float16.", choices=OUTPUT_DTYPES)
     extrapolate: str = option("8.1T", "Report hours for a volume of this many voxels (8.1T: the Platynereis "
                                       "volume of the 3D U-Net benchmarks).", parse=parse_voxels)
     volume_shape: str = option("auto", "Size of the generated volume when no --input is given: auto is the padded "
@@ -97,7 +98,7 @@ class VolumeOptions(Options):
 @dataclass(frozen=True)
 class ConvergeOptions(Options):
     data: str | None = option(None, "Folder with images/ and masks/ (`dlbench data seg`). Default: a generated "
-                                    "EM-like set in memory.", parse=segmentation.pairs)
+                                    "EM-like set in memory.", parse=later("dlbench.data.segmentation", "pairs"))
     target_dice: float = option(0.89, "Stop a fold when the validation DICE reaches this.", low=0, low_open=True,
                                 high=1)
     folds: int = option(5, "k of k-fold cross-validation.", low=2, high=1000)
