@@ -5,10 +5,11 @@ import subprocess
 import sys
 
 WORKLOADS = """
-import sys
+import importlib, sys
 from dlbench import workloads
 for name in workloads.names():
     workloads.get(name)
+    importlib.import_module(f"dlbench.workloads.{name}")  # the code, which the declaration imports when run
 print(sorted({name.split('.')[1] for name in sys.modules if name.startswith('dlbench.')}))
 """
 

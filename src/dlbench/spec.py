@@ -130,9 +130,9 @@ class BenchmarkSpec:
 
 
 def _all_gpus() -> int:
-    import torch
+    from dlbench.system.info import visible_gpus
 
-    return max(1, torch.cuda.device_count() if torch.cuda.is_available() else 1)
+    return max(1, visible_gpus())
 
 
 GENERAL_FIELDS = tuple(f.name for f in dataclasses.fields(BenchmarkSpec) if f.name not in ("workload", "options"))

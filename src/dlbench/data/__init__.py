@@ -24,11 +24,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 
 from dlbench.errors import UserError
 from dlbench.options import Options, option
+
+if TYPE_CHECKING:  # the options and checks here load no torch: the command line reads them
+    import torch
 
 DECODERS = ("cpu", "gpu")
 AUGMENT_MODES = ("auto", "cpu", "gpu", "none")  # volume patches: where elastic deformation and flips run

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # checking a folder (`run converge --data`) loads no torch
+    import torch
 
 from dlbench.errors import UserError
 
@@ -132,6 +135,8 @@ def kfold(n: int, k: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
 
 def confusion(pred: torch.Tensor, target: torch.Tensor, classes: int = CLASSES) -> torch.Tensor:
     """Per class: [intersection, predicted, true] pixel counts, (classes, 3), on pred's device."""
+    import torch
+
     rows = []
     for c in range(classes):
         p, t = pred == c, target == c

@@ -234,6 +234,8 @@ def default_suite(view: Terminal) -> str:
     """`quick` on a GPU machine; without a GPU the short `smoke` check, said as such."""
     import torch
 
+    from dlbench import vision  # noqa: F401 - a torchvision made for another torch fails here, in one line
+
     if torch.cuda.is_available():
         return "quick"
     view.message("no CUDA GPU found: running the `smoke` suite, a short CPU check that dlbench works here "

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-import torch.nn as nn
-from torchvision.models.resnet import Bottleneck, ResNet
+from typing import TYPE_CHECKING
 
 from dlbench.models.registry import ModelEntry, register, torchvision
 
+if TYPE_CHECKING:  # registering the names loads no torch; building a model does
+    import torch.nn as nn
+
 
 def _resnet200() -> nn.Module:
+    from dlbench import vision  # noqa: F401, I001 - first: a torchvision made for another torch fails in one line
+    from torchvision.models.resnet import Bottleneck, ResNet
+
     # fb.resnet.torch's ResNet-200: bottleneck blocks [3, 24, 36, 3].
     return ResNet(Bottleneck, [3, 24, 36, 3])
 

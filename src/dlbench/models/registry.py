@@ -1,24 +1,30 @@
 """The model registry: what a model name means. Builders never download weights: every
 model starts from random init.
 
-Models register where they are defined (models/classifiers.py, unet2d.py, unet3d.py, or a
-plug-in); `dlbench.models` imports the built-in ones, so importing the registry through it
-gives the full registry. Names that are not entries resolve to any torchvision
-classification model, to `timm:<name>` when timm is installed, or to a model file.
+The built-in models register in `dlbench.models` (models/__init__.py, classifiers.py,
+unet3d_config.py), plug-ins in their own modules; importing the registry through
+`dlbench.models` gives the full registry. Names that are not entries resolve to any
+torchvision classification model, to `timm:<name>` when timm is installed, or to a model file.
+
+Knowing a name loads no torch (the command line checks names before anything runs): builders
+import their model's module when called (`built`), and torchvision's classifiers are known by
+name for the torchvision release that list was taken from.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import Callable
-
-import torch.nn as nn
-import torchvision.models as tvm
+from importlib import metadata
+from typing import TYPE_CHECKING, Callable
 
 from dlbench.errors import UserError
 from dlbench.units import suggest
+
+if TYPE_CHECKING:
+    import torch.nn as nn
 
 
 @dataclass(frozen=True)
@@ -48,13 +54,58 @@ def register_family(prefix: str, entry_for: Callable[[str], ModelEntry]) -> None
     FAMILIES[prefix] = entry_for
 
 
+def built(module: str, name: str, *args, **kwargs) -> Callable[[], nn.Module]:
+    """A builder that calls `module.name(*args, **kwargs)`, importing the module (and torch) only then."""
+    return partial(_build, module, name, *args, **kwargs)
+
+
+def _build(module: str, name: str, *args, **kwargs) -> nn.Module:
+    return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+
 def torchvision(name: str, **kwargs) -> Callable[[], nn.Module]:
     """A builder of torchvision's `name`, randomly initialised."""
-    return partial(tvm.get_model, name, weights=None, **kwargs)
+    return partial(_torchvision_model, name, **kwargs)
+
+
+def _torchvision_model(name: str, **kwargs) -> nn.Module:
+    from dlbench import vision  # noqa: F401, I001 - first: a torchvision made for another torch fails in one line
+    import torchvision.models as tvm
+
+    return tvm.get_model(name, weights=None, **kwargs)
+
+
+# torchvision's classification models (`torchvision.models.list_models(module=torchvision.models)`)
+# in the release below, so that a name is checked without importing torch; with another release
+# installed, torchvision itself is asked.
+TORCHVISION_RELEASE = "0.29"
+TORCHVISION_CLASSIFIERS = (
+    "alexnet", "convnext_base", "convnext_large", "convnext_small", "convnext_tiny", "densenet121", "densenet161",
+    "densenet169", "densenet201", "efficientnet_b0", "efficientnet_b1", "efficientnet_b2", "efficientnet_b3",
+    "efficientnet_b4", "efficientnet_b5", "efficientnet_b6", "efficientnet_b7", "efficientnet_v2_l",
+    "efficientnet_v2_m", "efficientnet_v2_s", "googlenet", "inception_v3", "maxvit_t", "mnasnet0_5", "mnasnet0_75",
+    "mnasnet1_0", "mnasnet1_3", "mobilenet_v2", "mobilenet_v3_large", "mobilenet_v3_small", "regnet_x_16gf",
+    "regnet_x_1_6gf", "regnet_x_32gf", "regnet_x_3_2gf", "regnet_x_400mf", "regnet_x_800mf", "regnet_x_8gf",
+    "regnet_y_128gf", "regnet_y_16gf", "regnet_y_1_6gf", "regnet_y_32gf", "regnet_y_3_2gf", "regnet_y_400mf",
+    "regnet_y_800mf", "regnet_y_8gf", "resnet101", "resnet152", "resnet18", "resnet34", "resnet50",
+    "resnext101_32x8d", "resnext101_64x4d", "resnext50_32x4d", "shufflenet_v2_x0_5", "shufflenet_v2_x1_0",
+    "shufflenet_v2_x1_5", "shufflenet_v2_x2_0", "squeezenet1_0", "squeezenet1_1", "swin_b", "swin_s", "swin_t",
+    "swin_v2_b", "swin_v2_s", "swin_v2_t", "vgg11", "vgg11_bn", "vgg13", "vgg13_bn", "vgg16", "vgg16_bn", "vgg19",
+    "vgg19_bn", "vit_b_16", "vit_b_32", "vit_h_14", "vit_l_16", "vit_l_32", "wide_resnet101_2", "wide_resnet50_2",
+)
 
 
 @lru_cache(maxsize=None)
 def _torchvision_classifiers() -> tuple[str, ...]:
+    try:
+        installed = metadata.version("torchvision")
+    except metadata.PackageNotFoundError:
+        installed = None
+    if installed is not None and installed.split("+")[0].split(".")[:2] == TORCHVISION_RELEASE.split("."):
+        return TORCHVISION_CLASSIFIERS
+    from dlbench import vision  # noqa: F401, I001 - one line when torchvision is missing or made for another torch
+    import torchvision.models as tvm
+
     return tuple(tvm.list_models(module=tvm))
 
 

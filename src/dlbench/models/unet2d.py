@@ -13,7 +13,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from dlbench.models.registry import ModelEntry, register
 
 
 def _double_conv(cin: int, cout: int, padding: int) -> nn.Sequential:
@@ -129,7 +128,3 @@ def unet2d_medical(base: int = 64, levels: int = 5, in_channels: int = 1, classe
 
 def unet2d(base: int = 64, levels: int = 5, in_channels: int = 1, classes: int = 2) -> UNet2D:
     return UNet2D(in_channels, classes, base, levels, padded=True)
-
-
-register(ModelEntry("unet2d-medical", "U-Net (original)", unet2d_medical, (1, 572, 572), "segment"))
-register(ModelEntry("unet2d", "U-Net (padded)", unet2d, (1, 512, 512), "segment"))

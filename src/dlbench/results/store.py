@@ -15,7 +15,6 @@ import math
 import os
 import sqlite3
 import sys
-import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 

@@ -11,8 +11,6 @@ import platform
 import socket
 from typing import Any
 
-import torch
-
 
 def _cpu_model() -> str:
     try:
@@ -61,6 +59,8 @@ def _text(value: Any) -> str:
 
 
 def _gpus() -> list[dict[str, Any]]:
+    import torch
+
     if not torch.cuda.is_available():
         return []
     gpus = []
@@ -97,6 +97,8 @@ def launcher_fingerprint() -> dict[str, Any]:
 
 
 def _fingerprint(gpus: list[dict[str, Any]]) -> dict[str, Any]:
+    import torch  # here, not above: `dlbench suite --list` imports this module and needs no torch
+
     nvml = _nvml()
     cudnn = _cudnn_version()
     return {
@@ -129,6 +131,29 @@ def _cudnn_version() -> int | None:
         return int(_cudnn.getVersionInt())
     except (ImportError, AttributeError, RuntimeError):
         return None
+
+
+def visible_gpus() -> int:
+    """How many GPUs this process may use, read without torch where it can be (a suite's `gpus:
+    all` is expanded when the suite is checked, before anything runs): NVML honours
+    CUDA_VISIBLE_DEVICES and initialises no CUDA; a machine without a GPU driver has none;
+    only otherwise is torch asked."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        return len(_nvml_gpus())
+    except Exception:  # noqa: BLE001 - no NVML: no NVIDIA driver, or not one NVML can read
+        pass
+    if not any(os.path.exists(device) for device in GPU_DEVICES):
+        return 0
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+GPU_DEVICES = ("/dev/nvidia0", "/dev/kfd", "/dev/dxg")  # NVIDIA, ROCm, WSL: a GPU driver is loaded
 
 
 def _nvml_gpus() -> list[dict[str, Any]]:

@@ -8,8 +8,9 @@
 - `describe(metrics) -> str`: one line for the terminal.
 
 A workload never prints and never writes the store; `launch/` runs it and stores the
-Result. Built-in workloads are imported when first used (importing one loads torch);
-plug-ins `register` theirs.
+Result. The built-in workloads are declared in `workloads/builtin.py` (names, help, options:
+all the command line and the suites need, without torch); their modules, which load torch,
+are imported when a benchmark first runs (`later`). Plug-ins `register` theirs.
 """
 
 from __future__ import annotations
@@ -48,7 +49,17 @@ class Workload:
     trains: bool = False  # runs its model in training mode (BatchNorm then needs more than one value per channel)
 
 
-_BUILTIN = {name: f"dlbench.workloads.{name}" for name in ("fwdbwd", "train", "infer", "smooth", "volume", "converge")}
+def later(module: str, name: str) -> Callable[..., Any]:
+    """`module.name`, imported on the first call: declaring a workload this way loads no torch."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__qualname__ = call.__name__ = f"{module}.{name}"
+    return call
+
+
+_BUILTIN = ("fwdbwd", "train", "infer", "smooth", "volume", "converge")  # declared in workloads/builtin.py
 _LOADED: dict[str, Workload] = {}
 
 
@@ -69,5 +80,7 @@ def get(name: str) -> Workload:
         if name not in _BUILTIN:
             known = names()
             raise UserError(f"unknown workload {shown(name)}{suggest(name, known)}; known: {', '.join(known)}")
-        register(importlib.import_module(_BUILTIN[name]).WORKLOAD)
+        from dlbench.workloads.builtin import BUILTIN
+
+        register(BUILTIN[name])
     return _LOADED[name]

@@ -32,29 +32,9 @@ from dlbench.figures import fixed, ms, sig
 from dlbench.measure.loop import Progress, synchronize
 from dlbench.measure.profile import compact, profile_steps
 from dlbench.models import registry
-from dlbench.options import MAX_SECONDS, MAX_STEPS, Options, option
 from dlbench.units import SEED003_ITERATIONS
-from dlbench.workloads import Workload, distributed, losses, optimize
-
-@dataclass(frozen=True)
-class ConvergeOptions(Options):
-    data: str | None = option(None, "Folder with images/ and masks/ (`dlbench data seg`). Default: a generated "
-                                    "EM-like set in memory.", parse=segmentation.pairs)
-    target_dice: float = option(0.89, "Stop a fold when the validation DICE reaches this.", low=0, low_open=True,
-                                high=1)
-    folds: int = option(5, "k of k-fold cross-validation.", low=2, high=1000)
-    fold_limit: int | None = option(None, "Run only the first N folds.", low=1, high=1000)
-    eval_every: int = option(100, "Evaluate the validation DICE every E steps.", low=1, high=MAX_STEPS)
-    max_steps: int = option(4000, "Step budget per fold.", low=1, high=MAX_STEPS)
-    max_seconds: float | None = option(None, "Time budget per fold (checked at each evaluation).", unit="s", low=0,
-                                       low_open=True, high=MAX_SECONDS)
-    lr: float = option(3e-4, "Adam learning rate.", low=0, low_open=True)
-    features: int | None = option(None, "Filters of the U-Net's first level (default 64).", low=1, high=4096)
-    augment: bool = option(True, "Random flips and rotations of the training crops.")
-    synthetic_n: int = option(30, "Images in the generated set (without --data; the ISBI 2012 set has 30).", low=1,
-                              high=100_000)
-    synthetic_size: int = option(512, "Their width and height in pixels (without --data).", low=16, high=65536)
-
+from dlbench.workloads import distributed, losses, optimize
+from dlbench.workloads.builtin import ConvergeOptions
 
 LOSS = losses.loss_for("segment-dice")
 THROUGHPUT_METHOD = ("training images (batch x steps x GPUs) / training seconds; evaluations excluded; "
@@ -391,11 +371,3 @@ def describe(metrics: dict) -> str:
     return (f"mean DICE {fixed(metrics['mean_dice'], 4)} (per fold {folds or '-'}; {target}), time to target "
             f"{fixed(metrics['time_to_train_s'] / 60, 2)} min per fold{fixed_time}, "
             f"{sig(metrics['throughput'])} img/s training")
-
-
-WORKLOAD = Workload(
-    "converge", "Train to a DICE target with k-fold cross-validation: time to train, DICE per fold.",
-    run, describe, ConvergeOptions, preflight,
-    general=("model", "batch", "input_shape", "precision", "channels_last", "optimize", "device", "seed", "gpus",
-             "profile", "profile_trace"),
-    defaults={"model": "unet2d", "batch": 8}, trains=True)

@@ -13,7 +13,7 @@ from dlbench.figures import add, ms, sig
 from dlbench.measure.loop import Progress, run_steps
 from dlbench.measure.stats import summarize
 from dlbench.models import registry
-from dlbench.workloads import GENERAL, Workload, optimize
+from dlbench.workloads import optimize
 from dlbench.workloads.runtime import memory_format, random_input
 
 
@@ -82,9 +82,3 @@ def describe(metrics: dict) -> str:
     forward, backward = ms(metrics["forward_ms"]), ms(metrics["backward_ms"])
     return (f"forward {forward} + backward {backward} = {add(forward, backward)} ms (phase medians; median step "
             f"{ms(metrics['total_ms'])} ms), {sig(metrics['images_per_s'])} img/s")
-
-
-WORKLOAD = Workload(
-    "fwdbwd", "Forward and backward of a model in training mode, timed separately (the cnn-benchmarks method): "
-              "forward on a random batch, backward from a random upstream gradient, no loss and no optimizer.",
-    run, describe, general=tuple(g for g in GENERAL if g != "gpus"), trains=True)

@@ -14,7 +14,7 @@ from dlbench import data
 from dlbench.figures import ms, percent, phase_sum, sig
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
-from dlbench.workloads import Workload, distributed
+from dlbench.workloads import distributed
 from dlbench.workloads.pipeline import (Feeder, data_metrics, inference_model, latency, measure_inference,
                                        metrics_from_ranks)
 from dlbench.workloads.train import measured_steps, preflight
@@ -52,8 +52,3 @@ def describe(metrics: dict) -> str:
     return (f"{sig(metrics['throughput'])} img/s{procs}; latency per batch avg {ms(metrics['latency_avg_ms'])} ms, "
             f"p99 {ms(metrics['latency_p99_ms'])} ms; {phase_sum(metrics, PHASES)}; data wait "
             f"{percent(metrics['data_share'])})")
-
-
-WORKLOAD = Workload(
-    "infer", "Inference throughput and latency per batch (avg, p50/p90/p95/p99) under inference_mode.",
-    run, describe, data.DataOptions, preflight, batch_plans=True)

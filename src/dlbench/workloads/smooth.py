@@ -8,16 +8,13 @@ data-processing phase) and classifies all copies in one forward pass, counting t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from dlbench import data
 from dlbench.figures import phase_sum, sig
-from dlbench.options import option
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
-from dlbench.workloads import Workload, distributed
+from dlbench.workloads import distributed
 from dlbench.workloads.fwdbwd import primary_output
 from dlbench.workloads.pipeline import (Feeder, data_metrics, inference_model, latency, measure_inference,
                                        metrics_from_ranks)
@@ -25,11 +22,6 @@ from dlbench.workloads.train import measured_steps, preflight
 from dlbench.workloads.runtime import memory_format
 
 PHASES = ("data", "noise", "forward")
-
-
-@dataclass(frozen=True)
-class SmoothOptions(data.DataOptions):
-    sigma: float = option(0.25, "Standard deviation of the Gaussian noise.", low=0)
 
 
 def run(spec, device: torch.device, progress: Progress):
@@ -69,8 +61,3 @@ def run(spec, device: torch.device, progress: Progress):
 def describe(metrics: dict) -> str:
     return (f"{sig(metrics['throughput'])} inputs/s ({sig(metrics['noisy_per_s'])} noisy copies/s); "
             f"{phase_sum(metrics, PHASES)})")
-
-
-WORKLOAD = Workload(
-    "smooth", "Randomized-smoothing inference (BenchmarkJade): each input repeated --batch times with noise, "
-              "one forward each.", run, describe, SmoothOptions, preflight, batch_plans=True)

@@ -16,8 +16,6 @@ time per iteration (mean, std, min, max), iterations per minute and days to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import partial
 
 import torch
 
@@ -27,27 +25,11 @@ from dlbench.figures import fixed, ms, percent, phase_sum, sig
 from dlbench.measure.loop import Progress
 from dlbench.measure.stats import summarize
 from dlbench.models import registry
-from dlbench.options import option
 from dlbench.units import days_to, iters_per_min, parse_zyx
-from dlbench.workloads import Workload, distributed, losses, optimize
+from dlbench.workloads import distributed, losses, optimize
 from dlbench.workloads.fwdbwd import primary_output
 from dlbench.workloads.pipeline import Feeder, data_metrics, metrics_from_ranks, rank_payload
 from dlbench.workloads.runtime import memory_format, random_input, resolve_device
-
-
-@dataclass(frozen=True)
-class TrainOptions(data.DataOptions):
-    optimizer: str | None = option(None, "sgd (momentum 0.9, weight decay 1e-4), adam or adamw (default: adam for "
-                                         "3D models, sgd for the rest).", choices=("sgd", "adam", "adamw"))
-    lr: float | None = option(None, "Learning rate (default 0.01 for SGD, 0.001 for Adam and AdamW).",
-                              low=0, low_open=True)
-    patch: str | None = option(None, "Volume training patch ZxYxX, e.g. 40x432x432 (default: the model's input "
-                                     "shape).", parse=partial(parse_zyx, what="--patch"))
-    augment: str = option("auto", "Where volume patches are elastically deformed and flipped: auto (gpu on a GPU, "
-                                  "else cpu), cpu (in the workers), gpu (grid_sample on the device; the workers only "
-                                  "read) or none.", choices=data.AUGMENT_MODES)
-    extrapolate_iters: int = option(100_000, "3D models: report the days to this many training iterations.", low=1,
-                                   high=10**12)
 
 
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")
@@ -225,9 +207,3 @@ def describe(metrics: dict) -> str:
     procs = f" on {metrics['processes']} processes" if metrics.get("processes", 1) > 1 else ""
     return (f"{sig(metrics['throughput'])} {metrics.get('throughput_unit', 'img/s')}{procs}; "
             f"{phase_sum(metrics, PHASES)}; {wait})")
-
-
-WORKLOAD = Workload(
-    "train", "Training steps (forward, loss, backward, optimizer) with per-phase times and img/s; with a 3D U-Net "
-             "on a volume, seconds per iteration, iterations per minute and days to 100k iterations.",
-    run, describe, TrainOptions, preflight, batch_plans=True, trains=True)

@@ -21,8 +21,6 @@ import itertools
 import os
 import shutil
 import time
-from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Iterator
 
@@ -31,7 +29,7 @@ import torch
 
 from dlbench import scratch
 from dlbench.data.blocking import Block, Blocking
-from dlbench.data.prediction_store import DTYPES, PredictionStore, check_output_name, chunks_for
+from dlbench.data.prediction_store import PredictionStore, chunks_for
 from dlbench.data.volumes import Volume, open_volume
 from dlbench.errors import UserError
 from dlbench.figures import fixed, percent, sig
@@ -40,67 +38,18 @@ from dlbench.measure.loop import Progress, common_metrics, mean_step, synchroniz
 from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.measure.profile import compact, profile_steps
 from dlbench.models import fused, registry, slabs
-from dlbench.options import Options, option
-from dlbench.units import hours_for, parse_count, parse_shape, parse_zyx
-from dlbench.workloads import Workload, block_choice, distributed, optimize
+from dlbench.units import hours_for, parse_shape
+from dlbench.workloads import block_choice, distributed, optimize
+from dlbench.workloads.builtin import CPU_VOLUME, SEED_VOLUME, VolumeOptions, parse_voxels
 from dlbench.workloads.runtime import is_oom, precision as in_precision, resolve_device
 from dlbench.workloads.volume_pipeline import (NONFINITE_HINT, NonFinite, NonFiniteInput, Pipeline, count_nonfinite,
                                                forward, nonfinite_voxels, read_host_tile, scale, to_input)
-
-
-def parse_voxels(text: str) -> float:
-    return parse_count(text, "--extrapolate")
-
-
-SEED_VOLUME, CPU_VOLUME = "200x3072x3072", "24x128x128"
-
-
-def _volume_shape(text: str) -> None:
-    if text != "auto":
-        parse_zyx(text, "--volume-shape")
 
 
 def generated_shape(text: str, device: torch.device) -> tuple[int, ...]:
     if text == "auto":
         text = SEED_VOLUME if device.type == "cuda" else CPU_VOLUME
     return parse_shape(text)
-
-
-def _block(text: str) -> None:
-    if text != "auto":
-        parse_zyx(text, "--block")
-
-
-@dataclass(frozen=True)
-class VolumeOptions(Options):
-    input: str | None = option(None, "Volume to predict, PATH[:KEY] (.h5/.hdf5, .zarr, .n5; key default "
-                                     "volumes/raw). Default: generate --volume-shape on local disk.")
-    output: str | None = option(None, "Prediction, PATH[:KEY] (.zarr or .n5; key default 'prediction'). "
-                                      "Default: a temporary output, deleted after the run.", parse=check_output_name)
-    block: str = option("auto", "Output block ZxYxX (whole output chunks each), or 'auto': on a GPU the fastest of the "
-                                "blocking with the fewest computed voxels that fits, the 32x384x384 block and a "
-                                "smaller one, and the faster layout and half precision, by a short timed probe; "
-                                "without a GPU the fewest computed voxels in small tiles, not timed.", parse=_block)
-    halo: str = option("16x64x64", "Context added on each side of a block (reflected at the border).",
-                       parse=partial(parse_zyx, what="--halo"))
-    resume: bool = option(False, "Complete an interrupted output: skip blocks already written.")
-    overwrite: bool = option(False, "Replace an existing output.")
-    dtype: str = option("uint8", "Output type: uint8 (probability x 255) or float16.", choices=tuple(DTYPES))
-    extrapolate: str = option("8.1T", "Report hours for a volume of this many voxels (8.1T: the Platynereis "
-                                      "volume of the 3D U-Net benchmarks).", parse=parse_voxels)
-    volume_shape: str = option("auto", "Size of the generated volume when no --input is given: auto is the padded "
-                                       f"CREMI volume of the 3D U-Net benchmarks on a GPU ({SEED_VOLUME}, 1.9 gigavoxel) "
-                                       f"and {CPU_VOLUME} on a CPU (a minute or two).", parse=_volume_shape)
-    readers: int = option(8, "Reader threads.", low=1, high=1024)
-    writers: int = option(4, "Writer threads.", low=1, high=1024)
-    queue: int = option(8, "Tiles in flight on each side of the GPU.", low=1, high=1024)
-    allow_nonfinite: bool = option(False, "Predict a float input that holds NaN or Inf (counted in the result); "
-                                          "without it the run stops at the first tile that holds one.")
-    kernels: str = option("auto", "fused: dlbench's Triton kernels where they apply (each convolution's bias and the "
-                                  "ReLU after it in one pass; 2x2x2 max pooling without PyTorch's indices; the 3D "
-                                  "U-Net's upsampling bias added inside its concatenation), the same output to the "
-                                  "bit; pytorch: PyTorch's own; auto: fused on a CUDA GPU where Triton is installed.",
-                          choices=("auto", "fused", "pytorch"))
 
 
 # ---------------------------------------------------------------- model
@@ -528,12 +477,3 @@ def describe(metrics: dict) -> str:
     return (f"{sig(metrics['voxels'] / 1e6)} Mvox in {sig(metrics['total_s'])} s = {sig(metrics['mvox_per_s'])} Mvox/s "
             f"({metrics['blocks']} blocks{shared}, {metrics['blocks_skipped']} already done){extra}{cut}{chosen}"
             f"{nonfinite}")
-
-
-WORKLOAD = Workload(
-    "volume", "Blockwise prediction of a whole volume of any size: Mvox/s, time per phase, hours for "
-              "--extrapolate voxels.", run, describe, VolumeOptions, preflight,
-    general=("model", "precision", "channels_last", "optimize", "device", "gpus", "warmup", "seed", "profile",
-             "profile_trace"),
-    auto_precision=True,
-    defaults={"model": "unet3d", "precision": "auto", "batch": 1, "warmup": 2, "warmup_seconds": 0.0, "steps": 1, "min_seconds": 0.0})
