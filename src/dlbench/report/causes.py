@@ -329,3 +329,14 @@ def differences(r: Result, other: Result) -> list[str]:
     if missing:
         out.append(f"not recorded in one of them (stored by an earlier dlbench): {', '.join(missing)}")
     return out
+
+
+def nccl_profile_note(r: Result) -> str | None:
+    """With --profile on several GPUs: the all-reduce kernels' time a step, and how much of it ran
+    under compute (the profile's communication class counts only the exposed part)."""
+    comm = ((profile.profile_of(r) or {}).get("classes") or {}).get("communication")
+    if (r.spec.get("gpus") or 1) < 2 or not isinstance(comm, dict) or not comm.get("kernel_seconds"):
+        return None
+    total, exposed = float(comm["kernel_seconds"]), float(comm.get("seconds") or 0.0)
+    return (f"profile: NCCL kernels ran {ms(total * 1e3)} ms a step, {percent(max(0.0, 1 - exposed / total))} of it "
+            f"under compute; {ms(exposed * 1e3)} ms exposed ({percent(comm.get('share') or 0.0)} of the step)")

@@ -74,6 +74,7 @@ class Diagnosis:
     one_gpu: Against | None = None  # a multi-GPU run against the same per-GPU work on one GPU
     baseline: Against | None = None  # the comparison the causes are measured against
     breakdown: list[tuple[str, str]] = field(default_factory=list)  # the profile's classes
+    machine: list[Cause] = field(default_factory=list)  # conditions of the machine, with no share measured
 
     @property
     def ratio(self) -> float | None:
@@ -385,9 +386,7 @@ def measured_causes(r: Result, base: Against | None, record: Result | None) -> t
             found.append(comm)
     elif (path := parts_of.degraded_path(r)) is not None:
         found.append(Cause("degraded all-reduce path", f"{path}; unset them to let NCCL use the fast path"))
-    if note := parts_of.communication_note(r, record):
-        notes.append(note)
-    found += [c for c in (check(r, record) for check in MACHINE_CHECKS) if c]
+    notes += [note for note in (parts_of.communication_note(r, record), parts_of.nccl_profile_note(r)) if note]
     for c in found:
         if c.seconds is not None:
             c.share = c.seconds / p.step
@@ -452,7 +451,11 @@ def _diagnose(r: Result, refs: list[Reference], surveys: list[Result],
     d.hints += notes
     # the profile's classes say where the step goes (its matmul classes on the run's quick ceiling
     # where no survey was made); what makes the run slower than it was is said by the causes
-    d.breakdown = profile.causes(r, record or ceiling_record)
+    d.machine = [c for c in (check(r, record) for check in MACHINE_CHECKS) if c]
+    host_causes = {"CPU contention", "host overhead of several processes", "CPU contention starving the input pipeline",
+                   "too few loader workers", "JPEG decoding on the CPU", "slow storage", "input-bound"}
+    d.breakdown = profile.causes(r, record or ceiling_record,
+                                 idle_advice=not host_causes & {c.name for c in d.causes})
     d.hints += [note] if (note := profile.profile_note(r)) else []
     if d.history is None and r.samples.get("step"):
         d.hints.append("the first run of this configuration on this machine: the next one is judged against it")
@@ -575,6 +578,9 @@ def render(diagnoses: list[Diagnosis]) -> str:
             lines += [_cause_line(c) for c in d.causes]
         elif verdict(d) in ("below the reference",):
             lines.append("no cause found in the recorded evidence")
+        if d.machine:
+            lines.append("about the machine (no share of the step measured):")
+            lines += [_cause_line(c) for c in d.machine]
         if d.breakdown:
             lines.append("where the step goes (--profile):")
             lines += [f"- {name}: {evidence}" for name, evidence in d.breakdown]
@@ -608,6 +614,7 @@ def to_json(diagnoses: list[Diagnosis]) -> dict[str, Any]:
             "history": _against_json(d.history), "one_gpu": _against_json(d.one_gpu),
             "causes": [{"name": c.name, "share_of_step": c.share, "share_of_lost": c.explains,
                         "seconds_per_step": c.seconds, "evidence": c.evidence} for c in d.causes],
+            "machine": [{"name": c.name, "evidence": c.evidence} for c in d.machine],
             "breakdown": [{"name": name, "evidence": evidence} for name, evidence in d.breakdown],
             "notes": d.hints,
         })

@@ -165,9 +165,10 @@ def _tensor_core_levers(r: Result) -> list[str]:
     return levers
 
 
-def causes(r: Result, record: Result | None) -> list[tuple[str, str]]:
+def causes(r: Result, record: Result | None, idle_advice: bool = True) -> list[tuple[str, str]]:
     """(name, evidence) for each class worth naming, the work that is not the model's math first:
-    that is where time can be won."""
+    that is where time can be won. Without `idle_advice` the idle class gets none: the host was
+    kept from launching work by something measured apart (a loader, other processes)."""
     profile = profile_of(r)
     if not profile:
         return []
@@ -180,7 +181,8 @@ def causes(r: Result, record: Result | None) -> list[tuple[str, str]]:
         rate = "" if p.cls in ("idle", "communication") else f" {_rate(p)}"
         on_cpu = profile.get("device") == "cpu"
         label = "outside operators (Python, dispatch)" if p.cls == "idle" and on_cpu else CLASS_LABELS.get(p.cls, p.cls)
-        out.append((f"profile: {label}", f"{head}{rate}: {_advice(p, r, on_cpu)}"))
+        advice = f": {_advice(p, r, on_cpu)}" if idle_advice or p.cls != "idle" else ""
+        out.append((f"profile: {label}", f"{head}{rate}{advice}"))
     return out
 
 
