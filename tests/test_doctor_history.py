@@ -153,7 +153,7 @@ def test_the_host_sampler_tells_the_runs_own_processes_from_others(monkeypatch):
         figures = sampler.stop()
     finally:
         other.kill()
-    assert figures["cpu_other_cores"] >= 0.2 and figures["cpu_cores"] >= 1  # a busy machine gives it less than a core
+    assert figures["cpu_other_cores"] >= 0.1 and figures["cpu_cores"] >= 1  # a busy machine gives it less than a core
     assert any(p["pid"] == other.pid and "while True" in p["command"] for p in figures["cpu_other_top"])
     child = subprocess.Popen([sys.executable, "-c", SPIN])  # below this process: the run's own
     try:
@@ -162,7 +162,7 @@ def test_the_host_sampler_tells_the_runs_own_processes_from_others(monkeypatch):
         figures = sampler.stop()
     finally:
         child.kill()
-    assert figures["cpu_own_cores"] >= 0.2
+    assert figures["cpu_own_cores"] >= 0.1
     assert all(p["pid"] != child.pid for p in figures["cpu_other_top"])
 
 
