@@ -208,3 +208,15 @@ def test_the_profile_tells_how_much_of_the_all_reduce_ran_under_compute():
     [d] = diagnose([two], refs=[])
     assert any("NCCL kernels ran 12.00 ms a step, 75% of it under compute; 3.00 ms exposed (10% of the step)" in h
                for h in d.hints)
+
+
+def test_odd_stored_values_never_stop_the_doctor(db):
+    odd = run_record(0.03, "odd", gpu_util_mean=float("nan"), data_share=float("inf"))
+    odd.metrics["throughput"] = float("nan")
+    with Store(db) as store:
+        store.add_many([run_record(0.02, "fine"), odd])
+    for extra in ([], ["--format", "json"]):
+        proc = cli("doctor", "--db", db, *extra)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    entry = [e for e in json.loads(proc.stdout)["diagnoses"] if e["tag"] == "odd"][0]
+    assert entry["figure"]["value"] is None

@@ -618,7 +618,18 @@ def to_json(diagnoses: list[Diagnosis]) -> dict[str, Any]:
             "breakdown": [{"name": name, "evidence": evidence} for name, evidence in d.breakdown],
             "notes": d.hints,
         })
-    return {"format": "dlbench-doctor", "diagnoses": out}
+    return _plain({"format": "dlbench-doctor", "diagnoses": out})
+
+
+def _plain(value: Any) -> Any:
+    """JSON's own values: a figure that is no finite number (an odd stored value) becomes null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 NOTHING_TO_DIAGNOSE = (
