@@ -121,9 +121,10 @@ def test_report_csv_never_starts_a_text_cell_like_a_formula(db):
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     assert all(not v.startswith(("=", "+", "@", "\t", "\r")) for r in rows for v in r.values())
     assert {r["label"] for r in rows if r["title"] == "ResNet-50"} == {"'=HYPERLINK(\"http://x\",\"y\")"}
-    assert [r["text"] for r in rows if r["column"] == "Tag"] == ["'+cmd"]
+    assert [r["text"] for r in rows if r["column"] == "Tag" and r["title"] == "ResNet-50"] == ["'+cmd"]
     (forward,) = [r for r in rows if r["column"] == "Forward (ms)"]
-    assert forward["value"] == "-0.5"  # a negative number stays a number
+    assert forward["text"] == "?" and not forward["value"]  # a negative time is no figure: marked, never '-0.5'
+    assert [r["text"] for r in rows if r["column"] == "Fields"] == ["metrics.forward_ms"]  # the legend names it
     with Store(db) as store:
         assert store.count() == 1
 
