@@ -501,8 +501,7 @@ def verdict(d: Diagnosis) -> str:
         return "scales poorly"
     if d.ratio is not None and d.ratio < AS_EXPECTED:
         return "below the reference"
-    measured = [c for c in d.causes if c.share is not None]
-    return f"limited by {measured[0].name}" if measured else "as expected"
+    return f"limited by {d.causes[0].name}" if d.causes else "as expected"
 
 
 def _headline(d: Diagnosis) -> str:
