@@ -137,3 +137,26 @@ def test_sigint_while_held_in_native_code_still_stops_and_stores(tmp_path, db):
     one_line(stderr, f"0 of 1 results kept in {db}", "the running benchmark is stored as interrupted")
     with Store(db) as store:
         assert [(r.model, r.status) for r in store.results()] == [("native-model", "interrupted")]
+
+
+WATCHED = """
+import hashlib, pathlib, sys
+from dlbench.launch import interrupts
+interrupts.install()
+out = pathlib.Path(sys.argv[1])
+with interrupts.answered(lambda line: print(line, file=sys.stderr)), \\
+        interrupts.kept(lambda: "what was kept"), interrupts.pending(lambda: out.write_text("stored")):
+    out.with_suffix(".ready").write_text("")
+    hashlib.pbkdf2_hmac("sha256", b"x", b"y", 10**9)  # one native call of minutes: no Python handler runs
+"""
+
+
+def test_a_stop_comes_even_while_the_main_thread_is_in_native_code(tmp_path):
+    out = tmp_path / "stored.txt"
+    proc = subprocess.Popen([sys.executable, "-c", WATCHED, str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    wait_for(out.with_suffix(".ready").exists, 60, "the native call")
+    _, stderr, took = stop(proc, within=10.0)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip() == "interrupted: what was kept"
+    assert out.read_text() == "stored"  # the pending action ran, once

@@ -43,6 +43,7 @@ class _Owner:
         self.kept: list[Callable[[], str]] = []  # what the last line says was kept
         self.installed = False
         self.stopping = False
+        self.ran_pending = False  # a stop stored what was running
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
@@ -145,6 +146,7 @@ def stop(say: Callable[[str], None] | None) -> None:
         if OWNER.stopping:
             return
         OWNER.stopping = True
+        OWNER.ran_pending = bool(OWNER.pending)
         for action in reversed(OWNER.pending):
             with contextlib.suppress(Exception):
                 action()
