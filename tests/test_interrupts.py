@@ -160,3 +160,34 @@ def test_a_stop_comes_even_while_the_main_thread_is_in_native_code(tmp_path):
     assert proc.returncode == 130, stderr
     assert stderr.strip() == "interrupted: what was kept"
     assert out.read_text() == "stored"  # the pending action ran, once
+
+
+OTHER_SIGNALS = """
+import os, signal, subprocess, sys, time
+from dlbench.launch import interrupts
+interrupts.install()
+signal.signal(signal.SIGCHLD, lambda *a: None)  # as torch's DataLoader does for its workers
+with interrupts.answered(lambda line: print(line, file=sys.stderr)):
+    subprocess.run(["true"])
+    workers = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:  # a forked worker, as DataLoader's
+            time.sleep(30)
+            os._exit(0)
+        workers.append(pid)
+    time.sleep(0.5)
+    for pid in workers:  # stopped at shutdown, as DataLoader stops its workers
+        os.kill(pid, signal.SIGTERM)
+        os.waitpid(pid, 0)
+    time.sleep(interrupts.GRACE_S + 1.5)
+print("finished")
+"""
+
+
+def test_other_signals_and_forked_workers_never_stop_a_command():
+    """The watchdog hears every signal that has a Python handler (torch's SIGCHLD) through the wakeup
+    socket, which forked workers would share: only SIGINT and SIGTERM to this process stop a command."""
+    proc = subprocess.run([sys.executable, "-c", OTHER_SIGNALS], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "finished", proc.stderr
+    assert LINE not in proc.stderr
