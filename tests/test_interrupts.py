@@ -137,3 +137,57 @@ def test_sigint_while_held_in_native_code_still_stops_and_stores(tmp_path, db):
     one_line(stderr, f"0 of 1 results kept in {db}", "the running benchmark is stored as interrupted")
     with Store(db) as store:
         assert [(r.model, r.status) for r in store.results()] == [("native-model", "interrupted")]
+
+
+WATCHED = """
+import hashlib, pathlib, sys
+from dlbench.launch import interrupts
+interrupts.install()
+out = pathlib.Path(sys.argv[1])
+with interrupts.answered(lambda line: print(line, file=sys.stderr)), \\
+        interrupts.kept(lambda: "what was kept"), interrupts.pending(lambda: out.write_text("stored")):
+    out.with_suffix(".ready").write_text("")
+    hashlib.pbkdf2_hmac("sha256", b"x", b"y", 10**9)  # one native call of minutes: no Python handler runs
+"""
+
+
+def test_a_stop_comes_even_while_the_main_thread_is_in_native_code(tmp_path):
+    out = tmp_path / "stored.txt"
+    proc = subprocess.Popen([sys.executable, "-c", WATCHED, str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    wait_for(out.with_suffix(".ready").exists, 60, "the native call")
+    _, stderr, took = stop(proc, within=10.0)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip() == "interrupted: what was kept"
+    assert out.read_text() == "stored"  # the pending action ran, once
+
+
+OTHER_SIGNALS = """
+import os, signal, subprocess, sys, time
+from dlbench.launch import interrupts
+interrupts.install()
+signal.signal(signal.SIGCHLD, lambda *a: None)  # as torch's DataLoader does for its workers
+with interrupts.answered(lambda line: print(line, file=sys.stderr)):
+    subprocess.run(["true"])
+    workers = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:  # a forked worker, as DataLoader's
+            time.sleep(30)
+            os._exit(0)
+        workers.append(pid)
+    time.sleep(0.5)
+    for pid in workers:  # stopped at shutdown, as DataLoader stops its workers
+        os.kill(pid, signal.SIGTERM)
+        os.waitpid(pid, 0)
+    time.sleep(interrupts.GRACE_S + 1.5)
+print("finished")
+"""
+
+
+def test_other_signals_and_forked_workers_never_stop_a_command():
+    """The watchdog hears every signal that has a Python handler (torch's SIGCHLD) through the wakeup
+    socket, which forked workers would share: only SIGINT and SIGTERM to this process stop a command."""
+    proc = subprocess.run([sys.executable, "-c", OTHER_SIGNALS], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "finished", proc.stderr
+    assert LINE not in proc.stderr

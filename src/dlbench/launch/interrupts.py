@@ -43,6 +43,7 @@ class _Owner:
         self.kept: list[Callable[[], str]] = []  # what the last line says was kept
         self.installed = False
         self.stopping = False
+        self.ran_pending = False  # a stop stored what was running
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
@@ -65,7 +66,22 @@ def install() -> None:
     writer.setblocking(False)
     signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
     threading.Thread(target=_watch, args=(reader, writer), name="dlbench-interrupts", daemon=True).start()
+    os.register_at_fork(after_in_child=_forget)
     OWNER.installed = True
+
+
+def _forget() -> None:
+    """In a forked child (a DataLoader worker): Python's own handling again. Its signals must not reach
+    this process's watchdog through the wakeup socket the two would share, and stop the benchmark."""
+    if not OWNER.installed:
+        return
+    with contextlib.suppress(ValueError, OSError):
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    OWNER.installed = False
+    OWNER.pending.clear()
+    OWNER.kept.clear()
 
 
 def _watch(reader: socket.socket, writer: socket.socket) -> None:  # writer: kept open with the reader
@@ -74,12 +90,14 @@ def _watch(reader: socket.socket, writer: socket.socket) -> None:  # writer: kep
     while True:
         reader.settimeout(None if deadline is None else max(0.0, deadline - time.monotonic()))
         try:
-            heard += len(reader.recv(64))
+            # One byte per signal, its number; other handlers' signals (torch's SIGCHLD for DataLoader
+            # workers) come through here too and are none of the watchdog's business.
+            heard += sum(byte in SIGNALS for byte in reader.recv(64))
         except socket.timeout:
             stop(None)  # the main thread did not come back in time
             return
         # The first signal inside Interrupts() is the supervisor's to act on; any other must stop the command.
-        if deadline is None and not (OWNER.deferring and heard == 1):
+        if heard and deadline is None and not (OWNER.deferring and heard == 1):
             deadline = time.monotonic() + GRACE_S
 
 
@@ -145,6 +163,7 @@ def stop(say: Callable[[str], None] | None) -> None:
         if OWNER.stopping:
             return
         OWNER.stopping = True
+        OWNER.ran_pending = bool(OWNER.pending)
         for action in reversed(OWNER.pending):
             with contextlib.suppress(Exception):
                 action()

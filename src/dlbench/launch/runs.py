@@ -73,7 +73,7 @@ def _failed(statuses: list[str], sweep: bool) -> bool:
 
 def _kept(done: list[Result], planned: int, path: Path) -> str:
     """What a stop says (launch/interrupts.py): results kept, and the one that was running."""
-    running = "; the running benchmark is stored as interrupted" if len(done) < planned else ""
+    running = "; the running benchmark is stored as interrupted" if interrupts.OWNER.ran_pending else ""
     return f"{len(done)} of {planned} results kept in {path}{running}"
 
 

@@ -319,12 +319,15 @@ def _submit(plan: Plan, store: Store, options: dict, request: SuiteRequest, defa
         view.message(f"merge them later with: dlbench import {folder}")
         return 0
     poll = 1.0 if options.get("cluster") == "local" else 10.0
-    try:
+    merged: list[int] = []
+
+    def merge() -> None:  # on a stop, from whichever thread stops: a connection of its own
+        with Store(store.path) as own:
+            merged.append(slurm.merge(folder, own))
+
+    said = (lambda: f"stopped waiting ({sum(merged)} records merged); the jobs keep running. "
+                    f"Merge the rest with: dlbench import {folder}")
+    with pending(merge), interrupts_kept(said):
         slurm.wait(submitted, folder, store, suite=plan.suite.name, run=plan.run, tag=request.tag, poll_s=poll,
                    on_result=view.result)
-    except KeyboardInterrupt:
-        added = slurm.merge(folder, store)
-        view.message(f"stopped waiting ({added} records merged); the jobs keep running. "
-                     f"Merge the rest with: dlbench import {folder}")
-        return 130
     return _finish(store, plan, view)

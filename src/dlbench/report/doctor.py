@@ -608,12 +608,12 @@ def to_json(diagnoses: list[Diagnosis]) -> dict[str, Any]:
                           "expected": d.expected, "ratio": d.ratio, "scaled_by": d.scaling}
         out.append({
             "result": r.id, "tag": r.tag, "started": r.started, "workload": r.workload, "model": r.model,
-            "machine": list(machine_key(r)), "gpus": r.spec.get("gpus") or 1,
+            "host": machine_key(r)[0], "device": machine_key(r)[1], "gpus": r.spec.get("gpus") or 1,
             "figure": {"value": d.actual, "unit": d.unit}, "verdict": verdict(d), "comparison": comparison,
             "history": _against_json(d.history), "one_gpu": _against_json(d.one_gpu),
             "causes": [{"name": c.name, "share_of_step": c.share, "share_of_lost": c.explains,
                         "seconds_per_step": c.seconds, "evidence": c.evidence} for c in d.causes],
-            "machine": [{"name": c.name, "evidence": c.evidence} for c in d.machine],
+            "about_the_machine": [{"name": c.name, "evidence": c.evidence} for c in d.machine],
             "breakdown": [{"name": name, "evidence": evidence} for name, evidence in d.breakdown],
             "notes": d.hints,
         })

@@ -81,7 +81,9 @@ class VolumeOptions(Options):
                                       "volume of the 3D U-Net benchmarks).", parse=parse_voxels)
     volume_shape: str = option("auto", "Size of the generated volume when no --input is given: auto is the padded "
                                        f"CREMI volume of the 3D U-Net benchmarks on a GPU ({SEED_VOLUME}, 1.9 gigavoxel) "
-                                       f"and {CPU_VOLUME} on a CPU (a minute or two).", parse=_volume_shape)
+                                       f"and {CPU_VOLUME} on a CPU (one tile with the default halo, about 2 CPU-minutes: "
+                                       "a minute or two on two idle cores, 5 on two shared with 8 busy processes).",
+                         parse=_volume_shape)
     readers: int = option(8, "Reader threads.", low=1, high=1024)
     writers: int = option(4, "Writer threads.", low=1, high=1024)
     queue: int = option(8, "Tiles in flight on each side of the GPU.", low=1, high=1024)

@@ -299,6 +299,7 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     mine = [blocking[i] for i in share(len(blocking), finished, group.rank, group.world)]
     pipeline = Pipeline(blocking, volume, store, model, device, channels=channels, dtype=opts.dtype, channels_last=cl,
                         readers=opts.readers, writers=opts.writers, queue=opts.queue, nonfinite=nonfinite)
+    progress("predict", 0, len(mine))  # the first tile can take a minute on a CPU
     try:
         with Monitor(device) as monitor:  # clocks, power and throttling while the blocks run
             wall = pipeline.run(mine, progress)
