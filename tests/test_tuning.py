@@ -204,3 +204,18 @@ def test_a_batch_search_is_kept_and_the_next_run_skips_it(tmp_path):
     third = cli(*BATCH, "--retune", "--db", db)
     assert third.returncode == 0 and "batch search: probing" in third.stderr
     assert [b for _, _, b in _records(db)] == [Store(db, read_only=True).results(workload="infer")[-1].id]
+
+
+@pytest.mark.slow
+def test_on_several_processes_the_ranks_receive_the_tuning(tmp_path, volume):
+    """torchrun's ranks (on the CPU here): the launcher looks the record up once and every rank
+    predicts with it; the first run's rank 0 probed and the others received its choice."""
+    db = tmp_path / "r.db"
+    args = ["run", "volume", "--input", volume["input"], "--model", volume["model"], "--halo", "2x2x2",
+            "--device", "cpu", "--warmup", "1", "--gpus", "2", "--db", db]
+    assert cli(*args).returncode == 0
+    (_, _, by), = _records(db)
+    second = cli(*args)
+    assert second.returncode == 0, second.stderr
+    assert f"(as tuned by run {by[:8]} on " in second.stdout and "over 2 processes" in second.stdout
+    assert Store(db, read_only=True).results(workload="volume")[-1].metrics["tuned_from"]["result"] == by
