@@ -85,7 +85,8 @@ def _run_app(workload: workloads.Workload) -> typer.Typer:
     from dlbench.spec import BenchmarkSpec
 
     general = [f for f in fields_of(BenchmarkSpec) if f.name in workload.general]
-    extras = [f for f in RunExtras.fields() if f.name != "max_batch" or workload.batch_plans]
+    shown = {"max_batch": workload.batch_plans, "retune": workload.batch_plans or workload.tuning is not None}
+    extras = [f for f in RunExtras.fields() if shown.get(f.name, True)]
     params = [_workload_parameter(f, workload) for f in general + workload.options.fields()]
     # --output names the prediction of `run volume`; --results-file (timm's name) works everywhere.
     aliases = {"results_file": () if "output" in workload.options.names() else ("--output",)}

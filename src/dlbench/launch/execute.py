@@ -16,12 +16,14 @@ from dlbench.models import registry
 from dlbench.results.record import Result, now
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.records import NEW_CEILING, annotate, utilisation_text
-from dlbench.workloads import optimize
+from dlbench.workloads import optimize, tuning
+from dlbench.workloads.tuning import Tuned
 from dlbench.workloads.runtime import is_oom, precision, release_memory, resolve_device
 
 
 def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progress,
-            suite: str | None = None, tag: str | None = None) -> Result:
+            suite: str | None = None, tag: str | None = None, tuned: Tuned | None = None) -> Result:
+    """`tuned`: what an earlier run tuned for this spec on this machine (launch/tuning.py), for the workload."""
     device = resolve_device(spec.device)
     optimize.check_level(spec.optimize, device)
     workload = workloads.get(spec.workload)
@@ -31,7 +33,7 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
         torch.cuda.init()  # the memory statistics refuse a device before CUDA has started
         torch.cuda.reset_peak_memory_stats(device)
     try:
-        with precision(spec.precision, device), optimize.switches(spec.optimize, progress):
+        with precision(spec.precision, device), optimize.switches(spec.optimize, progress), tuning.given(tuned):
             metrics, samples = workload.run(optimize.effective_spec(spec), device, progress)
             metrics.update(optimize.recorded_switches(spec.optimize))
         result.traces.update(metrics.pop("traces", {}))
@@ -147,4 +149,8 @@ def common_suffix(metrics: dict) -> str:
         parts.append("THROTTLED: " + ", ".join(metrics.get("throttle_reasons") or []))
     if metrics.get("profile"):
         parts.append(headline(metrics["profile"]))
+    if metrics.get("tuned_from") and not metrics.get("block_choice"):  # volume's choice says it itself
+        parts.append(f"batch {Tuned({}, **metrics['tuned_from']).said('searches again')}")
+    if metrics.get("wall_to_result_s") is not None:
+        parts.append(f"{sig(metrics['wall_to_result_s'])} s from start to result")
     return "; " + "; ".join(parts) if parts else ""

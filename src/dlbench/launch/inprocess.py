@@ -23,6 +23,9 @@ from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint, launcher_fingerprint
 from dlbench.system.records import SYSTEM_WORKLOAD, carried_ceiling, here
 from dlbench.launch.execute import execute, with_utilisation
+from dlbench.launch.tuning import Tuning, workload_key
+from dlbench.launch.wall import since_start
+from dlbench.workloads.tuning import Tuned
 from dlbench.workloads.runtime import resolve_device
 
 Callback = Callable[[Result], None]
@@ -44,8 +47,11 @@ def check_devices(spec: BenchmarkSpec) -> None:
 
 def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None = None,
               tag: str | None = None, on_result: Callback | None = None,
-              console: Console | None = None, extra_metrics: dict | None = None) -> list[Result]:
-    """`extra_metrics`: metrics added to every result before it is stored (e.g. a batch search)."""
+              console: Console | None = None, extra_metrics: dict | None = None,
+              retune: bool = False) -> list[Result]:
+    """`extra_metrics`: metrics added to every result before it is stored (e.g. a batch search). What a
+    workload tunes itself is looked up before its run and kept after it (launch/tuning.py); `retune`
+    measures again. Each result holds the seconds from this process's start to it (`wall_to_result_s`)."""
     specs = list(specs)
     for spec in specs:  # a device this machine lacks is a user error before anything runs
         check_devices(spec)
@@ -75,7 +81,8 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
             system = launcher_fingerprint() if spec.gpus > 1 else fingerprint()
             with interrupts.pending(partial(store_interrupted, store.path, spec, system, suite, tag)) as settle:
                 try:
-                    result, ceiling = _run_one(spec, system, known, progress, suite, tag)
+                    tuning = Tuning(store, workload_key(spec, system), retune)
+                    result, ceiling = _run_one(spec, system, known, progress, suite, tag, tuning.lookup())
                 except UserError:
                     bar.live.transient = True  # the error line alone, not a half-drawn bar above it
                     raise
@@ -83,8 +90,12 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                     store.add(ceiling)
                     known.append(ceiling)
                 result.metrics.update(extra_metrics or {})
+                result.metrics["wall_to_result_s"] = round(since_start(), 2)
                 store.add(result)
                 settle()
+                note = tuning.keep(result)
+            if note:
+                console.print(note, highlight=False, markup=False, soft_wrap=True)
             results.append(result)
             bar.advance(overall)
             if on_result:
@@ -121,10 +132,11 @@ def _own_stream(console: Console) -> Iterator[None]:
 
 
 def _run_one(spec: BenchmarkSpec, system: dict, known: list[Result], progress, suite: str | None,
-             tag: str | None) -> tuple[Result, Result | None]:
+             tag: str | None, tuned: Tuned | None) -> tuple[Result, Result | None]:
     """The result, with its FLOP utilisation, and the ceiling measured for it where the store had none."""
     if spec.gpus > 1:
-        result = torchrun.run(spec, system, suite=suite, tag=tag, ceilings=here(known, system), progress=progress)
+        result = torchrun.run(spec, system, suite=suite, tag=tag, ceilings=here(known, system), progress=progress,
+                              tuned=tuned)
         return result, carried_ceiling(result)
-    result = execute(spec, system, progress=progress, suite=suite, tag=tag)
+    result = execute(spec, system, progress=progress, suite=suite, tag=tag, tuned=tuned)
     return result, with_utilisation(result, known)

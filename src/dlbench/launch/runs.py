@@ -29,6 +29,9 @@ class RunExtras(Options):
                             high=MAX_BATCH)
     db: str | None = option(None, DB_HELP, parse=one_store)
     tag: str | None = option(None, TAG_HELP)
+    retune: bool = option(False, "Measure what --batch auto (and volume's --block auto, --precision auto) chose "
+                                 "again, although an earlier run on this machine tuned it for the same work, and "
+                                 "keep the new choice.")
     results_file: str | None = option(None, "Also write the result to this .json file (an object; a list for a "
                                             "list of batches or a sweep) or .jsonl file (one object per line): "
                                             "throughput, step time percentiles, batch, shape, precision, "
@@ -49,12 +52,12 @@ def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int
     with Store(extras.db) as store, _results_to(results_file, several, view) as write, \
             interrupts.kept(lambda: _kept(done, 1 if plan == "auto" else len(plan), store.path)):
         if plan == "auto":
-            result = _search(spec, store, extras.tag, extras.max_batch, view)
+            result = _search(spec, store, extras, view)
             write(result)
             return 1 if result.status in FAILED else 0
         statuses = []
         for one in plan:
-            result = _run(one, store, extras.tag, view)
+            result = _run(one, store, extras, view)
             done.append(result)
             write(result)
             statuses.append(result.status)
@@ -133,20 +136,30 @@ def preflight(spec: BenchmarkSpec, view: Terminal, batches: Sequence[int] | None
         view.warning(warning)
 
 
-def _run(spec: BenchmarkSpec, store: Store, tag: str | None, view: Terminal, extra: dict | None = None) -> Result:
+def _run(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal, extra: dict | None = None) -> Result:
     from dlbench.launch.inprocess import run_specs
 
-    result = run_specs([spec], store, tag=tag, console=view.err, extra_metrics=extra)[0]
+    result = run_specs([spec], store, tag=extras.tag, console=view.err, extra_metrics=extra, retune=extras.retune)[0]
     view.result(result, stdout=True)
     return result
 
 
-def _search(spec: BenchmarkSpec, store: Store, tag: str | None, limit: int, view: Terminal) -> Result:
-    """The largest batch that fits, by short unstored probes; then the stored run at that batch."""
+def _search(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal) -> Result:
+    """The largest batch that fits, by short unstored probes, then the stored run at that batch; the
+    batch an earlier search found for the same work on this machine, unless --retune."""
     from dlbench.launch.inprocess import store_interrupted
+    from dlbench.launch.tuning import Tuning, batch_key
     from dlbench.system.info import launcher_fingerprint
 
     from dlbench.workloads.runtime import resolve_device
+
+    tag, limit = extras.tag, extras.max_batch
+    tuning = Tuning(store, batch_key(spec, launcher_fingerprint(), limit), extras.retune)
+    tuned = tuning.lookup()
+    if tuned is not None:
+        view.message(f"batch {tuned.choice['batch']} {tuned.said('searches again')}")
+        return _run(dataclasses.replace(spec, batch=tuned.choice["batch"]), store, extras, view,
+                    {"tuned_from": tuned.source()})
 
     budget = batchsize.CPU_BUDGET_S if resolve_device(spec.device).type == "cpu" else None
     bound = f"; on a CPU no probe starts that would end after {format_seconds(budget)}" if budget else ""
@@ -166,7 +179,12 @@ def _search(spec: BenchmarkSpec, store: Store, tag: str | None, limit: int, view
     view.message(f"batch search: largest {found['largest']}, best throughput at {found['best_throughput_batch']} "
                  f"({len(found['tried'])} probes{timed_out})")
     final = spec if found["largest"] is None else dataclasses.replace(spec, batch=found["largest"])
-    return _run(final, store, tag, view, {"batch_search": found})
+    result = _run(final, store, extras, view, {"batch_search": found})
+    if found["largest"] is not None and not found.get("stopped"):  # a search cut short found no largest batch
+        note = tuning.keep(result, {"batch": found["largest"]})
+        if note:
+            view.message(note)
+    return result
 
 
 def _unstored(spec: BenchmarkSpec) -> Result:

@@ -17,6 +17,7 @@ from dlbench.errors import UserError
 from dlbench.models import registry
 from dlbench.results.record import Result, now
 from dlbench.spec import BenchmarkSpec
+from dlbench.workloads.tuning import Tuned
 
 
 def command(spec_file: Path, result_file: Path, nprocs: int, rendezvous: list[str] | None = None) -> list[str]:
@@ -32,14 +33,17 @@ def job_ceilings(ceilings: list[Result] | None) -> dict:
 
 
 def run(spec: BenchmarkSpec, system: dict, *, suite: str | None = None, tag: str | None = None,
-        timeout: float | None = None, ceilings: list[Result] | None = None, progress=None) -> Result:
+        timeout: float | None = None, ceilings: list[Result] | None = None, progress=None,
+        tuned: Tuned | None = None) -> Result:
     """Launch `spec.gpus` processes and return rank 0's result (an error result if none came back).
     With `ceilings` (system records of this host), rank 0 adds FLOP utilisation to its result.
-    `progress(stage, done, total)` hears rank 0's progress while the processes start and run."""
+    `progress(stage, done, total)` hears rank 0's progress while the processes start and run.
+    `tuned` (an earlier run's tuning, launch/tuning.py) goes to every rank in the job file."""
     with scratch.folder("torchrun") as tmp:
         spec_file, result_file = tmp / "spec.json", tmp / "result.json"
         spec_file.write_text(json.dumps({"spec": spec.to_dict(), "suite": suite, "tag": tag,
-                                         **job_ceilings(ceilings)}), encoding="utf-8")
+                                         "tuned": tuned.to_dict() if tuned else None, **job_ceilings(ceilings)}),
+                             encoding="utf-8")
         output = _supervised(command(spec_file, result_file, spec.gpus), tmp, timeout or spec.timeout, progress)
         if result_file.exists():
             return Result.from_dict(json.loads(result_file.read_text(encoding="utf-8")), strict=False)

@@ -75,18 +75,21 @@ def main(argv: list[str]) -> int:
     from dlbench.spec import BenchmarkSpec
     from dlbench.system.info import fingerprint
     from dlbench.launch.execute import execute
+    from dlbench.workloads.tuning import Tuned
 
     spec_path, result_path = Path(argv[0]), Path(argv[1])
     job = json.loads(spec_path.read_text(encoding="utf-8"))
     progress = _progress()
+    tuned = Tuned.from_dict(job.get("tuned"))
     try:
         plugins.load()
         spec = BenchmarkSpec.from_dict(job["spec"])
         if progress:
             progress("start", 0, 1)
-            result = execute(spec, fingerprint(), progress=progress, suite=job.get("suite"), tag=job.get("tag"))
+            result = execute(spec, fingerprint(), progress=progress, suite=job.get("suite"), tag=job.get("tag"),
+                             tuned=tuned)
         else:
-            result = execute(spec, fingerprint(), suite=job.get("suite"), tag=job.get("tag"))
+            result = execute(spec, fingerprint(), suite=job.get("suite"), tag=job.get("tag"), tuned=tuned)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -41,6 +41,12 @@ CREATE TABLE IF NOT EXISTS results (
     record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS results_by_workload ON results (workload, model);
+CREATE TABLE IF NOT EXISTS tuning (
+    key TEXT PRIMARY KEY,
+    choice TEXT NOT NULL,
+    result TEXT NOT NULL,
+    stored TEXT NOT NULL
+);
 """
 
 
@@ -274,6 +280,33 @@ class Store:
             return Result.from_dict(json.loads(text), strict=False)  # type: ignore[arg-type]
         except (ValueError, TypeError, RecursionError) as error:
             raise UserError(f"store {self.path} holds a damaged record ({shown(key)}): {error}") from None
+
+    def tuned(self, key: str) -> dict | None:
+        """The tuning stored under `key` (launch/tuning.py): {"choice", "result", "stored"}; None when
+        there is none (a store made before tunings were kept has no table for them)."""
+        try:
+            rows = self._patiently(lambda: self._db.execute(
+                "SELECT choice, result, stored FROM tuning WHERE key = ?", [key]).fetchall())
+        except sqlite3.OperationalError as error:
+            if "no such table" in str(error):
+                return None
+            raise
+        if not rows:
+            return None
+        choice, result, stored = rows[0]
+        try:
+            return {"choice": json.loads(choice), "result": result, "stored": stored}
+        except ValueError:  # a damaged record is no tuning: the run measures again and replaces it
+            return None
+
+    def keep_tuning(self, key: str, choice: dict, result: str, stored: str) -> None:
+        """Store (or replace) the tuning under `key`, in one transaction."""
+        def write() -> None:
+            with _transaction(self._db):
+                self._db.execute("INSERT OR REPLACE INTO tuning VALUES (?,?,?,?)",
+                                 [key, json.dumps(choice, sort_keys=True), result, stored])
+
+        self._patiently(write)
 
     def __iter__(self) -> Iterator[Result]:
         return iter(self.results())

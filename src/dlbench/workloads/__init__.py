@@ -47,6 +47,10 @@ class Workload:
     batch_plans: bool = False  # --batch also takes lists (1,2,4), 'sweep' and 'auto'
     auto_precision: bool = False  # --precision auto: the workload settles the precision itself
     trains: bool = False  # runs its model in training mode (BatchNorm then needs more than one value per channel)
+    # spec -> what a choice it measures itself depends on beyond the general spec fields (volume's
+    # --block auto: the input's shape and type), or None where the spec leaves nothing to choose; the
+    # launcher keeps the choice under that key (launch/tuning.py) and hands it to the next run that matches.
+    tuning: Callable[[Any], dict | None] | None = None
 
 
 def later(module: str, name: str) -> Callable[..., Any]:

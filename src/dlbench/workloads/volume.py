@@ -39,7 +39,7 @@ from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.measure.profile import compact, profile_steps
 from dlbench.models import fused, registry, slabs
 from dlbench.units import hours_for, parse_shape
-from dlbench.workloads import block_choice, distributed, optimize
+from dlbench.workloads import block_choice, distributed, optimize, tuning
 from dlbench.workloads.builtin import CPU_VOLUME, SEED_VOLUME, VolumeOptions, parse_voxels
 from dlbench.workloads.runtime import is_oom, precision as in_precision, resolve_device
 from dlbench.workloads.volume_pipeline import (NONFINITE_HINT, NonFinite, NonFiniteInput, Pipeline, count_nonfinite,
@@ -199,16 +199,26 @@ def _settings(spec, volume: Volume, blocking: Blocking, channels: int, dtype: st
 
 
 def _choose(opts: VolumeOptions, spec, store: PredictionStore, volume: Volume, halo, model, device,
-            group: distributed.Group, nonfinite: NonFinite) -> block_choice.Choice:
-    """Block, precision and layout: what an output being resumed was written with; the block and
-    precision given when both are; else what rank 0's probe chooses (every rank predicts with the same)."""
+            group: distributed.Group, nonfinite: NonFinite) -> tuple[block_choice.Choice, str]:
+    """Block, precision and layout, and where they came from ("measured" here: a tuning to keep;
+    "tuned" earlier; "given"): what an
+    output being resumed was written with; the block and precision given when both are; what an
+    earlier run tuned for this input on this machine (workloads/tuning.py); else what rank 0's probe
+    chooses (every rank predicts with the same)."""
     block = None if opts.block == "auto" else parse_shape(opts.block)
     stored = store.settings() if opts.resume else None
     if stored and stored.get("halo") == list(halo) and block in (None, tuple(stored["block"])):
         precision = stored["precision"] if spec.precision == "auto" else spec.precision
-        return block_choice.Choice(tuple(stored["block"]), precision, spec.channels_last, "as the output being resumed")
+        return block_choice.Choice(tuple(stored["block"]), precision, spec.channels_last,
+                                   "as the output being resumed"), "given"
     if block is not None and spec.precision != "auto":
-        return block_choice.Choice(block, spec.precision, spec.channels_last, "given")
+        return block_choice.Choice(block, spec.precision, spec.channels_last, "given"), "given"
+    tuned = tuning.current()
+    if tuned is not None:  # the launcher found it under this input's shape and dtype, this machine and versions
+        choice = block_choice.Choice(tuple(tuned.choice["block"]), tuned.choice["precision"],
+                                     bool(tuned.choice["channels_last"]), tuned.said())
+        block_choice.set_layout(model, choice.channels_last)
+        return choice, "tuned"
     choice = None
     if group.rank == 0:
         sample = _sample(volume, halo, device, nonfinite) if spec.precision == "auto" and device.type == "cuda" else None
@@ -216,7 +226,26 @@ def _choose(opts: VolumeOptions, spec, store: PredictionStore, volume: Volume, h
                                      block=block, sample=sample, world=group.world)
     choice = group.broadcast(choice)
     block_choice.set_layout(model, choice.channels_last)
-    return choice
+    return choice, "measured"
+
+
+def tuning_facts(spec) -> dict | None:
+    """What --block auto and --precision auto choose from beyond the spec's general fields (the
+    launcher's key for the tuning it keeps): the input's shape and type, the halo, the kernels.
+    None where nothing is chosen."""
+    opts = spec.opts
+    if opts.block != "auto" and spec.precision != "auto":
+        return None
+    if opts.input:
+        volume = open_volume(opts.input)
+        try:
+            shape, dtype = list(volume.shape), str(volume.dtype)
+        finally:
+            volume.close()
+    else:
+        shape, dtype = list(generated_shape(opts.volume_shape, resolve_device(spec.device))), "uint8"
+    return {"input_shape": shape, "input_dtype": dtype, "block": opts.block, "halo": list(parse_shape(opts.halo)),
+            "kernels": opts.kernels}
 
 
 def _sample(volume: Volume, halo: tuple[int, ...], device, nonfinite: NonFinite) -> torch.Tensor:
@@ -276,7 +305,7 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     nonfinite = NonFinite(volume, opts.allow_nonfinite)
     model, kernels = with_kernels(load_model(spec.model, device, spec.channels_last, spec.seed), opts.kernels, device)
     progress("choose block", 0, 1)
-    choice = _choose(opts, spec, store, volume, halo, model, device, group, nonfinite)
+    choice, source = _choose(opts, spec, store, volume, halo, model, device, group, nonfinite)
     cl, precision = choice.channels_last, choice.precision
     if precision != spec.precision:
         model = _InPrecision(model, precision)
@@ -320,6 +349,10 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
         metrics.update(block_choice=block_choice.describe(choice), block_probe=choice.probes,
                        choice_asked={"block": opts.block, "precision": spec.precision},
                        settled={"precision": precision, "channels_last": cl})
+        if source == "measured":  # the launcher keeps it for the next run on this input (launch/tuning.py)
+            metrics["tuned"] = {"block": list(choice.block), "precision": precision, "channels_last": cl}
+        elif source == "tuned":
+            metrics["tuned_from"] = tuning.current().source()
     if choice.checks:
         metrics["precision_check"] = choice.checks
     metrics.update(_common_metrics(wall, len(mine), flops, monitor.data, voxels, profile))
