@@ -59,10 +59,6 @@ class Parts:
     idle_from: str = ""  # 'NVML' or 'profile'
 
 
-def _mean(values: list[float] | None) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 def data_share(r: Result) -> float | None:
     """The data wait's share of the measured time, stalls included (the run line's figure)."""
     if isinstance(r.metrics.get("data_share"), (int, float)):
@@ -88,14 +84,6 @@ def parts(r: Result) -> Parts:
         idle = max(0.0, idle - (data or 0.0))
     nb = r.metrics.get("gpu_neighbours_sm_share")
     return Parts(step, data, idle, None if nb is None else float(nb) * step, r.metrics.get("sm_clock_mean_mhz"), source)
-
-
-def _grew(mine: float | None, theirs: float | None, base: Against | None) -> float | None:
-    if mine is None:
-        return None
-    if base is None:
-        return mine
-    return mine - (theirs or 0.0)
 
 
 def _label(r: Result) -> str:
