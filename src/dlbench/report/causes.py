@@ -80,10 +80,14 @@ def parts(r: Result) -> Parts:
         idle, source = float(idle_class["share"]) * step, "profile"
     elif r.metrics.get("gpu_util_mean") is not None and (r.metrics.get("monitor_readings") or 0) >= MIN_UTIL_READINGS:
         idle, source = (1 - float(r.metrics["gpu_util_mean"]) / 100) * step, "NVML"
-    if idle is not None:
-        idle = max(0.0, idle - (data or 0.0))
     nb = r.metrics.get("gpu_neighbours_sm_share")
-    return Parts(step, data, idle, None if nb is None else float(nb) * step, r.metrics.get("sm_clock_mean_mhz"), source)
+    neighbours = None if nb is None else float(nb) * step
+    if idle is not None:
+        # NVML's busy share counts other processes' kernels; the profile sees only this run's, so
+        # the time a neighbour held the GPU is no gap of this run's host
+        other = (neighbours or 0.0) if source == "profile" else 0.0
+        idle = max(0.0, idle - (data or 0.0) - other)
+    return Parts(step, data, idle, neighbours, r.metrics.get("sm_clock_mean_mhz"), source)
 
 
 def _label(r: Result) -> str:

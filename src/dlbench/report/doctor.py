@@ -452,8 +452,10 @@ def _diagnose(r: Result, refs: list[Reference], surveys: list[Result],
     # the profile's classes say where the step goes (its matmul classes on the run's quick ceiling
     # where no survey was made); what makes the run slower than it was is said by the causes
     d.machine = [c for c in (check(r, record) for check in MACHINE_CHECKS) if c]
+    # idle the profile saw because of something measured apart: no launch-bound advice for it
     host_causes = {"CPU contention", "host overhead of several processes", "CPU contention starving the input pipeline",
-                   "too few loader workers", "JPEG decoding on the CPU", "slow storage", "input-bound"}
+                   "too few loader workers", "JPEG decoding on the CPU", "slow storage", "input-bound",
+                   "another process on the GPU"}
     d.breakdown = profile.causes(r, record or ceiling_record,
                                  idle_advice=not host_causes & {c.name for c in d.causes})
     d.hints += [note] if (note := profile.profile_note(r)) else []
@@ -581,7 +583,9 @@ def render(diagnoses: list[Diagnosis]) -> str:
             lines.append("about the machine (no share of the step measured):")
             lines += [_cause_line(c) for c in d.machine]
         if d.breakdown:
-            lines.append("where the step goes (--profile):")
+            beside = any(c.name == "another process on the GPU" for c in d.causes)
+            lines.append("where the step goes (--profile" + ("; measured beside another process on the GPU, "
+                         "so each class runs slower than alone):" if beside else "):"))
             lines += [f"- {name}: {evidence}" for name, evidence in d.breakdown]
         lines += [f"note: {h}" for h in d.hints]
         # Hosts, GPU names, paths and sources come from results (imported ones too): escaped like
