@@ -220,3 +220,17 @@ def test_odd_stored_values_never_stop_the_doctor(db):
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     entry = [e for e in json.loads(proc.stdout)["diagnoses"] if e["tag"] == "odd"][0]
     assert entry["figure"]["value"] is None
+
+
+def test_beside_a_gpu_neighbour_the_profiles_idle_is_not_a_host_gap():
+    profiled = {"steps": 5, "step_s": 0.036, "device": "cuda", "adds_up": True,
+                "classes": {"tensor_core": {"seconds": 0.024, "share": 0.67, "kernel_seconds": 0.024},
+                            "idle": {"seconds": 0.012, "share": 0.33}}}
+    clean = run_record(0.021, "clean", gpu_util_mean=100.0)
+    neighbour = run_record(0.036, "neighbour", gpu_util_mean=100.0, gpu_neighbours_sm_share=0.33, profile=profiled,
+                           gpu_neighbours=[{"pid": 9, "sm_share": 0.33, "command": "python3 other.py"}])
+    d = by_tag(diagnose([clean, neighbour], refs=[]))["neighbour"]
+    assert [c.name for c in d.causes][0] == "another process on the GPU"
+    assert "launch-bound" not in [c.name for c in d.causes]
+    assert "measured beside another process on the GPU" in render([d])
+    assert not any("--optimize graphs" in evidence for _, evidence in d.breakdown)
