@@ -21,6 +21,7 @@ import itertools
 import os
 import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -180,7 +181,10 @@ def tile_flops(model, tile: tuple[int, ...], device, channels_last: bool) -> int
     minutes, and the count needs none of it. A model that cannot run there is counted as it runs."""
     if device.type == "cpu" and not isinstance(model, torch._dynamo.eval_frame.OptimizedModule):
         try:
-            return _count_flops(copy.deepcopy(model).to("meta"), tile, torch.device("meta"), channels_last)
+            with warnings.catch_warnings():  # moving a copy reads .grad of its (inference) parameters: no news
+                warnings.simplefilter("ignore", UserWarning)
+                meta = copy.deepcopy(model).to("meta")
+            return _count_flops(meta, tile, torch.device("meta"), channels_last)
         except Exception:  # noqa: BLE001 - custom or exported code that needs real tensors
             pass
     return _count_flops(model, tile, device, channels_last)
