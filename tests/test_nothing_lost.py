@@ -4,6 +4,7 @@ cannot be written is named with the store left intact. Real subprocesses, files 
 
 import os
 import resource
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -306,3 +307,19 @@ def test_a_prediction_past_the_file_size_limit_names_its_chunk(model, tmp_path, 
     assert_user_error(proc, f"{tmp_path}/p.zarr/prediction/0.0.0.0: it would pass this process's file-size limit "
                             f"of 40 KiB (ulimit -f)", "rerun with --resume")
     assert db.read_bytes() == before and rows(db) == ids
+
+
+def test_overwrite_never_removes_the_result_store_inside_the_output(inputs, model):
+    """An earlier prediction that holds the store: --overwrite would remove both."""
+    first = volume_run(model, "--input", "v.zarr:volumes/raw", "--output", "p.zarr", "--db", "r.db")
+    proc = subprocess.run([sys.executable, "-m", "dlbench", *first], capture_output=True, text=True, cwd=inputs,
+                          env={**os.environ, "COLUMNS": "200"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    shutil.move(inputs / "r.db", inputs / "p.zarr" / "r.db")
+    before, stored = files(inputs / "p.zarr"), rows(inputs / "p.zarr" / "r.db")
+    again = volume_run(model, "--input", "v.zarr:volumes/raw", "--output", "p.zarr", "--overwrite",
+                       "--db", "p.zarr/r.db")
+    proc = subprocess.run([sys.executable, "-m", "dlbench", *again], capture_output=True, text=True, cwd=inputs,
+                          env={**os.environ, "COLUMNS": "200"}, timeout=300)
+    assert_user_error(proc, "--overwrite would remove", "which holds the result store p.zarr/r.db")
+    assert files(inputs / "p.zarr") == before and rows(inputs / "p.zarr" / "r.db") == stored and len(stored) == 1

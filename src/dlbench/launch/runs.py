@@ -46,6 +46,7 @@ def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int
     check_writable(extras.db)  # the store, the results file and the spec are checked before anything runs
     results_file = _results_path(extras)
     preflight(spec, view, () if sweep or plan == "auto" else [one.batch for one in plan])
+    check_store_apart(spec, extras.db)
     scratch.clean_stale()  # what killed runs left behind
     several = plan != "auto" and len(plan) > 1
     done: list[Result] = []
@@ -115,6 +116,21 @@ def _plan(workload: str, values: dict[str, Any], limit: int) -> tuple[BenchmarkS
     sizes = batchsize.sweep_sizes(limit) if plan == "sweep" else plan
     specs = [spec if size in (None, spec.batch) else dataclasses.replace(spec, batch=size) for size in sizes]
     return spec, specs, plan == "sweep"
+
+
+def check_store_apart(spec: BenchmarkSpec, db: str | None) -> None:
+    """An output the run removes and makes again (`--overwrite`) never holds the result store."""
+    output, overwrite = getattr(spec.opts, "output", None), getattr(spec.opts, "overwrite", False)
+    if not output or not overwrite:
+        return
+    from dlbench.data.prediction_store import PredictionStore
+    from dlbench.paths import overlap
+    from dlbench.results.store import default_path
+
+    store, folder = Path(db) if db else default_path(), PredictionStore(output).path
+    if overlap(store, folder) in ("same", "inside"):
+        raise UserError(f"--output {output}: --overwrite would remove {folder}, which holds the result store "
+                        f"{store}; give another output path or --db")
 
 
 def preflight(spec: BenchmarkSpec, view: Terminal, batches: Sequence[int] | None = None) -> None:
