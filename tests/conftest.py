@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -37,6 +38,18 @@ def make_result(**overrides) -> Result:
     metrics.update(overrides.pop("metrics", {}))
     overrides.setdefault("title", registry.title(spec["model"]))
     return Result(spec=spec, system=system, metrics=metrics, **overrides)
+
+
+def export_line(**changes) -> str:
+    """One export line of a crafted result with fields changed (`metrics__forward_ms=1e308`)."""
+    record = make_result().to_dict()
+    for key, value in changes.items():
+        target, _, inner = key.partition("__")
+        if inner:
+            record[target][inner] = value
+        else:
+            record[target] = value
+    return json.dumps(record)
 
 
 def assert_user_error(proc: subprocess.CompletedProcess, *needles: str) -> None:

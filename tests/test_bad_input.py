@@ -13,7 +13,7 @@ import pytest
 
 from dlbench.results.store import Store
 
-from conftest import assert_user_error, cli, make_result
+from conftest import assert_user_error, cli, export_line, make_result
 
 TINY = ["--model", "resnet18", "--batch", "2", "--input-shape", "3x32x32", "--device", "cpu", "--warmup", "1",
         "--warmup-seconds", "0", "--steps", "2", "--min-seconds", "0"]
@@ -252,33 +252,22 @@ def test_readers_never_create_a_store(tmp_path):
     assert empty.read_bytes() == b""
 
 
-def _export_line(**changes) -> str:
-    record = make_result().to_dict()
-    for key, value in changes.items():
-        target, _, inner = key.partition("__")
-        if inner:
-            record[target][inner] = value
-        else:
-            record[target] = value
-    return json.dumps(record)
-
-
 @pytest.mark.parametrize("line, needle", [
-    (_export_line(id="../../etc/passwd"), "bad result id '../../etc/passwd'"),
-    (_export_line(id="a\nb"), "bad result id"),
-    (_export_line(schema=True), "result schema True is not one this dlbench understands"),
-    (_export_line(schema=0), "result schema 0"),
-    (_export_line(spec="fwdbwd"), "result field 'spec' must be a mapping"),
-    (_export_line(spec__batch="16"), "spec 'batch' must be a whole number from 0 to 16777216, got '16'"),
-    (_export_line(spec__input_shape=[3, "x"]), "spec 'input_shape' must be a list of at most 8 sizes from 1 to 2^31"),
-    (_export_line(spec__model="m" * 5000), "spec 'model' must be text of at most 256 characters"),
-    (_export_line(metrics__total_ms="fast"), "metric 'total_ms' must be a number or a mapping of numbers, got 'fast'"),
-    (_export_line(samples={"step": [0.1, "x"]}), "samples 'step' must be a list of numbers"),
-    (_export_line(started="yesterday"), "'started' must be an ISO date and time"),
-    (_export_line(tag=["a"]), "result field 'tag' must be text"),
-    (_export_line(run="../../x"), "bad suite-run id '../../x'"),
-    (_export_line(system__gpus=[{"name": 7}]), "GPU 'name' must be text"),
-    (_export_line(status="done"), "unknown result status 'done'"),
+    (export_line(id="../../etc/passwd"), "bad result id '../../etc/passwd'"),
+    (export_line(id="a\nb"), "bad result id"),
+    (export_line(schema=True), "result schema True is not one this dlbench understands"),
+    (export_line(schema=0), "result schema 0"),
+    (export_line(spec="fwdbwd"), "result field 'spec' must be a mapping"),
+    (export_line(spec__batch="16"), "spec 'batch' must be a whole number from 0 to 16777216, got '16'"),
+    (export_line(spec__input_shape=[3, "x"]), "spec 'input_shape' must be a list of at most 8 sizes from 1 to 2^31"),
+    (export_line(spec__model="m" * 5000), "spec 'model' must be text of at most 256 characters"),
+    (export_line(metrics__total_ms="fast"), "metric 'total_ms' must be a number or a mapping of numbers, got 'fast'"),
+    (export_line(samples={"step": [0.1, "x"]}), "samples 'step' must be a list of numbers"),
+    (export_line(started="yesterday"), "'started' must be an ISO date and time"),
+    (export_line(tag=["a"]), "result field 'tag' must be text"),
+    (export_line(run="../../x"), "bad suite-run id '../../x'"),
+    (export_line(system__gpus=[{"name": 7}]), "GPU 'name' must be text"),
+    (export_line(status="done"), "unknown result status 'done'"),
     ("[" * 100000 + "]" * 100000, "not a dlbench export (line 1"),
     ('{"format": "dlbench-result", "schema": ' + "9" * 5000 + '}', "not a dlbench export (line 1"),
 ])

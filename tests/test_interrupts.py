@@ -102,12 +102,16 @@ def test_sigint_during_a_benchmark_keeps_earlier_results_and_resume_runs_the_res
              f"`dlbench suite {path} --resume` runs the rest")
     assert [r.status for r in found["tiny-model"]] == ["ok"]
     assert [r.status for r in found["sleep-model"]] == ["interrupted"]
+    assert found["sleep-model"][0].run == run
 
     resumed = cli("suite", path, "--resume", "--db", db, env={**ENV, "DLBENCH_TEST_SLEEP": "0"})
     assert resumed.returncode == 0, resumed.stderr
+    assert f"run {run}: 2 to run, 1 already done" in resumed.stderr
     after = by_model(db)
     assert [r.status for r in after["sleep-model"]] == ["interrupted", "ok"]
     assert sorted(r.spec["seed"] for r in after["tiny-model"] if r.status == "ok") == [0, 1]
+    assert [(r.spec["seed"], r.status) for r in after["tiny-model"]] == [(0, "ok"), (1, "ok")]
+    assert {r.run for rs in after.values() for r in rs} == {run}
 
 
 @pytest.mark.slow

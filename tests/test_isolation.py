@@ -71,35 +71,6 @@ def test_suite_survives_abort_oom_and_hang(tmp_path, db):
 
 
 @pytest.mark.slow
-def test_sigint_then_resume_runs_only_what_was_missing(tmp_path, db):
-    path = suite_file(tmp_path, "stop", "specs:\n  - {model: tiny-model}\n  - {model: sleep-model}\n"
-                      "  - {model: tiny-model, seed: 1}\n")
-    marker = tmp_path / "reached"
-    proc = start("suite", path, "--db", db, env={**ENV, "DLBENCH_TEST_SLEEP": "300", "DLBENCH_TEST_MARKER": str(marker)})
-    try:
-        wait_for(marker.exists, 240, "the sleeping benchmark")
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, stderr
-    assert "--resume" in stderr
-    first = by_model(db)
-    assert [r.status for r in first["tiny-model"]] == ["ok"]
-    assert [r.status for r in first["sleep-model"]] == ["interrupted"]
-    run = first["tiny-model"][0].run
-    assert first["sleep-model"][0].run == run
-
-    resumed = cli("suite", path, "--resume", "--db", db, env={**ENV, "DLBENCH_TEST_SLEEP": "0"})
-    assert resumed.returncode == 0, resumed.stderr
-    assert f"run {run}: 2 to run, 1 already done" in resumed.stderr
-    after = by_model(db)
-    assert [(r.spec["seed"], r.status) for r in after["tiny-model"]] == [(0, "ok"), (1, "ok")]
-    assert [r.status for r in after["sleep-model"]] == ["interrupted", "ok"]
-    assert {r.run for rs in after.values() for r in rs} == {run}
-
-
-@pytest.mark.slow
 def test_second_signal_stops_at_once(tmp_path, db):
     path = suite_file(tmp_path, "stubborn", "specs:\n  - {model: stubborn-model}\n  - {model: tiny-model}\n")
     marker = tmp_path / "reached"

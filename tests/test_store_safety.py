@@ -14,7 +14,7 @@ import pytest
 
 from dlbench.results.store import Store
 
-from conftest import assert_user_error, cli, make_result
+from conftest import assert_user_error, cli, export_line, make_result
 
 
 def _rows(db) -> list[tuple[str, str]]:
@@ -30,34 +30,23 @@ def one_stored(db):
     return _rows(db)
 
 
-def _line(**changes) -> str:
-    record = make_result().to_dict()
-    for key, value in changes.items():
-        target, _, inner = key.partition("__")
-        if inner:
-            record[target][inner] = value
-        else:
-            record[target] = value
-    return json.dumps(record)
-
-
 def _deep(levels: int) -> str:
     """A record whose spec options nest `levels` deep (written as text: json.dumps would recurse)."""
-    return _line(spec__options="DEEP").replace('"DEEP"', '{"x": ' * levels + "{}" + "}" * levels)
+    return export_line(spec__options="DEEP").replace('"DEEP"', '{"x": ' * levels + "{}" + "}" * levels)
 
 
 @pytest.mark.parametrize("line, needle", [
-    (_line(metrics__forward_ms=1e308), "metric 'forward_ms' must be a number from 0 to 1e+11, got 1e+308"),
-    (_line(metrics__forward_ms=float("nan")), "metric 'forward_ms' must be a number from 0 to 1e+11, got nan"),
-    (_line(metrics__images_per_s=float("inf")), "metric 'images_per_s' must be a number from 0 to 1e+15, got inf"),
-    (_line(metrics__backward_ms=-1.0), "metric 'backward_ms' must be a number from 0 to 1e+11, got -1.0"),
-    (_line(metrics__phase_s={"read": -2.0}), "metric 'phase_s' must be a number from 0 to 1e+10, got -2.0"),
-    (_line(metrics__flops_per_step=float("inf")), "metric 'flops_per_step' must be finite"),
-    (_line(spec__input_shape=[3, -224, 224]), "spec 'input_shape' must be a list of at most 8 sizes from 1 to 2^31"),
-    (_line(spec__batch=-2), "spec 'batch' must be a whole number from 0 to 16777216, got -2"),
-    (_line(samples={"step": [0.1, float("nan")]}), "samples 'step' must be numbers from 0 to 1e+08, got nan"),
-    (_line(samples={"step": [0.1, -0.1]}), "samples 'step' must be numbers from 0 to 1e+08, got -0.1"),
-    (_line(traces={"power": [100, float("inf")]}), "result field 'traces' holds inf"),
+    (export_line(metrics__forward_ms=1e308), "metric 'forward_ms' must be a number from 0 to 1e+11, got 1e+308"),
+    (export_line(metrics__forward_ms=float("nan")), "metric 'forward_ms' must be a number from 0 to 1e+11, got nan"),
+    (export_line(metrics__images_per_s=float("inf")), "metric 'images_per_s' must be a number from 0 to 1e+15, got inf"),
+    (export_line(metrics__backward_ms=-1.0), "metric 'backward_ms' must be a number from 0 to 1e+11, got -1.0"),
+    (export_line(metrics__phase_s={"read": -2.0}), "metric 'phase_s' must be a number from 0 to 1e+10, got -2.0"),
+    (export_line(metrics__flops_per_step=float("inf")), "metric 'flops_per_step' must be finite"),
+    (export_line(spec__input_shape=[3, -224, 224]), "spec 'input_shape' must be a list of at most 8 sizes from 1 to 2^31"),
+    (export_line(spec__batch=-2), "spec 'batch' must be a whole number from 0 to 16777216, got -2"),
+    (export_line(samples={"step": [0.1, float("nan")]}), "samples 'step' must be numbers from 0 to 1e+08, got nan"),
+    (export_line(samples={"step": [0.1, -0.1]}), "samples 'step' must be numbers from 0 to 1e+08, got -0.1"),
+    (export_line(traces={"power": [100, float("inf")]}), "result field 'traces' holds inf"),
     (_deep(950), "the record nests deeper than 32 levels"),
 ])
 def test_an_import_with_one_odd_value_is_refused_whole(tmp_path, db, one_stored, line, needle):

@@ -54,13 +54,18 @@ def _tree(root: int, processes: dict[int, tuple[int, float]]) -> set[int]:
     return found
 
 
-def _command(pid: int) -> str:
+def parent(pid: int) -> int | None:
+    stat = _stat(pid)
+    return stat[0] if stat else None
+
+
+def command_line(pid: int) -> str:
+    """The command line of process `pid` as one string, or '' when it cannot be read."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            text = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
     except OSError:
         return ""
-    return text[:_COMMAND_CHARS]
 
 
 def _busy_seconds() -> float | None:
@@ -134,7 +139,7 @@ def window_figures(start: _Snapshot, end: _Snapshot, root: int) -> dict[str, Any
     own_cores = sum(used(pid) for pid in own if pid in end.processes) / seconds
     total_cores = max(0.0, end.busy - start.busy) / seconds
     others = sorted(((used(pid) / seconds, pid) for pid in end.processes if pid not in own), reverse=True)
-    top = [{"pid": pid, "cores": round(cores, 2), "command": _command(pid)}
+    top = [{"pid": pid, "cores": round(cores, 2), "command": command_line(pid)[:_COMMAND_CHARS]}
            for cores, pid in others[:TOP_OTHERS] if cores >= 0.05]
     return {"cpu_cores": os.cpu_count(), "cpu_own_cores": own_cores,
             "cpu_other_cores": max(0.0, total_cores - own_cores), "load_average_1m": _load_average(),

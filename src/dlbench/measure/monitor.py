@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import torch
 
-from dlbench.measure.host import HostSampler
+from dlbench.measure.host import HostSampler, command_line
 from dlbench.system import nvml as nvml_api
 
 DEFAULT_INTERVAL = 0.1
@@ -113,7 +113,7 @@ def neighbours(samples: dict[tuple[int, int], float], others: list[dict[str, Any
         share[pid] = share.get(pid, 0.0) + min(max(sm, 0.0), 100.0) / 100 / instants
     known = {p["pid"]: p for p in others}
     found = [{"pid": pid, "sm_share": round(value, 4), "memory_gb": known.get(pid, {}).get("memory_gb"),
-              "command": nvml_api.command_line(pid)[:nvml_api.LAUNCHER_CHARS],
+              "command": command_line(pid)[:nvml_api.LAUNCHER_CHARS],
               **({"launcher": True} if known.get(pid, {}).get("launcher") else {})}
              for pid, value in sorted(share.items(), key=lambda item: -item[1]) if pid != own_pid]
     return {"gpu_own_sm_share": round(share.get(own_pid, 0.0), 4), "gpu_sm_instants": instants,

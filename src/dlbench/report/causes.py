@@ -35,8 +35,8 @@ CONTENDED_CORES = 0.25  # other processes using this share of the cores contend 
 SLOW_DISK_GBS = 1.0
 UNEXPLAINED = 0.5  # causes explaining less than this share of a loss leave it unexplained
 # NCCL settings that take a faster transport away
-TRANSPORT_OFF = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_NVLS_DISABLE": "1",
-                 "NCCL_P2P_LEVEL": "LOC", "NCCL_NET": "Socket", "NCCL_IB_DISABLE": "1"}
+TRANSPORT_OFF = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_P2P_LEVEL": "LOC", "NCCL_NET": "Socket",
+                 "NCCL_IB_DISABLE": "1"}
 
 
 @dataclass

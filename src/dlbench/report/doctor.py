@@ -258,6 +258,10 @@ def expectation(r: Result, refs: list[Reference], measured: float | None) -> Dia
 
 SCALING_OK = 0.9  # weak-scaling efficiency below this is a loss to explain
 MIN_CAUSE_SHARE = 0.03  # a part of the step smaller than this (of the step and of the loss) is no cause
+# causes that account for the idle a profile sees (the loader, other processes): no launch-bound advice then
+IDLE_EXPLAINED = frozenset({"CPU contention", "host overhead of several processes", "input-bound",
+                            "CPU contention starving the input pipeline", "too few loader workers",
+                            "JPEG decoding on the CPU", "slow storage", "another process on the GPU"})
 
 
 def _facts(r: Result, record: Result | None) -> dict[str, Any]:
@@ -370,7 +374,8 @@ def measured_causes(r: Result, base: Against | None, record: Result | None) -> t
         found.append(Cause("other processes on the GPU", f"{count} other compute process(es) held {memory:.1f} GB of "
                            "GPU memory during the run; their share of the GPU's time was not recorded (stored by an "
                            "earlier dlbench)"))
-    clock = parts_of.clock_cause(r, p, base, _facts(r, record)) or parts_of.power_note(r, p, base, _facts(r, record))
+    facts = _facts(r, record)
+    clock = parts_of.clock_cause(r, p, base, facts) or parts_of.power_note(r, p, base, facts)
     if isinstance(clock, Cause):
         found.append(clock)
     elif clock:
@@ -452,12 +457,8 @@ def _diagnose(r: Result, refs: list[Reference], surveys: list[Result],
     # the profile's classes say where the step goes (its matmul classes on the run's quick ceiling
     # where no survey was made); what makes the run slower than it was is said by the causes
     d.machine = [c for c in (check(r, record) for check in MACHINE_CHECKS) if c]
-    # idle the profile saw because of something measured apart: no launch-bound advice for it
-    host_causes = {"CPU contention", "host overhead of several processes", "CPU contention starving the input pipeline",
-                   "too few loader workers", "JPEG decoding on the CPU", "slow storage", "input-bound",
-                   "another process on the GPU"}
     d.breakdown = profile.causes(r, record or ceiling_record,
-                                 idle_advice=not host_causes & {c.name for c in d.causes})
+                                 idle_advice=not IDLE_EXPLAINED & {c.name for c in d.causes})
     d.hints += [note] if (note := profile.profile_note(r)) else []
     if d.history is None and r.samples.get("step"):
         d.hints.append("the first run of this configuration on this machine: the next one is judged against it")

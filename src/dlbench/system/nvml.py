@@ -11,6 +11,8 @@ import os
 import threading
 from typing import Any, Callable
 
+from dlbench.measure.host import command_line, parent
+
 # Throttle ("clocks event") reason bits, as in nvml.h.
 THROTTLE_BITS = {
     0x1: "gpu_idle",
@@ -175,28 +177,11 @@ def process_utilisation(nvml: Any, handle: Any, since_us: int) -> list[tuple[int
 def ancestors(pid: int) -> set[int]:
     """The processes above `pid` up to, not including, init (Linux; empty elsewhere)."""
     found: set[int] = set()
-    parent = _parent(pid)
-    while parent and parent > 1 and parent not in found:
-        found.add(parent)
-        parent = _parent(parent)
+    above = parent(pid)
+    while above and above > 1 and above not in found:
+        found.add(above)
+        above = parent(above)
     return found
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
-            return int(f.read().rpartition(")")[2].split()[1])  # the name in parentheses may hold spaces
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def command_line(pid: int) -> str:
-    """The command line of process `pid` as one string, or '' when it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
 
 
 def _nvlinks(nvml: Any, handle: Any) -> int | None:
