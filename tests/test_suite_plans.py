@@ -2,17 +2,21 @@
 record compatibility; all in-process, nothing is run."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from dlbench import plugins, suites
 from dlbench.errors import UserError
 from dlbench.launch import isolated, slurm
-from dlbench.launch.suiterun import make_plan
+from dlbench.launch.suiterun import announce, make_plan
 from dlbench.results.record import Result
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
-from dlbench.suites.estimate import estimate, guess, history
+from dlbench.suites.estimate import CONV_EFFICIENCY, estimate, estimate_known, guess, history, known
+from dlbench.system.datasheet import lookup
 
 from conftest import TINY, cli, make_result
 
@@ -104,6 +108,97 @@ def test_estimates_from_earlier_runs_else_a_guess():
     assert (measured.seconds, measured.measured, measured.source) == (20.0, 3, "from 3 earlier runs")
     guessed = estimate(b, times)
     assert guessed.measured == 0 and guessed.source == "guess" and guessed.seconds == guess(b) > 0
+
+
+def _flops_of(spec, host, flops):
+    return Result(spec=spec.to_dict(), system={"host": host}, metrics={"flops_per_step": flops})
+
+
+def _earlier_here(spec, wall, warmup_s, steps):
+    """An ok isolated run here: its wall time, warm-up and measured steps."""
+    result = _stored(spec, "r", wall=wall)
+    result.metrics["warmup_s"], result.samples = warmup_s, {"step": steps}
+    return result
+
+
+def test_a_run_never_guesses_without_a_basis():
+    # A fresh store: no earlier run here, no FLOP count, no start-up cost; a GPU's name alone says nothing of seconds.
+    a, = _suite(1).specs
+    for gpu in (None, "NVIDIA H200"):
+        told = estimate_known(a, known([], "here", gpu))
+        assert (told.seconds, told.measured, told.source) == (None, 0, "not known")
+
+
+def test_a_run_guesses_from_stored_flops_the_datasheet_and_start_up_here():
+    a, b = _suite(2).specs
+    gpu_spec = BenchmarkSpec(**{**TINY, "device": "cuda", "seed": 7})
+    earlier = [_earlier_here(a, wall=9.0, warmup_s=0.5, steps=[0.25] * 2),  # 8 s here beyond warm-up and window
+               _flops_of(gpu_spec, "elsewhere", 6.7e12)]  # FLOPs of a step do not depend on the machine
+    facts = known(earlier, "here", "NVIDIA H200")
+    step = 6.7e12 / (lookup("NVIDIA H200").peak_tflops("fp32") * 1e12 * CONV_EFFICIENCY["cuda"])
+    stepping = 2 * step + max(gpu_spec.warmup * step, gpu_spec.warmup_seconds) + max(gpu_spec.steps * step,
+                                                                                     gpu_spec.min_seconds)
+    told = estimate_known(gpu_spec, facts)
+    assert told.measured == 0 and told.source == "guess" and told.seconds == pytest.approx(8.0 + stepping)
+    assert estimate_known(a, facts).seconds == 9.0 and estimate_known(a, facts).measured == 1
+    assert estimate_known(b, facts).seconds is None  # a CPU run: no rate of this CPU is stored
+    # a ceiling measured on this GPU here wins over the datasheet
+    ceiling = Result(spec={"workload": "system"}, system={"host": "here"},
+                     metrics={"device": "cuda:0", "matmul_fp32_tflops": 10.0})
+    measured = estimate_known(gpu_spec, known([*earlier, ceiling], "here", "NVIDIA H200"))
+    step = 6.7e12 / (10.0e12 * CONV_EFFICIENCY["cuda"])
+    assert measured.seconds == pytest.approx(8.0 + 2 * step + max(gpu_spec.warmup * step, gpu_spec.warmup_seconds)
+                                             + max(gpu_spec.steps * step, gpu_spec.min_seconds))
+
+
+PLAN_QUICK = """
+import subprocess, sys
+def refused(*args, **kwargs):
+    raise AssertionError("planning started a process")
+subprocess.run = subprocess.Popen = refused
+from dlbench import suites
+from dlbench.launch.suiterun import announce, make_plan
+plan = make_plan(suites.load("quick"), None, "here")
+print(announce(plan))
+print(sorted(name for name in ("torch", "torchvision") if name in sys.modules))
+"""
+
+
+def test_planning_a_run_measures_nothing_and_imports_no_torch():
+    done = subprocess.run([sys.executable, "-c", PLAN_QUICK], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode == 0, done.stderr
+    line, loaded = done.stdout.strip().splitlines()[-2:]
+    assert line.endswith(": 5 to run; how long is known once the first has run (none ran here before)"), line
+    assert loaded == "[]"
+
+
+def test_the_first_line_says_about_only_for_what_has_a_basis():
+    suite = _suite(2)
+    a, b = suite.specs
+    plan = make_plan(suite, None, "here")
+    plan.estimates = [estimate_known(a, known([_stored(a, "r", wall=70.0)], "here", None)),
+                      estimate_known(b, known([], "here", None))]
+    assert announce(plan).endswith(": 2 to run, about 1 min 10 s for 1 of them; the others never ran here")
+    plan.estimates = plan.estimates[:1] * 2
+    assert announce(plan).endswith(": 2 to run, about 2 min 20 s")
+
+
+def test_the_eta_of_never_run_benchmarks_follows_the_finished_ones():
+    import io
+
+    from rich.console import Console
+
+    from dlbench.launch.view import SuiteView
+    from dlbench.suites.estimate import Estimate
+
+    view = SuiteView(Console(file=io.StringIO()), "s", [Estimate(None, 0)] * 3)
+    assert view._eta(0.0).endswith("0/3 done, ETA once one has finished")
+    view.took, view.index = [12.0], 1  # the first took 12 s; the second has run for 2
+    assert view._eta(2.0).endswith("1/3 done, ETA 22 s")
+    known_ones = SuiteView(Console(file=io.StringIO()), "s", [Estimate(10.0, 1), Estimate(20.0, 1)])
+    known_ones.took, known_ones.index = [15.0], 1  # 1.5x the estimate: the rest is scaled so
+    assert known_ones._eta(0.0).endswith("1/2 done, ETA 30 s")
 
 
 @pytest.mark.slow

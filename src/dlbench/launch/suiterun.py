@@ -31,7 +31,7 @@ from dlbench.results.record import FAILED, RUN_ID, Result, now
 from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, default_path, one_store
 from dlbench.spec import BenchmarkSpec, check_device
 from dlbench.suites import Suite, spec_key
-from dlbench.suites.estimate import Estimate, estimate, format_seconds, history
+from dlbench.suites.estimate import Estimate, estimate, estimate_known, format_seconds, history, known
 from dlbench.system.records import SYSTEM_WORKLOAD, carried_ceiling, here
 
 if TYPE_CHECKING:  # isolated runs import the models, and so torch: only a suite that runs needs them
@@ -66,8 +66,10 @@ def latest_run(results: list[Result], host: str | None) -> str | None:
 
 
 def make_plan(suite: Suite, store: Store | None, host: str | None, *, resume: bool = False,
-              run: str | None = None) -> Plan:
-    """What to run: with `resume`, the given run (else the newest of this suite here) minus its ok specs."""
+              run: str | None = None, measure: bool = False) -> Plan:
+    """What to run: with `resume`, the given run (else the newest of this suite here) minus its ok specs.
+    The estimates come from what the store and the GPU's name tell; with `measure` (a listing), a spec
+    never run here is guessed from this machine's speed, measured in a child process (seconds)."""
     earlier = store.results() if store is not None else []
     if resume and run is not None:
         _check_resumable(run, suite, earlier)
@@ -79,7 +81,32 @@ def make_plan(suite: Suite, store: Store | None, host: str | None, *, resume: bo
     todo = [s for s in suite.specs if not resumed or spec_key(s) not in ok]
     done = [s for s in suite.specs if resumed and spec_key(s) in ok]
     times = history(earlier, host)
-    return Plan(suite, run, todo, done, [estimate(s, times) for s in todo], resumed)
+    if measure:
+        return Plan(suite, run, todo, done, [estimate(s, times) for s in todo], resumed)
+    facts = known(earlier, host, _gpu_name(todo, times))
+    return Plan(suite, run, todo, done, [estimate_known(s, facts) for s in todo], resumed)
+
+
+def _gpu_name(todo: list[BenchmarkSpec], times: dict[str, list[float]]) -> str | None:
+    """The GPU a spec never run here would run on, for its datasheet figures (NVML: no torch, no CUDA)."""
+    if all(spec_key(s) in times or s.device == "cpu" for s in todo):
+        return None
+    from dlbench.system.info import gpu_names
+
+    names = gpu_names()
+    return names[0] if names else None
+
+
+def announce(plan: Plan) -> str:
+    """The suite's first line: what runs, and how long it takes where something says so."""
+    skipped = f", {len(plan.done)} already done" if plan.resumed else ""
+    head = f"suite {plan.suite.name}, run {plan.run}: {len(plan.todo)} to run{skipped}"
+    timed = [e.seconds for e in plan.estimates if e.seconds is not None]
+    if len(timed) == len(plan.estimates):
+        return f"{head}, about {format_seconds(sum(timed))}"
+    if timed:
+        return f"{head}, about {format_seconds(sum(timed))} for {len(timed)} of them; the others never ran here"
+    return f"{head}; how long is known once the first has run (none ran here before)"
 
 
 def _check_resumable(run: str, suite: Suite, earlier: list[Result]) -> None:
@@ -210,9 +237,7 @@ def suite_command(request: SuiteRequest, view: Terminal) -> int:
         scratch.clean_stale()  # what killed runs left behind
     with Store(request.db) as store:
         plan = make_plan(loaded, store, host, resume=request.resume, run=request.run_id)
-        total = format_seconds(sum(e.seconds for e in plan.estimates))
-        skipped = f", {len(plan.done)} already done" if plan.resumed else ""
-        view.message(f"suite {plan.suite.name}, run {plan.run}: {len(plan.todo)} to run{skipped}, about {total}")
+        view.message(announce(plan))
         if options is not None:
             return _submit(plan, store, options, request, default_timeout, view)
         return _run_here(plan, store, request, default_timeout, view)
@@ -249,7 +274,7 @@ def _plan_without_writing(loaded: Suite, request: SuiteRequest, host: str) -> Pl
     path = Path(request.db) if request.db else default_path()
     store = Store(path, read_only=True) if path.exists() else None  # listing never creates or changes a store
     try:
-        return make_plan(loaded, store, host, resume=request.resume, run=request.run_id)
+        return make_plan(loaded, store, host, resume=request.resume, run=request.run_id, measure=True)
     finally:
         if store is not None:
             store.close()

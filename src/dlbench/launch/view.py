@@ -121,7 +121,7 @@ class SuiteView:
         self.bars = _Bars(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
                           console=console, transient=False)
         self.index, self.started, self.timeout = 0, time.monotonic(), None
-        self.spent = 0.0  # wall seconds of the finished benchmarks
+        self.took: list[float] = []  # wall seconds of each finished benchmark
         self.heartbeat = Heartbeat(console, every_s=10.0)
         self.overall = self.bars.add_task(f"suite {name}", total=len(estimates), info="")
         self.current = self.bars.add_task("", total=1, info="")
@@ -158,19 +158,24 @@ class SuiteView:
         self.heartbeat(f"  {stage}, {format_seconds(elapsed)}{limit}; {self._eta(elapsed)}")
 
     def finish(self, result: Result, line: str) -> None:
-        self.spent += time.monotonic() - self.started
+        self.took.append(time.monotonic() - self.started)
         line = clean(line)
         self.bars.last = Text(f"last: {line}", style=STYLE.get(result.status, "red"))
         self.bars.update(self.overall, completed=self.index + 1, info=self._eta(0.0, finished=1))
         self.console.print(Text(line, style=STYLE.get(result.status, "red")))
 
     def _eta(self, elapsed: float, finished: int = 0) -> str:
-        done = self.estimates[:self.index + finished]
-        rest = self.estimates[self.index + finished:]
-        # Scale the estimates by how far off they were for the benchmarks already run.
-        scale = self.spent / sum(e.seconds for e in done) if done and sum(e.seconds for e in done) > 0 else 1.0
-        current = max(0.0, rest[0].seconds * scale - elapsed) if rest else 0.0
-        remaining = current + sum(e.seconds for e in rest[1:]) * scale
+        count = self.index + finished
+        done, rest, took = self.estimates[:count], self.estimates[count:], self.took[:count]
+        # Estimates are scaled by how far off they were for the benchmarks already run; a benchmark
+        # with none (never run here) is expected to take what the finished ones took on average.
+        pairs = [(e.seconds, t) for e, t in zip(done, took) if e.seconds]
+        scale = sum(t for _, t in pairs) / sum(s for s, _ in pairs) if pairs else 1.0
+        mean = sum(took) / len(took) if took else None
+        expected = [e.seconds * scale if e.seconds is not None else mean for e in rest]
+        if any(x is None for x in expected):
+            return f"{len(done)}/{len(self.estimates)} done, ETA once one has finished"
+        remaining = max(0.0, expected[0] - elapsed) + sum(expected[1:]) if expected else 0.0
         guessed = " (guess)" if any(not e.measured for e in rest) and not done else ""
         return f"{len(done)}/{len(self.estimates)} done, ETA {format_seconds(remaining)}{guessed}"
 
@@ -267,10 +272,11 @@ class Terminal:
         table = Table("#", "benchmark", "timeout", "estimate", "from", box=None)
         for index, (spec, guess) in enumerate(zip(plan.todo, plan.estimates), 1):
             limit = format_seconds(spec.timeout) if spec.timeout else f"{format_seconds(default_timeout)} (default)"
-            table.add_row(str(index), Text(clean(title(spec))), limit, format_seconds(guess.seconds), guess.source)
+            shown = format_seconds(guess.seconds) if guess.seconds is not None else "-"
+            table.add_row(str(index), Text(clean(title(spec))), limit, shown, guess.source)
         self.out.print(table)
         measured = sum(1 for e in plan.estimates if e.measured)
-        total = format_seconds(sum(e.seconds for e in plan.estimates))
+        total = format_seconds(sum(e.seconds or 0.0 for e in plan.estimates))
         done = f", {len(plan.done)} already done in run {plan.run}" if plan.resumed else ""
         self.out.print(f"{len(plan.todo)} benchmarks{done}: about {total} "
                        f"({measured} from earlier runs on this machine, {len(plan.todo) - measured} guessed)",

@@ -1,5 +1,14 @@
 """How long specs will take: the median wall time of earlier `ok` runs of the same spec on
-this machine when the store has them, else a rough guess from warm-up and steps."""
+this machine when the store has them, else a guess from a step's FLOPs and this machine's speed.
+
+A suite that runs guesses only from what is known without measuring (`known`, `estimate_known`):
+FLOPs per step counted by an earlier run of the same work on any machine, this host's stored
+matmul ceilings or else the datasheet peak of its GPU (by the name NVML gives), and what a run
+here costs beyond its warm-up and measured window (its earlier runs). Where one of these is
+missing the time is not known, and the suite says so: the first benchmark must not wait for a
+measurement. `dlbench suite NAME --list`, asked for estimates, measures this machine's speed in
+a child process (`machine`) and counts FLOPs on the meta device for specs never run here.
+"""
 
 from __future__ import annotations
 
@@ -32,12 +41,14 @@ STEP_FLOOR_S = {"cuda": 2e-3, "cpu": 1e-3}  # launch and framework overhead of e
 
 @dataclass(frozen=True)
 class Estimate:
-    seconds: float
+    seconds: float | None  # None: nothing to go by (never run here, and no FLOP count, rate or start-up known)
     measured: int  # how many earlier results it comes from; 0: a guess
 
     @property
     def source(self) -> str:
-        return f"from {self.measured} earlier run{'s' if self.measured > 1 else ''}" if self.measured else "guess"
+        if self.measured:
+            return f"from {self.measured} earlier run{'s' if self.measured > 1 else ''}"
+        return "guess" if self.seconds is not None else "not known"
 
 
 def history(results: Iterable[Result], host: str | None) -> dict[str, list[float]]:
@@ -68,12 +79,93 @@ def estimate(spec: BenchmarkSpec, times: dict[str, list[float]]) -> Estimate:
     return Estimate(guess(spec), 0)
 
 
+@dataclass(frozen=True)
+class Known:
+    """What the store and the GPU's name tell of this host, without measuring anything."""
+    times: dict[str, list[float]]  # wall seconds of earlier ok runs here, by spec
+    flops: dict[tuple, float]  # FLOPs per step by `_work(spec)`, counted by a run on any machine
+    rates: dict[tuple[str, str], float]  # (device kind, precision) -> FLOP/s: stored ceilings here, else the datasheet
+    overhead_s: float | None  # a run here beyond its warm-up and measured window: process start, set-up, record
+
+
+def known(results: list[Result], host: str | None, gpu: str | None) -> Known:
+    """`gpu`: the name of the GPU a spec on device auto or cuda runs on (NVML's), None without one."""
+    flops = {_work(r.spec): float(r.metrics["flops_per_step"]) for r in results
+             if r.status == "ok" and isinstance(r.metrics.get("flops_per_step"), (int, float))
+             and r.metrics["flops_per_step"] > 0}
+    return Known(history(results, host), flops, _known_rates(results, host, gpu), _overhead(results, host))
+
+
+def _work(spec: BenchmarkSpec | dict) -> tuple:
+    """What a step's FLOPs depend on."""
+    data = spec.to_dict() if isinstance(spec, BenchmarkSpec) else spec
+    shape = data.get("input_shape")
+    return (data.get("workload"), data.get("model"), data.get("batch"), tuple(shape) if shape else None,
+            data.get("precision"))
+
+
+def _known_rates(results: list[Result], host: str | None, gpu: str | None) -> dict[tuple[str, str], float]:
+    from dlbench.system.datasheet import lookup
+    from dlbench.system.records import ceiling_name, here
+
+    rates: dict[tuple[str, str], float] = {}
+    sheet = lookup(gpu) if gpu else None
+    for precision in ("fp32", "tf32", "fp16", "bf16", "fp8"):
+        peak = sheet.peak_tflops(precision) if sheet else None
+        if peak:
+            rates[("cuda", precision)] = peak * 1e12
+    for record in sorted(here(results, {"host": host}), key=lambda r: r.started):  # the newest wins
+        kind = "cuda" if str(record.metrics.get("device", "")).startswith("cuda") else "cpu"
+        for precision in ("fp32", "tf32", "fp16", "bf16", "fp8"):
+            value = record.metrics.get(ceiling_name(precision))
+            if isinstance(value, (int, float)) and value > 0:
+                rates[(kind, precision)] = value * 1e12
+    return rates
+
+
+def _overhead(results: list[Result], host: str | None) -> float | None:
+    spent = []
+    for result in results:
+        wall, timed = wall_seconds(result), _timed_seconds(result)
+        if result.status == "ok" and result.system.get("host") == host and wall is not None and timed is not None:
+            spent.append(max(0.0, wall - timed))
+    return statistics.median(spent) if spent else None
+
+
+def _timed_seconds(result: Result) -> float | None:
+    """Warm-up and measured window of a stored result (the window: its steps where it names none)."""
+    warmup, window = result.metrics.get("warmup_s"), result.metrics.get("window_s")
+    steps = result.samples.get("step") if isinstance(result.samples, dict) else None
+    if not isinstance(window, (int, float)) and isinstance(steps, list) and steps:
+        window = sum(s for s in steps if isinstance(s, (int, float)))
+    if not isinstance(warmup, (int, float)) or not isinstance(window, (int, float)):
+        return None
+    return warmup + window
+
+
+def estimate_known(spec: BenchmarkSpec, facts: Known) -> Estimate:
+    """Earlier runs of the spec here, else a guess from known FLOPs, rate and start-up, else not known."""
+    earlier = facts.times.get(spec_key(spec))
+    if earlier:
+        return Estimate(statistics.median(earlier), len(earlier))
+    flops = facts.flops.get(_work(spec))
+    kind = "cpu" if spec.device == "cpu" else "cuda"
+    rate = facts.rates.get((kind, spec.precision))
+    if not flops or not rate or facts.overhead_s is None:
+        return Estimate(None, 0)
+    step = max(flops / (rate * CONV_EFFICIENCY[kind]), STEP_FLOOR_S[kind])
+    return Estimate(facts.overhead_s + _stepping(spec, step), 0)
+
+
+def _stepping(spec: BenchmarkSpec, step: float) -> float:
+    """The FLOP-count step (slower than the others: every op goes through Python), warm-up and measurement."""
+    return 2 * step + max(spec.warmup * step, spec.warmup_seconds) + max(spec.steps * step, spec.min_seconds)
+
+
 def guess(spec: BenchmarkSpec) -> float:
     """Process start, the FLOP-count step (slower than the others: every op goes through Python),
     warm-up and measurement of a spec never run here."""
-    step = _step_guess(spec)
-    return machine().startup_s + 2 * step + max(spec.warmup * step, spec.warmup_seconds) + \
-        max(spec.steps * step, spec.min_seconds)
+    return machine().startup_s + _stepping(spec, _step_guess(spec))
 
 
 def _step_guess(spec: BenchmarkSpec) -> float:

@@ -156,6 +156,11 @@ def visible_gpus() -> int:
 GPU_DEVICES = ("/dev/nvidia0", "/dev/kfd", "/dev/dxg")  # NVIDIA, ROCm, WSL: a GPU driver is loaded
 
 
+def gpu_names() -> list[str]:
+    """The names of the GPUs this process may use, from NVML: no torch, no CUDA; [] without NVML."""
+    return [gpu["name"] for gpu in _nvml_gpus()]
+
+
 def _nvml_gpus() -> list[dict[str, Any]]:
     """Name and compute capability of each GPU CUDA_VISIBLE_DEVICES shows, through NVML; [] without it."""
     try:
