@@ -221,7 +221,7 @@ def _shared(runs: list[Result]) -> str:
     if not runs:
         return ""
     common = [text for key, text in _parts(runs[0], runs) if not _differs(runs, key)]
-    what = f" All runs: {shorten(' '.join(common), 120)} (b: batch size)." if len(runs) > 1 and common else ""
+    what = f" All runs: {shorten(visible(' '.join(common)), 120)} (b: batch size)." if len(runs) > 1 and common else ""
     return what + _where(runs)
 
 
@@ -501,13 +501,27 @@ MAX_ROOFLINE_RUNS = 6
 ASSUMED_INTENSITY = 0.25  # FLOP/byte where a class's FLOPs are not counted: where elementwise passes sit
 
 
-def profile_label(r: Result, runs: list[Result]) -> str:
+def profile_label(r: Result, runs: list[Result], figure: bool = False) -> str:
     """A profiled run among others: its label, and the workload options in which the runs differ
-    (volume's --kernels pytorch beside --kernels fused)."""
+    (volume's --kernels pytorch beside --kernels fused). In a table (no caption to hold what the
+    runs share) the model and its settings always, the level where levels differ; in a figure
+    only what differs."""
     options = [x.spec.get("options") or {} for x in runs]
     mine = r.spec.get("options") or {}
     differ = sorted({k for o in options for k in o if len({json.dumps(x.get(k), sort_keys=True) for x in options}) > 1})
-    return " ".join([_run_label(r, runs), *(f"{k}={mine.get(k)}" for k in differ if k in mine)])
+    label = _run_label(r, runs) if figure else _row_label(r, runs)
+    return " ".join([label, *(f"{k}={mine.get(k)}" for k in differ if k in mine)])
+
+
+def _row_label(r: Result, runs: list[Result]) -> str:
+    """A table row's name for a run (its workload stands in a column before it): model, batch,
+    precision and GPUs, then what differs, 'eager' included where the levels differ."""
+    parts = dict(_parts(r, runs))
+    texts = [parts.get(k) for k in FULL]
+    texts += [parts.get(k) or ("eager" if k == "level" else "") for k in ("input", "data", "layout", "level", "tag")
+              if _differs(runs, k)]
+    text = " ".join(t for t in texts if t)
+    return f"{r.system_label}: {text}" if rowinfo.differing(runs, lambda x: x.system_label) else text
 
 
 def _profiled(results: list[Result]) -> list[Result]:
@@ -520,7 +534,7 @@ def profile_plots(results: list[Result]) -> list[Plot]:
     if not runs:
         return []
     plt = _pyplot()
-    labels = [_label(profile_label(r, runs)) for r in runs]
+    labels = [_label(profile_label(r, runs, figure=True)) for r in runs]
     fig, ax = plt.subplots(figsize=(8, 0.9 + (_row_height(labels) + 0.05) * len(runs)))
     present = [c for c in PROFILE_COLOURS if any(c in profile.profile_of(r)["classes"] for r in runs)]
     left = np.zeros(len(runs))
@@ -576,7 +590,7 @@ def _roofline(system: str, pairs: list[tuple[Result, Result]]) -> Plot:
                 ax.scatter(*point, color=PROFILE_COLOURS.get(p.cls, "black"), marker=markers[i % len(markers)],
                            edgecolors="black", linewidths=0.5, zorder=3)
         ax.scatter([], [], color="white", edgecolors="black", marker=markers[i % len(markers)],
-                   label=_label(profile_label(r, runs)))
+                   label=_label(profile_label(r, runs, figure=True)))
     for cls in (c for c in PROFILE_COLOURS if c in drawn):
         ax.scatter([], [], color=PROFILE_COLOURS[cls], label=profile.CLASS_LABELS[cls])
     ax.set_xscale("log")
