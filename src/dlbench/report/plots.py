@@ -220,7 +220,8 @@ def _shared(runs: list[Result]) -> str:
     they all ran on, and the model, batch, precision and the rest."""
     if not runs:
         return ""
-    common = [text for key, text in _parts(runs[0], runs) if not _differs(runs, key)]
+    common = [f"tag {runs[0].tag}" if key == "tag" else text for key, text in _parts(runs[0], runs)
+              if not _differs(runs, key)]
     what = f" All runs: {shorten(visible(' '.join(common)), 120)} (b: batch size)." if len(runs) > 1 and common else ""
     return what + _where(runs)
 
