@@ -93,3 +93,50 @@ def test_report_renders_in_headless_chromium(tmp_path):
         assert picture.size == (1280, 2400)
         colours = np.asarray(picture.convert("L")).std()
     assert colours > 10  # not a blank page
+
+
+# Each table cell's line count as laid out: a short cell ('Synthetic', a device name) on one line,
+# and how many tables are wider than their box (they scroll there, not the page).
+CELLS = """<script>window.addEventListener("load", () => {
+  const lines = td => { const r = document.createRange(); r.selectNodeContents(td);
+    return new Set(Array.from(r.getClientRects(), x => Math.round(x.top))).size; };
+  const cells = Array.from(document.querySelectorAll("td"));
+  document.body.dataset.broken = JSON.stringify(cells.filter(td => !td.classList.contains("wrap") && lines(td) > 1)
+    .map(td => td.textContent));
+  document.body.dataset.cells = cells.length;
+  document.body.dataset.scrolling = Array.from(document.querySelectorAll(".scroll"))
+    .filter(d => d.scrollWidth > d.clientWidth).length;
+  document.body.dataset.overflow = document.documentElement.scrollWidth - document.documentElement.clientWidth; });
+</script>"""
+
+
+def _laptop_results():
+    """The page's hard cases: a CPU beside GPUs, synthetic data, a long device name, 2-GPU runs."""
+    cpu = {"host": "laptop", "gpus": [], "cpu": {"model": "Intel(R) Xeon(R) CPU E5-2630 v3 @ 2.40GHz", "cores": 16}}
+    h100 = {"host": "gpu-node-17", "gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 2}
+    out = [make_result(spec={"device": "cpu"}, system=cpu, metrics={"device": "cpu", "total_ms": 1800.0})]
+    for gpus in (1, 2):
+        out.append(make_result(spec={"workload": "train", "batch": 256, "gpus": gpus, "precision": "bf16",
+                                     "options": {"data": "synthetic", "workers": 8}}, system=h100,
+                               metrics={"throughput": 2900.0 * gpus, "throughput_unit": "img/s", "world_size": gpus}))
+    return out
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_at_laptop_width_no_cell_breaks_a_word_and_wide_tables_scroll_in_their_box(tmp_path):
+    page = render_html(_results() + _laptop_results(), with_references=True)
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.replace("</body>", CELLS + "</body>"), encoding="utf-8")
+    with tempfile.TemporaryDirectory() as profile:
+        proc = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--window-size=1366,900", "--dump-dom", probed.as_uri()],
+            capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = {key: re.search(rf'data-{key}="([^"]*)"', proc.stdout).group(1).replace("&quot;", '"')
+             for key in ("broken", "cells", "scrolling", "overflow")}
+    assert int(found["cells"]) > 200
+    assert json.loads(found["broken"]) == []  # 'Synthetic', 'NVIDIA H100 80GB HBM3' each on one line
+    assert int(found["scrolling"]) >= 1  # the 16-19 column tables scroll in their own box...
+    assert int(found["overflow"]) <= 0  # ...and never the page

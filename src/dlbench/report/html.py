@@ -13,7 +13,9 @@ from dlbench.report.tables import Table
 from dlbench.results.record import Result
 
 MAX_RUNS = 500  # newest runs listed at the end of the page
-CELL_CHARS = 80  # a table cell's longest: 50 runs with 100 kB tags made a 10 MB page
+CELL_CHARS = 240  # a table cell's longest: 50 runs with 100 kB tags made a 10 MB page; a mark's
+# explanation (one sentence) stays whole
+NOWRAP_CHARS = 32  # a cell this short (a device name, 'Synthetic', a figure) stays on one line
 
 
 def _cell(value: object) -> object:
@@ -22,10 +24,18 @@ def _cell(value: object) -> object:
     return shorten(value, CELL_CHARS) if isinstance(value, str) else value
 
 
+def _fit(value: object) -> str:
+    """The cell's class for how it wraps: a short cell stays on one line (a device name over four
+    lines, or a column too narrow for a word, crushed the table), a long one wraps at spaces only.
+    A table wider than the page scrolls sideways in its own box instead."""
+    return " wrap" if isinstance(value, str) and len(value) > NOWRAP_CHARS else ""
+
+
 def _environment() -> jinja2.Environment:
     environment = jinja2.Environment(loader=jinja2.PackageLoader("dlbench.report", "templates"),
                                      autoescape=True, undefined=jinja2.StrictUndefined)
     environment.filters["cell"] = _cell
+    environment.filters["fit"] = _fit
     return environment
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import textwrap
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ from dlbench.system.records import ceilings_for
 
 MAX_DISTRIBUTIONS = 24  # boxes in one latency figure
 MAX_TRACES = 8  # monitored runs drawn
-LABEL_CHARS = 40  # a label's longest: a 256-character model name made figures 3000-5000 pt wide
+LABEL_CHARS = 40  # a label line's longest: a 256-character model name made figures 3000-5000 pt wide
+LABEL_LINES = 3  # a label's most lines (system; what sets the run apart, wrapped)
 
 
 @dataclass
@@ -83,14 +85,43 @@ def visible(text: object) -> str:
 
 def _label(text: object) -> str:
     """Every tick label, legend entry and axis label: inert (see `visible`), shortened, so no name
-    from a result widens the figure, and '$' escaped, as it would start matplotlib mathtext."""
-    return shorten(visible(text)).replace("$", r"\$")
+    from a result widens the figure, and '$' escaped, as it would start matplotlib mathtext. A
+    label of two lines (system, then run) keeps both; a long line wraps at spaces, at most
+    LABEL_LINES lines in all, the last shortened."""
+    lines = [wrapped for line in str(text).split("\n", 1)
+             for wrapped in textwrap.wrap(visible(line), LABEL_CHARS, break_long_words=False, break_on_hyphens=False) or [""]]
+    kept = lines[:LABEL_LINES - 1] + [" ".join(lines[LABEL_LINES - 1:])] if len(lines) > LABEL_LINES else lines
+    return "\n".join(shorten(line) for line in kept).replace("$", r"\$")
+
+
+def _row_height(labels: list[str]) -> float:
+    """Inches per bar or box: room for its label's lines."""
+    return 0.2 + 0.16 * max((t.count("\n") + 1 for t in labels), default=1)
 
 
 def _legend(ax) -> None:
-    # Outside the axes, to their right: inside, even loc="best" covers bars when every spot holds
-    # data. _svg's bbox_inches="tight" widens the figure to include it.
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    """A legend only where it tells two things apart: one entry says nothing the caption does not
+    (one system's bars, one line). Outside the axes, to their right: inside, even loc="best"
+    covers bars when every spot holds data; _svg's bbox_inches="tight" widens the figure to it."""
+    handles, labels = ax.get_legend_handles_labels()
+    if len(set(labels)) > 1:
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+
+
+def _plain(number: float) -> str:
+    """A tick as a reader writes it: 600, 1000, 0.5, never 6x10^2."""
+    return f"{number:,.0f}" if abs(number) >= 1000 else f"{number:g}"
+
+
+def _plain_ticks(axis, values: list[float] | None = None, subs: tuple[float, ...] = (1, 2, 5)) -> None:
+    """Plain numbers on a log axis: at `values` (the GPU counts or batch sizes measured), or at
+    `subs` times each power of ten, no minor labels."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
+
+    axis.set_major_locator(FixedLocator(sorted(set(values))) if values else LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: _plain(x)))
+    axis.set_minor_locator(NullLocator() if values else LogLocator(base=10, subs="auto"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _svg(fig) -> bytes:
@@ -146,39 +177,71 @@ def _level(r: Result) -> str:
     return str(r.spec.get("optimize") or r.metrics.get("optimize") or "eager")
 
 
-def _short(r: Result, among: list[Result] | None = None) -> str:
-    """Model, batch, precision and GPUs; the workload, input shape, data source, memory layout,
-    optimisation level and tag too where the results drawn together differ in them (a label
-    is a bar's key: two runs with one label would overwrite each other's bar)."""
+def _parts(r: Result, among: list[Result]) -> list[tuple[str, str]]:
+    """What tells `r` apart from the other runs drawn with it, in the order a label reads, each
+    with its key: the workload, model, batch, precision and GPUs, then the input shape, data
+    source, memory layout, optimisation level and tag. The defaults (channels-first, eager, no
+    tag) read as nothing: the runs that differ from them carry the word, never '[untagged]'."""
     spec = r.spec
-    text = f"{model_title(r)} b{spec.get('batch')} {spec.get('precision', 'fp32')}{_count(r)}"
-    among = among or [r]
-    if rowinfo.differing(among, lambda x: x.workload):
-        text = f"{r.workload} {text}"
-    if rowinfo.differing(among, _input):
-        text += f" {_input(r)}"
-    if rowinfo.differing(among, rowinfo.data_source):
-        text += f" {rowinfo.data_source(r)}"
-    if rowinfo.differing(among, lambda x: bool(x.spec.get("channels_last"))):
-        text += " channels-last" if spec.get("channels_last") else " channels-first"
-    if rowinfo.differing(among, _level):
-        text += f" {_level(r)}"
-    if rowinfo.differing(among, rowinfo.tag):
-        text += f" [{r.tag}]" if r.tag else " [untagged]"
-    return text
+    parts = [("workload", r.workload), ("model", model_title(r)), ("batch", f"b{spec.get('batch')}"),
+             ("precision", str(spec.get("precision", "fp32"))), ("count", _count(r).strip() or _one(r, among)),
+             ("input", _input(r)), ("data", rowinfo.data_source(r)),
+             ("layout", "channels-last" if spec.get("channels_last") else ""),
+             ("level", "" if _level(r) == "eager" else _level(r)), ("tag", f"[{r.tag}]" if r.tag else "")]
+    return [(key, text) for key, text in parts if text]
+
+
+def _one(r: Result, among: list[Result]) -> str:
+    """'x1GPU' (or '1 process') where other runs drawn with it used several, else nothing."""
+    if not rowinfo.differing(among, lambda x: x.spec.get("gpus", 1) or 1):
+        return ""
+    return "x1GPU" if rowinfo.on_gpu(r) else "1 process"
+
+
+FULL = ("model", "batch", "precision", "count")  # a run's label where nothing else is drawn with it
+
+
+def _short(r: Result, among: list[Result] | None = None) -> str:
+    """A run's label among the runs drawn together: only what differs between them (a label is a
+    bar's key: two runs with one label would overwrite each other's bar); what they share goes
+    to the caption (`_shared`). Alone, or where nothing differs: model, batch, precision, GPUs."""
+    if among is None or len(among) < 2:
+        return " ".join(text for key, text in _parts(r, [r]) if key in FULL)
+    texts = [text for key, text in _parts(r, among) if _differs(among, key)]
+    return " ".join(texts) or " ".join(text for key, text in _parts(r, among) if key in FULL)
+
+
+def _differs(runs: list[Result], key: str) -> bool:
+    return rowinfo.differing(runs, lambda x: dict(_parts(x, runs)).get(key, ""))
+
+
+def _shared(runs: list[Result]) -> str:
+    """The caption's words on what every run drawn shares and the labels leave out: the system
+    they all ran on, and the model, batch, precision and the rest."""
+    if not runs:
+        return ""
+    common = [f"tag {runs[0].tag}" if key == "tag" else text for key, text in _parts(runs[0], runs)
+              if not _differs(runs, key)]
+    what = f" All runs: {shorten(visible(' '.join(common)), 120)} (b: batch size)." if len(runs) > 1 and common else ""
+    return what + _where(runs)
 
 
 def _run_label(r: Result, runs: list[Result]) -> str:
-    """One run among `runs` drawn in one figure: the system only where they ran on several (one
-    machine's name on every box says nothing), the workload and shape where they differ."""
+    """One run among `runs` drawn in one figure: the system on a line of its own only where they
+    ran on several (one machine's name on every box says nothing), then what sets the run apart."""
     text = _short(r, runs)
-    return f"{r.system_label}: {text}" if rowinfo.differing(runs, lambda x: x.system_label) else text
+    return f"{r.system_label}\n{text}" if rowinfo.differing(runs, lambda x: x.system_label) else text
 
 
 def _where(runs: list[Result]) -> str:
     """The caption's word on the one system that ran every run, which the labels leave out."""
     systems = {r.system_label for r in runs}
     return f" All on {shorten(systems.pop(), 80)}." if len(systems) == 1 else ""
+
+
+WORKLOADS = {"fwdbwd": "forward and backward pass (fwdbwd)", "train": "training (train)", "infer": "inference (infer)",
+             "smooth": "smoothed inference (smooth)", "volume": "volume prediction (volume)",
+             "converge": "training to a target accuracy (converge)"}
 
 
 def throughput_plots(results: list[Result]) -> list[Plot]:
@@ -197,100 +260,166 @@ def throughput_plots(results: list[Result]) -> list[Plot]:
         benches = sorted({_short(r, runs) for r in runs})
         systems = sorted({r.system_label for r in runs})
         height = 0.8 / len(systems)
-        fig, ax = plt.subplots(figsize=(8, 0.6 + 0.35 * len(benches) * max(1, len(systems) / 2)))
+        ticks = [_label(b) for b in benches]
+        fig, ax = plt.subplots(figsize=(8, 0.6 + _row_height(ticks) * len(benches) * max(1, len(systems) / 2)))
         for i, system in enumerate(systems):
             values = {_short(r, runs): throughput_of(r)[0] for r in runs if r.system_label == system}
             y = [b + i * height for b in range(len(benches))]
             ax.barh(y, [values.get(b, 0.0) for b in benches], height=height, label=_label(system))
-        ax.set_yticks([b + 0.4 - height / 2 for b in range(len(benches))], [_label(b) for b in benches])
+        ax.set_yticks([b + 0.4 - height / 2 for b in range(len(benches))], ticks)
         ax.invert_yaxis()
         ax.set_xlabel(_label(unit))
         _legend(ax)
         ax.grid(axis="x", alpha=0.3)
         several = len(units[workload]) > 1
         slug = "".join(c if c.isalnum() else "-" for c in unit)
+        per = " per system" if len(systems) > 1 else ""
         plots.append(Plot(f"throughput-{workload}" + (f"-{slug}" if several else ""),
-                          f"Throughput: {workload}" + (f" ({unit})" if several else ""),
-                          f"Throughput per system ({unit}), latest run of each benchmark.", _svg(fig)))
+                          f"Throughput: {WORKLOADS.get(workload, workload)}" + (f" ({unit})" if several else ""),
+                          f"Throughput{per} ({unit}), latest run of each benchmark.{_shared(runs)}", _svg(fig)))
     return plots
 
 
-def _sweep_label(r: Result, field: str) -> str:
-    spec = r.spec
-    text = f"{r.system_label}: {model_title(r)} {spec.get('precision', 'fp32')}"
-    if field != "batch":
-        text += f" b{spec.get('batch')}"
-    if field != "gpus":
-        text += _count(r)
-    return text
+SWEPT = {"gpus": "count", "batch": "batch"}  # the label part a sweep's x axis shows
 
 
-def _sweep_plots(results: list[Result], field: str, name: str, title: str, xlabel: str,
-                 caption: str, ideal: bool) -> list[Plot]:
-    """Throughput against one spec field (gpus or batch): a line per system and benchmark."""
-    lines: dict[tuple, dict[float, float]] = defaultdict(dict)
-    labels: dict[tuple, str] = {}
-    # A sweep runs across tags (a 1-GPU 'baseline', an 8-GPU 'scale'); at one point the latest wins.
+def _sweeps(results: list[Result], field: str) -> dict[tuple, list[tuple[float, float, Result]]]:
+    """Lines of throughput against one spec field (gpus or batch), per unit, system and benchmark:
+    (x, throughput, run) at two or more points. A sweep runs across tags (a 1-GPU 'baseline', an
+    8-GPU 'scale'); at one point the latest wins."""
+    lines: dict[tuple, dict[float, tuple[float, Result]]] = defaultdict(dict)
     for r in sorted(latest_ok(results), key=lambda r: r.started):
         found = throughput_of(r)
         if not found:
             continue
         rest = {k: v for k, v in r.spec.items() if k != field}
         key = (found[1], r.system_label, benchmark_key(Result(spec=rest, system={})))
-        lines[key][float(r.spec.get(field, 1) or 1)] = found[0]
-        labels[key] = _sweep_label(r, field)
-    sweeps = {k: sorted(v.items()) for k, v in lines.items() if len(v) > 1}
-    units = sorted({k[0] for k in sweeps})
-    return [_sweep_plot({k: v for k, v in sweeps.items() if k[0] == unit}, labels, unit,
-                        name + (f"-{''.join(c if c.isalnum() else '-' for c in unit)}" if len(units) > 1 else ""),
-                        title + (f" ({unit})" if len(units) > 1 else ""), xlabel, caption, ideal) for unit in units]
+        lines[key][float(r.spec.get(field, 1) or 1)] = (found[0], r)
+    return {k: [(x, *v[x]) for x in sorted(v)] for k, v in lines.items() if len(v) > 1}
 
 
-def _sweep_plot(sweeps: dict, labels: dict, unit: str, name: str, title: str, xlabel: str, caption: str,
-                ideal: bool) -> Plot:
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for key, points in sorted(sweeps.items(), key=lambda kv: labels[kv[0]]):
-        xs, ys = zip(*points)
-        drawn = ax.plot(xs, ys, marker="o", label=_label(labels[key]))
-        if ideal and xs[0] == 1:
-            # Perfect scaling: N times the items per second; an iteration of N GPUs (one patch
-            # each, seeds 000/001) would take as long as one GPU's, so iterations per minute stay.
-            perfect = [ys[0] for _ in xs] if unit == "iters/min" else [ys[0] * x for x in xs]
-            ax.plot(xs, perfect, linestyle="--", color=drawn[0].get_color(), alpha=0.5)
+def _line_labels(sweeps: dict, field: str) -> dict[tuple, str]:
+    """Each line's legend entry: what tells its runs apart from the other lines' (not the swept
+    field), the system first where the lines ran on several."""
+    reps = {key: points[-1][2] for key, points in sweeps.items()}
+    runs = list(reps.values())
+    systems = rowinfo.differing(runs, lambda x: x.system_label)
+    labels = {}
+    for key, r in reps.items():
+        text = " ".join(t for k, t in _parts(r, runs) if k != SWEPT[field] and _differs(runs, k))
+        text = text or model_title(r)
+        labels[key] = f"{r.system_label}: {text}" if systems else text
+    return labels
+
+
+def _one_line(labels: dict) -> str:
+    """The caption's name for a figure's only line, which gets no legend."""
+    return f" The line: {shorten(visible(next(iter(labels.values()))), 120)}." if len(labels) == 1 else ""
+
+
+def _swept_runs(sweeps: dict) -> list[Result]:
+    return [r for points in sweeps.values() for _, _, r in points]
+
+
+def _x_axis(ax, sweeps: dict, xlabel: str) -> None:
+    """Log base 2, ticks at the values measured, as plain numbers (1, 2, 8; never 2^0)."""
     ax.set_xscale("log", base=2)
+    _plain_ticks(ax.xaxis, [x for points in sweeps.values() for x, _, _ in points])
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(_label(unit))
-    ax.grid(alpha=0.3)
-    _legend(ax)
-    return Plot(name, title, caption, _svg(fig))
-
-
-def scaling_plots(results: list[Result]) -> list[Plot]:
-    return _sweep_plots(results, "gpus", "scaling", "Scaling with GPUs", "GPUs",
-                        "Throughput against the number of GPUs; dashed: perfect scaling from one GPU.", ideal=True)
 
 
 def batch_plots(results: list[Result]) -> list[Plot]:
-    return _sweep_plots(results, "batch", "batch-sweep", "Batch-size sweeps", "batch size",
-                        "Throughput against the batch size.", ideal=False)
+    """Throughput against the batch size, one figure per unit, from zero up."""
+    sweeps = _sweeps(results, "batch")
+    units = sorted({k[0] for k in sweeps})
+    plots = []
+    for unit in units:
+        mine = {k: v for k, v in sweeps.items() if k[0] == unit}
+        labels = _line_labels(mine, "batch")
+        plt = _pyplot()
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        for key, points in sorted(mine.items(), key=lambda kv: labels[kv[0]]):
+            ax.plot([x for x, _, _ in points], [y for _, y, _ in points], marker="o", label=_label(labels[key]))
+        _x_axis(ax, mine, "batch size")
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel(_label(unit))
+        ax.grid(alpha=0.3)
+        _legend(ax)
+        slug = f"-{''.join(c if c.isalnum() else '-' for c in unit)}" if len(units) > 1 else ""
+        plots.append(Plot(f"batch-sweep{slug}", "Batch-size sweeps" + (f" ({unit})" if len(units) > 1 else ""),
+                          f"Throughput ({unit}) against the batch size, from zero up."
+                          f"{_one_line(labels)}{_shared(_swept_runs(mine))}", _svg(fig)))
+    return plots
+
+
+def efficiency(points: list[tuple[float, float, Result]], unit: str) -> list[float]:
+    """Scaling efficiency at each point against the line's fewest GPUs: throughput per GPU over
+    that on the fewest (1.0: perfect). 3D training in iterations per minute is weak scaling with
+    a patch per GPU each iteration: perfect keeps the iterations per minute, so its ratio is theirs."""
+    base_x, base_y, _ = points[0]
+    if unit == "iters/min":
+        return [y / base_y for _, y, _ in points]
+    return [(y / x) / (base_y / base_x) for x, y, _ in points]
+
+
+def scaling_plots(results: list[Result]) -> list[Plot]:
+    """Scaling efficiency against the GPUs, every unit in one figure (efficiency has none), the
+    throughput written at each point. Efficiency, from zero with 1.0 marked: a throughput axis
+    fitted to 382-384 iterations per minute drew a 0.5% dip as a collapse."""
+    sweeps = _sweeps(results, "gpus")
+    if not sweeps:
+        return []
+    labels = {key: f"{text} ({' → '.join(sig(y) for _, y, _ in sweeps[key])} {key[0]})"
+              for key, text in _line_labels(sweeps, "gpus").items()}
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    top = 1.0
+    for key, points in sorted(sweeps.items(), key=lambda kv: labels[kv[0]]):
+        xs, ys = [x for x, _, _ in points], efficiency(points, key[0])
+        top = max(top, *ys)
+        ax.plot(xs, ys, marker="o", label=_label(labels[key]))
+    _x_axis(ax, sweeps, "GPUs")
+    ax.set_ylim(0, top * 1.15)
+    ax.set_ylabel("scaling efficiency (1.0: perfect)")
+    ax.grid(alpha=0.3)
+    _legend(ax)
+    caption = ("Scaling efficiency: throughput per GPU on N GPUs over throughput per GPU on the fewest GPUs measured "
+               "(dashed: 1.0, perfect scaling; 0.9: a tenth of each GPU's time lost to communication or waiting). "
+               "3D training (iters/min, a patch per GPU each iteration): iterations per minute on N GPUs over those "
+               "on the fewest. Each line's name ends with its measured throughputs, fewest GPUs first."
+               + _one_line(labels) + _shared(_swept_runs(sweeps)))
+    return [Plot("scaling", "Scaling with GPUs", caption, _svg(fig))]
 
 
 def latency_plots(results: list[Result]) -> list[Plot]:
+    """A box per run of its per-step times, the median and p99 written beside it: where a run's
+    steps are steady its box and whiskers are narrower than a line, and the numbers still say it."""
     runs = [r for r in latest_ok(results) if r.samples.get("step")][-MAX_DISTRIBUTIONS:]
     if not runs:
         return []
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.35 * len(runs)))
+    labels = [_label(_run_label(r, runs)) for r in runs]
+    fig, ax = plt.subplots(figsize=(8, 0.8 + _row_height(labels) * len(runs)))
     data = [np.asarray(r.samples["step"], dtype=float) * 1e3 for r in runs]
     ax.boxplot(data, whis=(1, 99), showfliers=True, flierprops={"markersize": 2}, **_horizontal())
-    ax.set_yticks(range(1, len(runs) + 1), [_label(_run_label(r, runs)) for r in runs])
+    ax.set_yticks(range(1, len(runs) + 1), labels)
     ax.invert_yaxis()
-    ax.set_xscale("log")
+    low, high = min(float(d.min()) for d in data), max(float(d.max()) for d in data)
+    if high > 3 * low > 0:  # a log axis only where the runs span more than a factor 3
+        ax.set_xscale("log")
+        _plain_ticks(ax.xaxis)
+    for i, d in enumerate(data, start=1):
+        median, p99 = np.percentile(d, [50, 99])
+        ax.annotate(f"{sig(median)} ms (p99 {sig(p99)})", (1.01, i), xycoords=("axes fraction", "data"), va="center",
+                    fontsize="small")
     ax.set_xlabel("step time (ms)")
     ax.grid(axis="x", alpha=0.3)
-    return [Plot("latency", "Step time distributions", "Per-step times of each run (box: quartiles, whiskers: "
-                 "p1 and p99, dots: outliers)." + _where(runs), _svg(fig))]
+    caption = ("Per-step times of each run: the box spans the middle half of the steps (p25 to p75), the line in it "
+               "is the median, the whiskers reach the fastest and slowest steps within p1 to p99 and the dots are the "
+               "steps beyond. Beside each box: its median and p99 in ms (a box of steady steps is as thin as a line)."
+               + _shared(runs))
+    return [Plot("latency", "Step time distributions", caption, _svg(fig))]
 
 
 TRACE_SERIES = (("sm_clock_mhz", "SM clock (MHz)"), ("power_w", "power (W)"), ("util", "utilisation (%)"),
@@ -335,8 +464,9 @@ def trace_plots(results: list[Result]) -> list[Plot]:
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("seconds into the measured window")
     _legend(axes[0, 0])
-    return [Plot("gpu-traces", "GPU clock and power", "GPU readings sampled during each measured window." + _where(drawn),
-                 _svg(fig))]
+    one = f" The run: {shorten(visible(_short(drawn[0])), 120)}." if len(drawn) == 1 else ""
+    return [Plot("gpu-traces", "GPU clock and power", "GPU readings sampled during each measured window." + one
+                 + _shared(drawn), _svg(fig))]
 
 
 def ceiling_plots(results: list[Result]) -> list[Plot]:
@@ -344,7 +474,8 @@ def ceiling_plots(results: list[Result]) -> list[Plot]:
     if not runs:
         return []
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.35 * len(runs)))
+    labels = [_label(_run_label(r, runs)) for r in runs]
+    fig, ax = plt.subplots(figsize=(8, 0.8 + _row_height(labels) * len(runs)))
     values = [100.0 * float(r.metrics["ceiling_fraction"]) for r in runs]
     bars = ax.barh(range(len(runs)), values)
     for bar, r in zip(bars, runs):
@@ -352,14 +483,15 @@ def ceiling_plots(results: list[Result]) -> list[Plot]:
         if isinstance(achieved, (int, float)):
             ax.annotate(f" {sig(achieved)} TFLOP/s", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
                         va="center", fontsize="small")
-    ax.set_yticks(range(len(runs)), [_label(_run_label(r, runs)) for r in runs])
+    ax.set_yticks(range(len(runs)), labels)
     ax.invert_yaxis()
     ax.set_xlim(0, max(100.0, max(values) * 1.15))
     ax.axvline(100.0, color="grey", linestyle="--")
     ax.set_xlabel("% of the measured matmul ceiling for the precision used")
     return [Plot("ceiling", "Utilisation against the measured matmul ceiling",
                  "Achieved model TFLOP/s as a share of the matmul ceiling measured on that machine for the precision "
-                 "that ran (by `dlbench system`, or once by the first run that needed it)." + _where(runs),
+                 "that ran (by `dlbench system`, or once by the first run that needed it); dashed: 100%, the "
+                 "ceiling." + _shared(runs),
                  _svg(fig))]
 
 
@@ -370,13 +502,27 @@ MAX_ROOFLINE_RUNS = 6
 ASSUMED_INTENSITY = 0.25  # FLOP/byte where a class's FLOPs are not counted: where elementwise passes sit
 
 
-def profile_label(r: Result, runs: list[Result]) -> str:
+def profile_label(r: Result, runs: list[Result], figure: bool = False) -> str:
     """A profiled run among others: its label, and the workload options in which the runs differ
-    (volume's --kernels pytorch beside --kernels fused)."""
+    (volume's --kernels pytorch beside --kernels fused). In a table (no caption to hold what the
+    runs share) the model and its settings always, the level where levels differ; in a figure
+    only what differs."""
     options = [x.spec.get("options") or {} for x in runs]
     mine = r.spec.get("options") or {}
     differ = sorted({k for o in options for k in o if len({json.dumps(x.get(k), sort_keys=True) for x in options}) > 1})
-    return " ".join([_run_label(r, runs), *(f"{k}={mine.get(k)}" for k in differ if k in mine)])
+    label = _run_label(r, runs) if figure else _row_label(r, runs)
+    return " ".join([label, *(f"{k}={mine.get(k)}" for k in differ if k in mine)])
+
+
+def _row_label(r: Result, runs: list[Result]) -> str:
+    """A table row's name for a run (its workload stands in a column before it): model, batch,
+    precision and GPUs, then what differs, 'eager' included where the levels differ."""
+    parts = dict(_parts(r, runs))
+    texts = [parts.get(k) for k in FULL]
+    texts += [parts.get(k) or ("eager" if k == "level" else "") for k in ("input", "data", "layout", "level", "tag")
+              if _differs(runs, k)]
+    text = " ".join(t for t in texts if t)
+    return f"{r.system_label}: {text}" if rowinfo.differing(runs, lambda x: x.system_label) else text
 
 
 def _profiled(results: list[Result]) -> list[Result]:
@@ -389,7 +535,8 @@ def profile_plots(results: list[Result]) -> list[Plot]:
     if not runs:
         return []
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.4 * len(runs)))
+    labels = [_label(profile_label(r, runs, figure=True)) for r in runs]
+    fig, ax = plt.subplots(figsize=(8, 0.9 + (_row_height(labels) + 0.05) * len(runs)))
     present = [c for c in PROFILE_COLOURS if any(c in profile.profile_of(r)["classes"] for r in runs)]
     left = np.zeros(len(runs))
     for cls in present:
@@ -397,13 +544,13 @@ def profile_plots(results: list[Result]) -> list[Plot]:
                            for r in runs])
         ax.barh(range(len(runs)), shares, left=left, color=PROFILE_COLOURS[cls], label=profile.CLASS_LABELS[cls])
         left += shares
-    ax.set_yticks(range(len(runs)), [_label(profile_label(r, runs)) for r in runs])
+    ax.set_yticks(range(len(runs)), labels)
     ax.invert_yaxis()
     ax.set_xlim(0, max(100.0, float(left.max()) * 1.02))
     ax.set_xlabel("% of the profiled step")
     _legend(ax)
     return [Plot("profile", "Where the step's time goes", "Each profiled run's step split into kernel classes and GPU "
-                 "idle (`--profile`); the classes add up to the profiled step." + _where(runs), _svg(fig))]
+                 "idle (`--profile`); the classes add up to the profiled step." + _shared(runs), _svg(fig))]
 
 
 def roofline_plots(results: list[Result]) -> list[Plot]:
@@ -444,11 +591,13 @@ def _roofline(system: str, pairs: list[tuple[Result, Result]]) -> Plot:
                 ax.scatter(*point, color=PROFILE_COLOURS.get(p.cls, "black"), marker=markers[i % len(markers)],
                            edgecolors="black", linewidths=0.5, zorder=3)
         ax.scatter([], [], color="white", edgecolors="black", marker=markers[i % len(markers)],
-                   label=_label(profile_label(r, runs)))
+                   label=_label(profile_label(r, runs, figure=True)))
     for cls in (c for c in PROFILE_COLOURS if c in drawn):
         ax.scatter([], [], color=PROFILE_COLOURS[cls], label=profile.CLASS_LABELS[cls])
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _plain_ticks(ax.xaxis, subs=(1.0,))
+    _plain_ticks(ax.yaxis, subs=(1.0,))
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("TFLOP/s")
     ax.grid(alpha=0.3, which="both")
