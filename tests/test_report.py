@@ -47,7 +47,7 @@ def test_models_in_seed_order_with_titles():
 def test_text_from_results_is_escaped():
     evil = make_result(system={"gpus": [{"name": "<script>alert(1)</script>|x"}]})
     text = render_markdown([evil])
-    assert "<script>" not in text and "&lt;script&gt;" in text and "\\|x" in text
+    assert "<script>" not in text and "&lt;script>" in text and "\\|x" in text
     assert cell(None) == "-"
 
 

@@ -137,7 +137,7 @@ def test_report_cli_formats_filters_and_errors(db, tmp_path):
     md = cli("report", "--system", "NVIDIA H200", "--system", "evil", "--db", db)
     assert md.returncode == 0, md.stderr
     assert "|NVIDIA H200|" in md.stdout and "Tesla K80" not in md.stdout
-    assert "<script>" not in md.stdout and "&lt;script&gt;alert(1)&lt;/script&gt;" in md.stdout
+    assert "<script>" not in md.stdout and "&lt;script>alert(1)&lt;/script>" in md.stdout
     page = tmp_path / "report.html"
     html = cli("report", "--format", "html", "-o", page, "--db", db)
     assert html.returncode == 0, html.stderr
@@ -164,7 +164,7 @@ def test_a_new_section_appears_in_every_format(tmp_path, monkeypatch):
 
     monkeypatch.setattr(report, "SECTIONS", [*report.SECTIONS, "extra_section"])
     results = [make_result(system={"gpus": [{"name": "A|<i>"}]})]
-    assert "## Extra &lt;b&gt;\na note\n\n|System|Value|\n|---|---:|\n|A\\|&lt;i&gt;|-|" in render(results, "md")
+    assert "## Extra &lt;b>\na note\n\n|System|Value|\n|---|---:|\n|A\\|&lt;i>|-|" in render(results, "md")
     assert "Extra <b>,1,A|<i>,Value,,,,\n" in render(results, "csv")
     data = json.loads(render(results, "json"))
     assert {"title": "Extra <b>", "notes": ["a note"], "header": ["System", "Value"]} in \
