@@ -27,7 +27,6 @@ FULL, MIXED = ("fp32", "tf32"), ("fp16", "bf16")
 LATENCY = ["Batch size", "Resolution", "Throughput Avg [img/s]", "Latency Avg [ms]", "Latency 90% [ms]",
            "Latency 95% [ms]", "Latency 99% [ms]"]
 SEED003 = "NVIDIA UNet_Medical"  # the publication, as the Source column names it
-SLIP_NOTE = "† marks a published figure that its own columns do not give; Check says what they give."
 
 
 def dataset(r: Result) -> str:
@@ -50,25 +49,34 @@ class _Row:
 
 
 def _assemble(title: str, header: list[str], align: str, rows: list[_Row], notes: list[str], published: bool,
-              optional: tuple[str, ...]) -> Table:
-    """The table with each optional column only where rows differ in it, then Source and Check."""
+              optional: tuple[str, ...], named: int = 3) -> Table:
+    """The table with each optional column only where rows differ in it, then Source; the Check of
+    published rows whose arithmetic does not hold goes under the table, by the row's first cell."""
     body = [list(r.cells) for r in rows]
     for name in optional:
         values = [r.extra.get(name) for r in rows]
-        if len({str(v) for v in values}) > 1 or (name == "Tag" and any(values)):
+        wanted = rowinfo.tag_column([r.extra.get(name) for r in rows if r.source == "dlbench"]) if name == "Tag" \
+            else len({str(v) for v in values}) > 1
+        if wanted:
             header, align = header + [name], align + ("r" if name in ("Batch",) else "l")
             body = [b + [v] for b, v in zip(body, values)]
+        elif name == "Tag":
+            notes = notes + rowinfo.tag_note(values)
     if published:
         header, align = header + [rowinfo.SOURCE], align + "l"
         body = [b + [r.source] for b, r in zip(body, rows)]
     seeds = [r for r in rows if r.source != "dlbench"]
-    if any(r.check not in (None, "ok") for r in seeds):
-        header, align = header + ["Check"], align + "l"
-        body = [b + [r.check] for b, r in zip(body, rows)]
-        notes = notes + [SLIP_NOTE]
+    checks = rowinfo.check_notes([(_label(b, named), r.check) for b, r in zip(body, rows) if r.source != "dlbench"])
+    if checks:
+        notes = notes + checks
     elif seeds:
         notes = notes + ["Published arithmetic checked: no slips in these rows."]
     return Table(title, header, align, body, notes=notes)
+
+
+def _label(cells: list[object], named: int) -> str:
+    """A published row named in a Check line: its first `named` cells (system, GPUs, batch)."""
+    return ", ".join(str(c) for c in cells[:named] if c not in (None, DASH, ""))
 
 
 def tables(results: list[Result], published: bool = False) -> list[Table]:
@@ -79,35 +87,55 @@ def tables(results: list[Result], published: bool = False) -> list[Table]:
 # ---- BenchmarkJade: phases ----------------------------------------------------------------
 
 def phase_tables(results: list[Result], published: bool = False) -> list[Table]:
-    """Seconds per batch in each phase (means, which add up to the wall time per batch), per
-    cluster, dataset, benchmark and device count, as BenchmarkJade prints them."""
+    """Milliseconds per batch in each phase (means, which add up to the wall time per batch), per
+    cluster, dataset, benchmark and device count, as BenchmarkJade prints them; each run's setup
+    in a second table, joined by the Run label, so that neither is wider than a page."""
     groups: dict[str, list[Result]] = {}
     for r in results:
         groups.setdefault(r.model, []).append(r)
-    return [_phase_table(rs, published) for rs in groups.values()]
+    return [t for rs in groups.values() for t in _phase_table(rs, published)]
 
 
-def _phase_table(rs: list[Result], published: bool) -> Table:
+def _phase_table(rs: list[Result], published: bool) -> list[Table]:
     latest = _latest(rs, lambda r: (phases.cluster(r), dataset(r), r.workload, rowinfo.system(r, gpus=False),
                                     r.spec.get("gpus", 1), r.spec.get("batch"), r.spec.get("precision", "fp32"),
                                     r.tag, str(r.spec.get("input_shape"))))
     ordered = sorted(latest.values(), key=lambda r: (r.system_label, r.spec.get("gpus", 1), dataset(r), r.workload,
                                                       r.spec.get("batch") or 0))
     rows = [_phase_row(r) for r in ordered]
-    notes = [phases.NOTE]
+    notes = [phases.ABOUT, phases.NOTE]
+    setup_notes = [phases.SETUP_ABOUT]
     if published and _published_model(rs[0].model, "seed002"):
         notes.append(phases.PUBLISHED_NOTE)
         rows += [_Row(phases.published_row(row), {"Precision": "fp32", "Batch": None, "Input": "3x224x224"},
                       phases.SOURCE, row.check_text()) for row in _published_rows()]
     batches = {r.extra.get("Batch") for r in rows}
     if len(batches) == 1 and None not in batches:
-        notes[0] += f" Batch {batches.pop()} per device."
-    header = phases.HEAD + list(phases.PHASES)
-    table = _assemble(phases.title(rs[0]), header, "llllrr" + "r" * len(phases.PHASES), rows, notes, published,
-                      ("Precision", "Batch", "Input", "Tag"))
-    if not any(row[0] not in (None, DASH) for row in table.rows):  # no cluster named: no column
-        table.header, table.align, table.rows = table.header[1:], table.align[1:], [row[1:] for row in table.rows]
-    return phases.labelled(table)
+        notes[1] += f" Batch {batches.pop()} per device."
+    labels = _run_labels(rows)
+    if any(str(c).endswith(phases.CLAMPED) for r in rows for c in r.cells):
+        notes.append(phases.CLAMP_NOTE)
+    timing = Table(phases.title(rs[0]), [phases.RUN, *phases.PHASES], "l" + "r" * len(phases.PHASES),
+                   [[label, *r.cells[len(phases.SETUP):]] for label, r in zip(labels, rows)], notes=notes)
+    setup_rows = [_Row([label, *r.cells[:len(phases.SETUP)]], r.extra, r.source, r.check) for label, r in zip(labels, rows)]
+    setup = _assemble(f"{model_title(rs[0])}: the runs of the phase table", [phases.RUN, *phases.SETUP], "lllllrr",
+                      setup_rows, setup_notes, published, ("Precision", "Batch", "Input", "Tag"), named=1)
+    if not any(row[1] not in (None, DASH) for row in setup.rows):  # no cluster named: no column
+        setup.header, setup.align = setup.header[:1] + setup.header[2:], setup.align[:1] + setup.align[2:]
+        setup.rows = [row[:1] + row[2:] for row in setup.rows]
+    return [timing, setup]
+
+
+def _run_labels(rows: list[_Row]) -> list[str]:
+    """Each row's Run label, made unique with its precision and then a number where rows share one."""
+    precisions = {r.extra.get("Precision") for r in rows}
+    labels = [phases.run_label(r.cells, r.extra.get("Precision") if len(precisions) > 1 else None) for r in rows]
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if labels.count(label) == 1 else f"{label} ({seen[label]})")
+    return out
 
 
 def _phase_row(r: Result) -> _Row:

@@ -124,3 +124,24 @@ def prune(table, keep: int):
     table.align = "".join(a for a, u in zip(table.align, used) if u)
     table.rows = [[v for v, u in zip(row, used) if u] for row in table.rows]
     return table
+
+
+SLIP_NOTE = ("† marks a published figure that the publication's own columns do not give; each Check line below "
+             "says what they give.")
+
+
+def tag_column(tags: Sequence[object]) -> bool:
+    """A Tag column only where dlbench's rows carry several tags; one tag goes in a note (tag_note)."""
+    return len({str(t) for t in tags if t}) > 1
+
+
+def tag_note(tags: Sequence[object]) -> list[str]:
+    found = sorted({str(t) for t in tags if t})
+    return [f"dlbench's rows are runs tagged `{found[0]}`."] if len(found) == 1 else []
+
+
+def check_notes(checks: Sequence[tuple[object, object]]) -> list[str]:
+    """The published rows whose arithmetic does not hold, one line each under the table (a Check
+    column of sentences made tables too wide to read): (row label, check text) pairs."""
+    lines = [f"Check, {label}: {check}" for label, check in checks if check not in (None, "ok", "-", "")]
+    return [SLIP_NOTE, *lines] if lines else []
