@@ -66,7 +66,7 @@ def _assemble(title: str, header: list[str], align: str, rows: list[_Row], notes
         header, align = header + [rowinfo.SOURCE], align + "l"
         body = [b + [r.source] for b, r in zip(body, rows)]
     seeds = [r for r in rows if r.source != "dlbench"]
-    checks = rowinfo.check_notes([(_label(b, named), r.check) for b, r in zip(body, rows) if r.source != "dlbench"])
+    checks = rowinfo.check_notes([(_label(b, header, named), r.check) for b, r in zip(body, rows) if r.source != "dlbench"])
     if checks:
         notes = notes + checks
     elif seeds:
@@ -74,9 +74,11 @@ def _assemble(title: str, header: list[str], align: str, rows: list[_Row], notes
     return Table(title, header, align, body, notes=notes)
 
 
-def _label(cells: list[object], named: int) -> str:
-    """A published row named in a Check line: its first `named` cells (system, GPUs, batch)."""
-    return ", ".join(str(c) for c in cells[:named] if c not in (None, DASH, ""))
+def _label(cells: list[object], header: list[str], named: int) -> str:
+    """A published row named in a Check line: its first cell, then the next `named` - 1 cells with
+    their column's name ('DGX A100, GPUs 8, Batch size / GPU 8')."""
+    named_cells = [f"{h} {c}" for h, c in zip(header[1:named], cells[1:named]) if c not in (None, DASH, "")]
+    return ", ".join([str(cells[0]), *named_cells])
 
 
 def tables(results: list[Result], published: bool = False) -> list[Table]:
@@ -190,9 +192,10 @@ def throughput_tables(results: list[Result], published: bool = False) -> list[Ta
         for s in seeds:
             rows.append(_seed003_row(s, precisions, fulls, mixeds))
         what = "patches" if unit.startswith("patch") else "images"
-        notes = [f"Throughput: {what} over total measured time, all processes together. Weak scaling: throughput on N "
-                 f"{terms[2]} over throughput on 1 {terms[3]} at the same batch per {terms[3]} (perfect: N); scaling "
-                 "efficiency: weak scaling / N (perfect: 1.00)."]
+        notes = [f"How many {what} per second each system {'trains' if workload == 'train' else 'infers'} at each "
+                 "precision, and how much mixed precision speeds that up.",
+                 f"Throughput: {what} over total measured time, all processes together; speedup: mixed-precision "
+                 "throughput over full-precision throughput of the same row."]
         if seeds:
             notes.append("Rows from NVIDIA UNet_Medical are its published figures (TF1 20.06, mixed precision = TF-AMP fp16, "
                          "ISBI 2012 EM data with augmentation).")
@@ -200,8 +203,46 @@ def throughput_tables(results: list[Result], published: bool = False) -> list[Ta
         if any(str(c).endswith(OVER_ONE) for row in rows for c in row.cells):
             notes.append(OVER_ONE_NOTE)
         table = _assemble(title, header, "l" + "r" * (len(header) - 1), rows, notes, published, ("Data", "Input", "Tag"))
-        out.append(rowinfo.prune(table, 3 + len(precisions)))
+        out += _split_scaling(rowinfo.prune(table, 3 + len(precisions)), terms)
     return out
+
+
+SCALING = ("Weak scaling", "Scaling efficiency")
+
+
+def _split_scaling(table: Table, terms: tuple[str, ...]) -> list[Table]:
+    """Throughput in one table, weak scaling and its efficiency (rows on several GPUs) in a second:
+    one table of both was 16 columns wide. Each Check line goes with the column it names."""
+    scaling = [i for i, h in enumerate(table.header) if h.startswith(SCALING)]
+    if not scaling:
+        return [table]
+    source = [table.header.index(rowinfo.SOURCE)] if rowinfo.SOURCE in table.header else []
+    first = [i for i in range(len(table.header)) if i not in scaling]
+    second = [0, 1, 2, *scaling, *source]
+    rows = [row for row in table.rows if isinstance(row[1], int) and row[1] > 1]
+    about = (f"How close {terms[2]} come to N times one {terms[3]}'s throughput at the same batch per {terms[3]} "
+             f"(weak scaling; perfect: N) and that over N (efficiency; perfect: 1.00).")
+    about += (" Weak scaling: throughput on N " + terms[2] + " over throughput on 1 " + terms[3] + " at the same "
+              "batch per " + terms[3] + "; scaling efficiency: weak scaling / N.")
+    moved = [n for n in table.notes if _names_column(n, [table.header[i] for i in scaling])]
+    notes = [n for n in table.notes if n not in moved and (n != rowinfo.SLIP_NOTE or _checks_left(table.notes, moved))]
+    extra = [n for n in table.notes if n.startswith(("! ", "dlbench's rows", "Rows from"))]
+    scaled = Table(table.title.replace("throughput", "weak scaling"), [table.header[i] for i in second],
+                   "".join(table.align[i] for i in second), [[row[i] for i in second] for row in rows],
+                   notes=[about, *extra, *([rowinfo.SLIP_NOTE] if moved else []), *moved])
+    table.header, table.align = [table.header[i] for i in first], "".join(table.align[i] for i in first)
+    table.rows, table.notes = [[row[i] for i in first] for row in table.rows], notes
+    return [table, scaled]
+
+
+def _checks_left(notes: list[str], moved: list[str]) -> bool:
+    return any(n.startswith("Check, ") and n not in moved for n in notes)
+
+
+def _names_column(note: str, columns: list[str]) -> bool:
+    """Is `note` a Check line about one of `columns` (and about none of the others)?"""
+    return note.startswith("Check, ") and any(f"† {c.split(' [')[0]}" in note for c in columns)
+
 
 
 def _throughput_row(points: dict, gpus: int, batch: int, single: dict, precisions: list[str], fulls: list[str],
@@ -292,9 +333,25 @@ def _seed003_row(s: dict, precisions: list[str], fulls: list[str], mixeds: list[
               for f in fulls for m in mixeds]
     weak = {p: row.mark(f"Weak scaling - {NAMES[p]}", v) if v != "-" else None for p, v in s["weak"].items()}
     cells += [weak.get(p) for p in precisions]
-    cells += [fixed(float(v) / gpus) if v and v != "-" and gpus > 1 else None
-              for v in (s["weak"].get(p) for p in precisions)]
-    return _Row(cells, {"Data": "ISBI 2012 (augmented)", "Tag": None, "Input": "1x572x572"}, SEED003, row.check_text())
+    cells += [_published_efficiency(row, NAMES[p], s["weak"].get(p), gpus) for p in precisions]
+    check = "; ".join(c for c in [row.check_text()] + [_efficiency_check(row, NAMES[p], gpus) for p in precisions]
+                      if c and c != "ok") or "ok"
+    return _Row(cells, {"Data": "ISBI 2012 (augmented)", "Tag": None, "Input": "1x572x572"}, SEED003, check)
+
+
+def _published_efficiency(row, name: str, weak: str | None, gpus: int) -> str | None:
+    """Weak scaling / N from the printed weak scaling; marked † where that figure is (it carries the slip)."""
+    if not weak or weak == "-" or gpus <= 1:
+        return None
+    return fixed(float(weak) / gpus) + (" †" if row.slipped(f"Weak scaling - {name}") else "")
+
+
+def _efficiency_check(row, name: str, gpus: int) -> str | None:
+    slip = next((s for s in row.slips if s.column == f"Weak scaling - {name}"), None)
+    if slip is None:
+        return None
+    return (f"† Scaling efficiency - {name}: {slip.printed} / {gpus} from the printed weak scaling; its own "
+            f"throughputs give {slip.computed} / {gpus} = {fixed(float(slip.computed) / gpus)}")
 
 
 # ---- seed 003: latency ---------------------------------------------------------------------
@@ -313,11 +370,15 @@ def latency_tables(results: list[Result], published: bool = False) -> list[Table
             r = latest[key]
             m = r.metrics
             shape = (m.get("input_shape") or [r.spec["batch"]])[1:]
+            latencies = [fixed(m.get(k), 3) for k in ("latency_avg_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms")]
+            waiting = data_bound(r)
             cells = [rowinfo.system(r, gpus=False, precision=False), r.spec["batch"],
                      "x".join(map(str, shape[1:] + shape[:1])), fixed(m["throughput"]),
-                     *(fixed(m.get(k), 3) for k in ("latency_avg_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms"))]
-            rows.append(_Row(cells, {"Data": dataset(r), "Tag": r.tag}))
-        notes = ["Latency is per batch, in milliseconds; throughput: images over the measured time."]
+                     latencies[0] + (DATA_BOUND if waiting else ""), *latencies[1:]]
+            rows.append(_Row(cells, {"Data": dataset(r), "Tag": r.tag, "waiting": waiting}))
+        notes = ["How long one batch takes to infer, on average and in the slow tail, at each batch size.",
+                 "Latency is per batch, in milliseconds; throughput: images over the measured time."]
+        notes += [_data_bound_note(row) for row in rows if row.extra.get("waiting")]
         if published and _is_seed003(model):
             found = _seed003_latency(precision)
             if found:
@@ -325,8 +386,32 @@ def latency_tables(results: list[Result], published: bool = False) -> list[Table
                              "line says, though an earlier line says per image).")
             rows += found
         out.append(_assemble(f"{model_title(rs[0])} inference latency, {PRECISION[precision]}", ["System"] + LATENCY,
-                             "lrlrrrrr", rows, notes, published, ("Data", "Tag")))
+                             "lrlrrrrr", rows, notes, published, ("Data", "Tag"), named=2))
     return out
+
+
+DATA_BOUND = " (data-bound)"
+DATA_SHARE = 0.25  # waiting for data above this share of the mean batch: the loader, not the model, sets the latency
+
+
+def data_bound(r: Result) -> tuple[float, float, float | None] | None:
+    """(data wait, mean batch, median batch) in ms where the run waited for its data loader for more
+    than DATA_SHARE of the mean batch: its latencies are the loader's stalls, not the model's time."""
+    stats = r.metrics.get("stats") or {}
+    wait = sum(float((stats.get(p) or {}).get("mean") or 0.0) for p in ("data", "h2d"))
+    step = (stats.get("step") or {}).get("mean")
+    if not step or wait <= DATA_SHARE * float(step):
+        return None
+    median = (stats.get("step") or {}).get("median")
+    return wait * 1e3, float(step) * 1e3, None if median is None else float(median) * 1e3
+
+
+def _data_bound_note(row: _Row) -> str:
+    wait, step, median = row.extra["waiting"]
+    middle = f" (the median batch took {fixed(median, 1)} ms)" if median is not None else ""
+    return (f"(data-bound), {row.cells[0]}, batch {row.cells[1]}: {fixed(wait, 1)} of the mean {fixed(step, 1)} ms per "
+            f"batch went to waiting for the data loader{middle}; these latencies are the loader's stalls, not the "
+            "model's latency.")
 
 
 def _seed003_latency(precision: str) -> list[_Row]:
