@@ -88,14 +88,16 @@ def data_source(r: Result) -> str:
     source = _resolved(str((r.spec.get("options") or {}).get("data") or r.metrics.get("data") or "synthetic"), r)
     if _VARIABLE.search(source):  # a record from before runs stored the path they read
         return f"{source} (path not recorded)"
+    folder = source.startswith("folder:")
     for prefix in ("folder:", "volume:"):
         if source.startswith(prefix):
             source = source[len(prefix):]
             break
-    if "/" in source or source.endswith((".h5", ".hdf5", ".zarr", ".n5")):
+    if folder or "/" in source or source.endswith((".h5", ".hdf5", ".zarr", ".n5")):
         name = Path(source.split(":")[0].rstrip("/")).name or source
-        gpu = " (GPU decode)" if (r.spec.get("options") or {}).get("decode") == "gpu" else ""
-        return name + gpu
+        gpu = ", GPU decode" if (r.spec.get("options") or {}).get("decode") == "gpu" else ""
+        # A folder of class folders of JPEG files (data/images.py reads nothing else): real images, decoded per batch.
+        return f"JPEG folder ({name}{gpu})" if folder else name + (" (GPU decode)" if gpu else "")
     return source.capitalize() if source in ("synthetic", "dummy") else source
 
 
