@@ -130,8 +130,9 @@ def _phase_table(rs: list[Result], published: bool) -> list[Table]:
 
 def _run_labels(rows: list[_Row]) -> list[str]:
     """Each row's Run label, made unique with its precision and then a number where rows share one."""
-    precisions = {r.extra.get("Precision") for r in rows}
-    labels = [phases.run_label(r.cells, r.extra.get("Precision") if len(precisions) > 1 else None) for r in rows]
+    plain = [phases.run_label(r.cells) for r in rows]
+    labels = [phases.run_label(r.cells, r.extra.get("Precision")) if plain.count(label) > 1 else label
+              for label, r in zip(plain, rows)]
     seen: dict[str, int] = {}
     out = []
     for label in labels:
@@ -216,9 +217,9 @@ def _split_scaling(table: Table, terms: tuple[str, ...]) -> list[Table]:
     scaling = [i for i, h in enumerate(table.header) if h.startswith(SCALING)]
     if not scaling:
         return [table]
-    source = [table.header.index(rowinfo.SOURCE)] if rowinfo.SOURCE in table.header else []
+    kept = [table.header.index(h) for h in ("Tag", rowinfo.SOURCE) if h in table.header]
     first = [i for i in range(len(table.header)) if i not in scaling]
-    second = [0, 1, 2, *scaling, *source]
+    second = [0, 1, 2, *scaling, *kept]
     rows = [row for row in table.rows if isinstance(row[1], int) and row[1] > 1]
     about = (f"How close {terms[2]} come to N times one {terms[3]}'s throughput at the same batch per {terms[3]} "
              f"(weak scaling; perfect: N) and that over N (efficiency; perfect: 1.00).")
