@@ -130,6 +130,8 @@ def _software(r: Result) -> str:
 def _finish(title: str, header: list[str], rows: list[_Row], notes: list[str], published: bool) -> Table:
     """Tag (a column only where dlbench's rows differ in it), Source, and the Check lines."""
     body, align = [r.cells for r in rows], "lrl" + "r" * (len(header) - 3)
+    if any(r.extra.get("cpu") for r in rows):  # several processes share a CPU: there are no GPUs to count
+        header = [header[0], "GPUs or CPU processes", *header[2:]]
     align = "".join("l" if h in ("Software", "Data") else a for h, a in zip(header, align))
     tags = [r.extra.get("Tag") for r in rows]
     if rowinfo.tag_column(tags):
@@ -175,7 +177,7 @@ def _title(rs: list[Result]) -> str:
 
 def _training_row(train: Result, single: Result | None) -> _Row:
     head = [rowinfo.system(train, gpus=False, precision=False), rowinfo.processes(train), train.spec.get("precision", "fp32")]
-    extra = {"Tag": train.tag}
+    extra = {"Tag": train.tag, "cpu": not rowinfo.on_gpu(train)}
     if train.status == "oom":
         return _Row(head + ["OOM", "OOM", DASH, "OOM", _software(train), rowinfo.data_source(train)], extra)
     step = _mean_step(train)
@@ -189,7 +191,7 @@ def _training_row(train: Result, single: Result | None) -> _Row:
 def _prediction_row(volume: Result, single: Result | None, target: float) -> _Row:
     head = [rowinfo.system(volume, gpus=False, precision=False), rowinfo.processes(volume),
             volume.spec.get("precision", "fp32")]
-    extra = {"Tag": volume.tag}
+    extra = {"Tag": volume.tag, "cpu": not rowinfo.on_gpu(volume)}
     if volume.status != "ok":
         return _Row(head + ["OOM", DASH, DASH, DASH, DASH, _software(volume)], extra)
     m = volume.metrics
