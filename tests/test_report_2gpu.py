@@ -209,3 +209,10 @@ def test_no_table_is_wider_than_a_page(report):
     wide = [(t.title, len(t.header)) for t in report if len(t.header) > MAX_COLUMNS]
     assert wide == []
     assert not [t.title for t in report if re.search(r"\[untagged\]", t.markdown())]
+
+
+def test_a_jpeg_folder_named_by_a_variable_says_so():
+    run = image_run("train", "folder:$DLBENCH_IMAGES", 1, {"data": 0.0027, "forward": 0.0217, "backward": 0.0547})
+    run.metrics["data_path"] = "/tmp/dlbench-images"  # what the run read, stored by train
+    [_, setup] = images.phase_tables([run])
+    assert _rows(setup)[0]["Dataset"] == "JPEG folder (dlbench-images)"

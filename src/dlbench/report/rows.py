@@ -85,10 +85,11 @@ def data_source(r: Result) -> str:
     """Where the inputs came from: synthetic, dummy, a folder or a volume (its file name)."""
     from pathlib import Path
 
-    source = _resolved(str((r.spec.get("options") or {}).get("data") or r.metrics.get("data") or "synthetic"), r)
+    stored = str((r.spec.get("options") or {}).get("data") or r.metrics.get("data") or "synthetic")
+    folder = stored.startswith("folder:")  # the path the run read, resolved below, has no prefix
+    source = _resolved(stored, r)
     if _VARIABLE.search(source):  # a record from before runs stored the path they read
         return f"{source} (path not recorded)"
-    folder = source.startswith("folder:")
     for prefix in ("folder:", "volume:"):
         if source.startswith(prefix):
             source = source[len(prefix):]
