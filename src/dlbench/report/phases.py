@@ -1,15 +1,17 @@
-"""BenchmarkJade's phase table (train, inference, smooth inference), one per model:
+"""BenchmarkJade's phase table (train, inference, smooth inference), one pair per model:
 
-`|Cluster|Dataset|Benchmark|Device Name|# Devices|Num Workers|Data Loading Time [s]|
-Data Processing Time [s]|Forward Time [s]|Backward Time [s]|Optimizer Time [s]|Other Time [s]|
-Total [s]|Median Batch [s]|`
+`|Run|Data Loading Time [ms]|Data Processing Time [ms]|Forward Time [ms]|Backward Time [ms]|
+Optimizer Time [ms]|Other Time [ms]|Total [ms]|Median Batch [ms]|` and each run's setup
+(`|Run|Cluster|Dataset|Benchmark|Device Name|# Devices|Num Workers|`) in a table of its own,
+joined by the Run label: one table of both was 16 columns wide.
 
-The publication prints seconds per batch averaged over an epoch, so the phases here are means
-in seconds too: means add up, so the phases and `Other` (the wall time per batch that falls in
-no phase) add up to Total, the wall time per batch, and a data stall shows where it happens. A
-median of each phase would hide the stalls, which are what the table is for; the median whole
-batch stands apart. Where a record holds no per-phase means (written before they were stored),
-its medians stand in and its Total says `(medians)`.
+The publication prints per-batch averages over an epoch, so the phases here are means too, in
+milliseconds like every time per batch in the report (its seconds are converted digit for
+digit): means add up, so the phases and `Other` (the wall time per batch that falls in no
+phase, never below zero) add up to Total, the wall time per batch, and a data stall shows where
+it happens. A median of each phase would hide the stalls, which are what the table is for; the
+median whole batch stands apart. Where a record holds no per-phase means (written before they
+were stored), its medians stand in and its Total says `(medians)`.
 """
 
 from __future__ import annotations
