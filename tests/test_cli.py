@@ -34,9 +34,10 @@ def test_run_stores_and_reports(db):
         (r,) = store.results(workload="fwdbwd")  # beside it, the matmul ceiling it measured for its utilisation
     assert r.tag == "first" and r.status == "ok" and r.system["cpu"]["cores"]
     report = cli("report", "--db", db)
-    assert "## ResNet-18\n(input 2 x 3 x 32 x 32)" in report.stdout
+    assert "## ResNet-18\nHow long one batch of 2 takes forward and backward" in report.stdout
+    assert "\n(input 2 x 3 x 32 x 32)\n" in report.stdout and "dlbench's rows are runs tagged `first`." in report.stdout
     # CPU rows alone: no cuDNN column, which would read None in every row
-    assert "|GPU|Forward (ms)|Backward (ms)|Total (ms)|Median step (ms)|Tag|" in report.stdout
+    assert "|GPU or CPU|Forward (ms)|Backward (ms)|Total (ms)|Median step (ms)|" in report.stdout
     assert "|CPU: " in report.stdout and "None" not in report.stdout
     listing = cli("results", "--db", db)
     assert r.id[:8] in listing.stdout

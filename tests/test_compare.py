@@ -185,4 +185,4 @@ def test_labels_from_results_are_escaped_in_markdown(db):
     _store(db, _run("<script>x</script>|A", 10.0), _run("NVIDIA A100", 20.0))
     proc = cli("compare", "<script>x</script>|A", "A100", "--db", db)
     assert proc.returncode == 0, proc.stderr
-    assert "<script>" not in proc.stdout and "&lt;script&gt;x&lt;/script&gt;\\|A" in proc.stdout
+    assert "<script>" not in proc.stdout and "&lt;script>x&lt;/script>\\|A" in proc.stdout

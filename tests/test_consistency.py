@@ -71,14 +71,14 @@ def _train(**metrics):
 
 
 def test_train_phase_table_of_a_record_without_means_says_its_phases_are_medians():
-    [table] = images.phase_tables([_train()])
+    [table, _] = images.phase_tables([_train()])
     [row] = _rows(table)
-    phases = ["Data Loading Time [s]", "Data Processing Time [s]", "Forward Time [s]", "Backward Time [s]",
-              "Optimizer Time [s]", "Other Time [s]"]
+    phases = ["Data Loading Time [ms]", "Data Processing Time [ms]", "Forward Time [ms]", "Backward Time [ms]",
+              "Optimizer Time [ms]", "Other Time [ms]"]
     shown = [row[p] for p in phases if row[p] != "-"]
-    assert row["Total [s]"] == "0.0628 (medians)" and row["Other Time [s]"] == "-" and row["Median Batch [s]"] == "0.0628"
-    assert add(*shown) == "0.0627"  # phase medians need not add up to the wall time per batch
-    assert row["Data Loading Time [s]"] == "0.00010"  # data + copy to the device
+    assert row["Total [ms]"] == "62.76 (medians)" and row["Other Time [ms]"] == "-" and row["Median Batch [ms]"] == "62.76"
+    assert add(*shown) == "62.69"  # phase medians need not add up to the wall time per batch
+    assert row["Data Loading Time [ms]"] == "0.10"  # data + copy to the device
 
 
 def test_one_line_results_add_up():
@@ -97,8 +97,8 @@ def test_weak_scaling_is_n_gpu_over_one_gpu_with_efficiency_apart():
     spec = {"workload": "train", "model": "unet2d-medical", "batch": 1, "precision": "tf32", "input_shape": [1, 572, 572]}
     results = [make_result(spec={**spec, "gpus": g}, system=H200, metrics={"throughput": t, "throughput_unit": "img/s"})
                for g, t in ((1, 29.81), (8, 169.62))]  # seed 003's DGX A100 TF32 figures
-    [table] = images.throughput_tables(results)
-    row = _rows(table)[1]
+    [_, table] = images.throughput_tables(results)
+    [row] = _rows(table)
     assert row["Weak scaling - TF32"] == "5.69" == fixed(derived.weak_scaling(169.62, 29.81))
     assert row["Scaling efficiency - TF32"] == "0.71" == fixed(derived.scaling_efficiency(169.62, 29.81, 8))
 
@@ -191,34 +191,43 @@ def test_report_with_references_from_the_command_line(db):
     assert "|NVIDIA H200|9.19.0|7.51|15.71|23.22|23.22|dlbench|" in resnet
     assert "|GTX 1080|5.1.10|50.24|98.41|148.65|-|GPU in the Cloud (cnn-benchmarks)|" in resnet
     assert "seed 00" not in text  # users know the publications by their titles
-    unet = text.split("## 3D U-Net (aniso): training and prediction\n")[1].split("\n## ")[0]
-    assert "|NVIDIA H200|13.0|2.11.0|131.1 (extrapolated from 20)|-|458.0|-|0.15|-|cremi.h5|lent|dlbench|" in unet
-    assert "|Cluster:1080Ti|9.1|0.4.0|1754.2|215.3|34.2|8.8|2.0|25.7 †|" in unet
-    assert "|SMC:V100 (x4)|9.1|0.4.0|2308.8|-|26.0|-|-|-|" in unet and "|GPU Benchmarks|" in unet
+    unet = text.split("## 3D U-Net (aniso): training\n")[1].split("\n## ")[0]
+    assert "|NVIDIA H200|1|fp32|131.1 (extrapolated from 20)|458.0|-|0.15|CUDA 13.0, PyTorch 2.11.0|cremi.h5|dlbench|" in unet
+    assert "|Cluster:1080Ti|1|fp32|1754.2|34.2|-|2.0|CUDA 9.1, PyTorch 0.4.0|CREMI|" in unet
+    assert "|SMC:V100|4|fp32|2308.8|26.0|1.24x|-|CUDA 9.1, PyTorch 0.4.0|CREMI|GPU Benchmarks|" in unet
+    prediction = text.split("## 3D U-Net (aniso): prediction\n")[1].split("\n## ")[0]
+    assert "|Cluster:1080Ti|1|fp32|215.3|8.8|-|-|25.7 †|CUDA 9.1, PyTorch 0.4.0|" in prediction
 
 
 # ---- seeds 000/001 layout ------------------------------------------------------------------
 
-def test_seed_000_001_layout_in_one_table_titled_by_the_volume_used():
+def test_seed_000_001_layout_in_two_tables_titled_by_the_volume_used():
     train3d = make_result(spec={"workload": "train", "model": "unet3d-aniso", "batch": 1},
                           system=H200, metrics={"iteration_mean_s": 0.914, "iters_per_min": 65.6, "steps": 1001})
     volume = make_result(spec={"workload": "volume", "model": "unet3d-aniso", "batch": 16},
                          system=H200, metrics={"mvox_per_s": 89.4, "total_s": 21.1, "volume_shape": [200, 3072, 3072],
-                                               "extrapolate_voxels": 1e12, "world_size": 1})
-    [table] = training3d.tables([train3d, volume])
-    assert table.header == ["System", "CUDA", "pytorch", "Training [s]", "Inference [s]", "Iters / Min", "Megavox / s",
-                            "100k Iters [d]", "1 Tvox [h]"]
-    assert table.rows == [["NVIDIA H200", "13.0", "2.11.0", "914.9", "21.1", "65.6", "89.4", "1.1", "3.1"]]
+                                               "extrapolate_voxels": 1e12, "world_size": 1, "wall_to_result_s": 33.46})
+    [training, prediction] = training3d.tables([train3d, volume])
+    assert training.header == ["System", "GPUs", "Precision", "Training [s]", "Iters / Min", "Iteration vs 1 GPU",
+                               "100k Iters [d]", "Software", "Data"]
+    assert training.rows == [["NVIDIA H200", 1, "fp32", "914.9", "65.6", "-", "1.1", "CUDA 13.0, PyTorch 2.11.0",
+                              "Synthetic"]]
+    assert prediction.header == ["System", "GPUs", "Precision", "Inference [s]", "Megavox / s", "Speed-up vs 1 GPU",
+                                 "Wall time to result [s]", "1 Tvox [h]", "Software"]
+    assert prediction.rows == [["NVIDIA H200", 1, "fp32", "21.1", "89.4", "-", "33.5", "3.1", "CUDA 13.0, PyTorch 2.11.0"]]
 
 
 def test_seed_000_001_arithmetic_slips_are_marked_beside_their_rows():
-    [table] = training3d.tables([make_result(spec={"workload": "train", "model": "unet3d-aniso", "batch": 1},
-                                             system=H200, metrics={"iteration_mean_s": 0.2})], published=True)
-    rows = {r["System"]: r for r in _rows(table)}
-    assert rows["Cluster:1080Ti (x2)"]["Iters / Min"] == "29.4 †"
-    assert "60 x 1001 / 2053.8 s gives 29.2" in rows["Cluster:1080Ti (x2)"]["Check"]
-    assert rows["SMC:V100"]["Platynereis, 8.1 Tvox [h]"] == "17.8 †" and "gives 177.2" in rows["SMC:V100"]["Check"]
-    assert rows["Cluster:1080Ti"]["Megavox / s"] == "8.8" and rows["VM:P40-Grid"]["Check"] == "ok"
+    [training, prediction] = training3d.tables([make_result(spec={"workload": "train", "model": "unet3d-aniso", "batch": 1},
+                                                            system=H200, metrics={"iteration_mean_s": 0.2})], published=True)
+    rows = {(r["System"], r["GPUs"]): r for r in _rows(training)}
+    assert rows[("Cluster:1080Ti", 2)]["Iters / Min"] == "29.4 †"
+    assert any(n.startswith("Check, Cluster:1080Ti on 2 GPUs: † Iters / Min") and "60 x 1001 / 2053.8 s gives 29.2" in n
+               for n in training.notes)
+    predicted = {r["System"]: r for r in _rows(prediction)}
+    assert predicted["SMC:V100"]["Platynereis, 8.1 Tvox [h]"] == "17.8 †"
+    assert any(n.startswith("Check, SMC:V100 on 1 GPU: † Platynereis") and "gives 177.2" in n for n in prediction.notes)
+    assert predicted["Cluster:1080Ti"]["Megavox / s"] == "8.8" and not any("VM:P40-Grid" in n for n in prediction.notes)
 
 
 # ---- seed 003 ------------------------------------------------------------------------------
@@ -232,26 +241,32 @@ def _converge(precision, dice, reached=True):
 
 
 def test_seed_003_per_fold_dice_and_time_to_train_both_ways():
-    [table] = medical.tables([_converge("tf32", [0.9012, 0.8955]), _converge("fp16", [0.9001, 0.8801], False)])
-    [row] = _rows(table)
-    assert row["DICE per fold - TF32"] == "0.9012, 0.8955" and row["Accuracy - TF32"] == "0.8983"
+    [accuracy, time] = medical.tables([_converge("tf32", [0.9012, 0.8955]), _converge("fp16", [0.9001, 0.8801], False)])
+    tf32, fp16 = _rows(accuracy)
+    assert tf32["DICE per fold"] == "0.9012, 0.8955" and tf32["Accuracy (mean DICE)"] == "0.8983"
+    tf32, fp16 = _rows(time)
     # the seed's definition: one fold of 40,000 iterations at 50 ms per training step
-    assert row["Time to train - TF32 [min]"] == "33.3 (extrapolated from 300 steps)"
-    assert row["Time to DICE 0.89 - TF32 [min]"] == "1.5" and row["Time to DICE 0.89 - mixed precision [min]"] == "1.5*"
-    assert row["Time to train speedup (TF32 to mixed precision)"] == "1.00"
+    assert tf32["40,000 iterations [min]"] == "33.3 (extrapolated from 300 steps)"
+    assert tf32["Time to DICE 0.89 [min]"] == "1.5" and fp16["Time to DICE 0.89 [min]"] == "1.5*"
+    assert fp16["Mixed-precision speed-up"] == "1.00 (from TF32)" and tf32["Mixed-precision speed-up"] is None
 
 
 def test_seed_003_slips_are_marked_where_its_rows_are_shown():
     spec = {"workload": "train", "model": "unet2d-medical", "batch": 8, "precision": "tf32", "input_shape": [1, 572, 572]}
-    [table] = images.throughput_tables([make_result(spec=spec, system=H200, metrics={"throughput": 127.4})],
-                                       published=True)
+    [table, scaling] = images.throughput_tables([make_result(spec=spec, system=H200, metrics={"throughput": 127.4})],
+                                                published=True)
     rows = [r for r in _rows(table) if r["System"] == "DGX A100"]
     one_by_8 = next(r for r in rows if (r["GPUs"], r["Batch size / GPU"]) == (1, 8))
     assert one_by_8["Throughput speedup (TF32 - mixed precision (fp16))"] == "2.58 †"
-    assert "120.08 / 40.50 gives 2.96" in one_by_8["Check"]
-    eight_by_8 = next(r for r in rows if (r["GPUs"], r["Batch size / GPU"]) == (8, 8))
-    assert eight_by_8["Weak scaling - TF32"] == "6.55 †" and "304.64 / 40.50 gives 7.52" in eight_by_8["Check"]
-    assert eight_by_8["Scaling efficiency - TF32"] == "0.82"
+    assert any(n.startswith("Check, DGX A100, GPUs 1, Batch size / GPU 8: † Throughput speedup")
+               and "120.08 / 40.50 gives 2.96" in n for n in table.notes)
+    eight_by_8 = next(r for r in _rows(scaling) if (r["System"], r["GPUs"], r["Batch size / GPU"]) == ("DGX A100", 8, 8))
+    assert eight_by_8["Weak scaling - TF32"] == "6.55 †"
+    # an efficiency derived from the marked figure is marked too, and its Check says what the throughputs give
+    assert eight_by_8["Scaling efficiency - TF32"] == "0.82 †"
+    [check] = [n for n in scaling.notes if n.startswith("Check, DGX A100, GPUs 8, Batch size / GPU 8")]
+    assert "304.64 / 40.50 gives 7.52" in check and "7.52 / 8 = 0.94" in check
+    assert not any("Weak scaling" in n for n in table.notes if n.startswith("Check"))
 
 
 def test_every_published_slip_is_found():
@@ -294,7 +309,8 @@ def test_reports_use_ms_for_step_times_and_no_zero_figures():
                                   "forward_ms": 8.2, "step_ms": 8.3})
     text = render([smooth, fwdbwd(forward=0.004, backward=0.009, step=0.0131)], "md")
     assert not re.search(r"\|-?0\.0*\|", text)  # no measured figure reads 0 (a count of 0 workers may)
-    assert "Data Processing Time [s]" in text and "|0.0000021|" in text and "|0.0040|0.0090|0.0130|0.013|" in text
+    # milliseconds per batch in every table: the phases as the forward/backward tables
+    assert "Data Processing Time [ms]" in text and "|0.0040|0.0021|8.20|" in text and "|0.0040|0.0090|0.0130|0.013|" in text
 
 
 def test_three_d_training_is_never_drawn_on_an_img_s_axis():
@@ -317,7 +333,7 @@ def test_rows_that_differ_in_data_or_input_are_told_apart():
     dummy.started = "2030-01-01T00:00:00+00:00"
     small = _train()
     small.spec["input_shape"] = [3, 128, 128]
-    [table] = images.throughput_tables([_train(), dummy, small])
+    [table, *_] = images.throughput_tables([_train(), dummy, small])
     assert "Data" in table.header and "Input" in table.header
     assert {r["Data"] for r in _rows(table)} == {"Synthetic", "Dummy"}
     from dlbench.report.plots import _short
@@ -326,13 +342,14 @@ def test_rows_that_differ_in_data_or_input_are_told_apart():
 
 
 def test_system_column_shows_the_system_and_the_tag_its_own_column():
-    [table] = images.phase_tables([_train()])
+    [_, table] = images.phase_tables([_train()])
     [row] = _rows(table)
     # a host name is no cluster: without one given (DLBENCH_CLUSTER, SLURM) the column is left out
-    assert "Cluster" not in row and row["Tag"] == "before-upgrade" and row["Device Name"] == "NVIDIA H200"
-    [table] = images.phase_tables([_train(), make_result(spec=_train().spec, system={**H200, "cluster": "TN"},
-                                                         metrics=_train().metrics)])
-    assert [r["Cluster"] for r in _rows(table)] == [None, "TN"]
+    assert "Cluster" not in row and row["Device Name"] == "NVIDIA H200"
+    assert "dlbench's rows are runs tagged `before-upgrade`." in table.notes  # one tag: a note, not a column
+    [_, table] = images.phase_tables([_train(), make_result(spec=_train().spec, system={**H200, "cluster": "TN"},
+                                                            metrics=_train().metrics)])
+    assert [r["Cluster"] for r in _rows(table)] == [None, "TN"] and "Tag" not in table.header
 
 
 # ---- CPU rows in CPU terms -----------------------------------------------------------------
@@ -341,12 +358,13 @@ def test_cpu_rows_in_cpu_terms():
     train3d = make_result(spec={"workload": "train", "model": "unet3d-aniso", "batch": 1, "device": "cpu", "gpus": 2},
                           system=CPU, metrics={"device": "cpu", "iteration_mean_s": 30.0, "iters_per_min": 2.0})
     [table] = training3d.tables([train3d])
-    assert table.rows[0][:3] == ["CPU: Xeon E5-2630 v3 (16 cores) (2 processes)", None, "2.11.0"]
+    assert table.header[1] == "GPUs or CPU processes"
+    assert table.rows[0][:3] == ["CPU: Xeon E5-2630 v3 (16 cores)", 2, "fp32"] and table.rows[0][7] == "PyTorch 2.11.0"
     cpu = fwdbwd(spec={"device": "cpu"}, system=CPU, metrics={"device": "cpu"})
     [table] = cnn.tables([cpu])
     assert "cuDNN" not in table.header  # no row ran on a GPU: the column means nothing
     [table] = cnn.tables([cpu, fwdbwd()])
-    assert [r["cuDNN"] for r in _rows(table) if r["GPU"].startswith("CPU")] == ["None"]  # beside a GPU, as the publication writes a CPU's
+    assert [r["cuDNN"] for r in _rows(table) if r["GPU or CPU"].startswith("CPU")] == ["None"]  # beside a GPU, as the publication writes a CPU's
     from dlbench.workloads import volume
 
     line = volume.describe({"device": "cpu", "voxels": 1e6, "total_s": 2.0, "mvox_per_s": 0.5, "blocks": 1,

@@ -116,8 +116,8 @@ def test_cli_data_seg_then_converge_then_report(tmp_path, db):
         (r,) = store.results()
     assert r.spec["options"]["data"] == str(data.resolve()) and r.metrics["folds_run"] == 2
     report = cli("report", "--db", db).stdout
-    assert ("|System|GPUs|Batch size / GPU|Accuracy - mixed precision (bf16)|DICE per fold - mixed precision (bf16)|"
-            "Time to train - mixed precision (bf16) [min]|Time to DICE 0.89 - mixed precision (bf16) [min]|") in report
+    assert "|System|GPUs|Batch size / GPU|Precision|Accuracy (mean DICE)|DICE per fold|Data|" in report
+    assert "|System|GPUs|Batch size / GPU|Precision|40,000 iterations [min]|Time to DICE 0.89 [min]|" in report
 
 
 @pytest.mark.slow
@@ -174,22 +174,28 @@ def _converge(precision, gpus=1, dice=0.89, minutes=10.0, reached=True, status="
     return make_result(spec=spec, metrics=metrics, status=status, **overrides)
 
 
-def test_report_in_the_seeds_layout():
+def _block(text: str, title: str) -> list[str]:
+    return text.split(f"## {title}\n")[1].split("\n## ")[0].splitlines()
+
+
+def test_report_in_the_seeds_terms_one_row_per_precision():
     results = [_converge("tf32", dice=0.8908, minutes=22), _converge("fp16", dice=0.8910, minutes=10),
                _converge("tf32", gpus=8, dice=0.8938, minutes=2.6), _converge("fp16", gpus=8, dice=0.8942, minutes=2.5),
                make_result()]  # a fwdbwd result: not in this table
     text = render_markdown(results)
-    block = text.split("## U-Net (original): accuracy and time to train\n")[1].split("\n## ")[0]
-    assert "DICE target 0.89, 5-fold cross-validation" in block.splitlines()[0]
-    assert "The data is generated, not the ISBI 2012 set" in block and "ran only the first folds" in block
-    lines = [""] * 2 + [line for line in block.splitlines() if line.startswith("|")]
-    assert lines[2] == ("|System|GPUs|Batch size / GPU|Accuracy - TF32|Accuracy - mixed precision|DICE per fold - TF32|"
-                        "DICE per fold - mixed precision|Time to train - TF32 [min]|Time to train - mixed precision [min]|"
-                        "Time to DICE 0.89 - TF32 [min]|Time to DICE 0.89 - mixed precision [min]|"
-                        "Time to train speedup (TF32 to mixed precision)|")
+    block = _block(text, "U-Net (original): accuracy")
+    assert "5-fold cross-validation, target DICE 0.89" in block[0]
+    assert any("The data is generated, not the ISBI 2012 set" in n for n in block) and "ran only the first folds" in text
+    lines = [line for line in block if line.startswith("|")]
+    assert lines[0] == "|System|GPUs|Batch size / GPU|Precision|Accuracy (mean DICE)|DICE per fold|Data|"
+    assert lines[2] == "|NVIDIA H200|1|8|tf32|0.8908|0.8908, 0.8908|generated 30 x 512x512 (seed 0)|"
+    assert lines[3] == "|NVIDIA H200|1|8|fp16|0.8910|0.8910, 0.8910|generated 30 x 512x512 (seed 0)|"
+    lines = [line for line in _block(text, "U-Net (original): time to train") if line.startswith("|")]
+    assert lines[0] == ("|System|GPUs|Batch size / GPU|Precision|40,000 iterations [min]|Time to DICE 0.89 [min]|"
+                        "Mixed-precision speed-up|")
     x = " (extrapolated from 1,000 steps)"  # the folds trained 1,000 steps, not the publication's 40,000
-    assert lines[4] == f"|NVIDIA H200|1|8|0.8908|0.8910|0.8908, 0.8908|0.8910, 0.8910|22.0{x}|10.0{x}|22.0|10.0|2.20|"
-    assert lines[5] == f"|NVIDIA H200|8|8|0.8938|0.8942|0.8938, 0.8938|0.8942, 0.8942|2.6{x}|2.5{x}|2.6|2.5|1.04|"
+    assert lines[2:4] == [f"|NVIDIA H200|1|8|tf32|22.0{x}|22.0|-|", f"|NVIDIA H200|1|8|fp16|10.0{x}|10.0|2.20 (from TF32)|"]
+    assert lines[5] == f"|NVIDIA H200|8|8|fp16|2.5{x}|2.5|1.04 (from TF32)|"
     assert "## ResNet-50" in text
 
 
@@ -199,13 +205,14 @@ def test_report_marks_missed_targets_oom_and_keeps_the_latest():
                _converge("fp16", minutes=19, dice=0.80, reached=False),
                _converge("bf16", status="oom")]
     text = render_markdown(results)
-    block = text.split("## U-Net (original): accuracy and time to train\n")[1].split("\n## ")[0]
-    lines = [""] * 2 + [line for line in block.splitlines() if line.startswith("|")]
-    # no row has a bf16 speed-up: that column is left out
-    assert lines[2].endswith("|Time to DICE 0.89 - mixed precision (bf16) [min]|"
-                             "Time to train speedup (FP32 to mixed precision)|")
-    assert lines[4] == ("|NVIDIA H200|1|8|0.8910|0.8000|OOM|0.8910, 0.8910|0.8000, 0.8000|OOM|48.0 (extrapolated from 1,000 steps)|19.0 (extrapolated from 1,000 steps)|OOM|"
-                        "48.0|19.0*|OOM|2.53|")
+    lines = [line for line in _block(text, "U-Net (original): time to train") if line.startswith("|")]
+    assert lines[2:] == ["|NVIDIA H200|1|8|fp32|48.0 (extrapolated from 1,000 steps)|48.0|-|",
+                         "|NVIDIA H200|1|8|fp16|19.0 (extrapolated from 1,000 steps)|19.0*|2.53 (from FP32)|",
+                         "|NVIDIA H200|1|8|bf16|OOM|OOM|-|"]
+    accuracy = [line for line in _block(text, "U-Net (original): accuracy") if line.startswith("|")]
+    data = "generated 30 x 512x512 (seed 0)"
+    assert accuracy[2:4] == [f"|NVIDIA H200|1|8|fp32|0.8910|0.8910, 0.8910|{data}|",
+                             f"|NVIDIA H200|1|8|fp16|0.8000|0.8000, 0.8000|{data}|"]
 
 
 def test_unet_medical_suite_expands_to_the_converge_runs():

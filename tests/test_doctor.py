@@ -151,7 +151,7 @@ def test_doctor_markdown_strips_control_characters_and_renders_no_link(db):
                system=hostile, metrics=r.metrics, samples=r.samples)
     text = render(diagnose([r]))
     assert "](javascript" not in text and "\r" not in text and "\x1b" not in text and "<b>" not in text
-    assert "## train resnet50 b64 fp32 on &lt;b&gt;GPU&lt;/b&gt; [2J ([x]\\(javascript:alert(1)) fake): run " in text
+    assert "## train resnet50 b64 fp32 on &lt;b>GPU&lt;/b> [2J ([x]\\(javascript:alert(1)) fake): run " in text
     assert not any(line.startswith("## [y]") for line in text.splitlines())  # no heading smuggled in
     with Store(db) as store:
         store.add(r)

@@ -43,16 +43,16 @@ def test_train_on_a_jpeg_folder_and_the_seed_002_report(folder, db):
     assert [r.spec["batch"] for r in results] == [2, 4] and {r.status for r in results} == {"ok"}
     assert results[0].metrics["dataset_images"] == 16
     report = render_markdown(results)
-    assert "|Dataset|Benchmark|Device Name|# Devices|Num Workers|Data Loading Time [s]|Data Processing Time [s]|" \
-           "Forward Time [s]|Backward Time [s]|Optimizer Time [s]|Other Time [s]|Total [s]|Median Batch [s]|" in report
+    assert "|Run|Data Loading Time [ms]|Data Processing Time [ms]|Forward Time [ms]|Backward Time [ms]|" \
+           "Optimizer Time [ms]|Other Time [ms]|Total [ms]|Median Batch [ms]|" in report
     assert results[0].metrics["workers"] == 1
-    [table] = report_images.phase_tables(results)
-    for row in table.rows:
-        assert row[:5] == [folder.name, "Train", row[2], 1, 1] and row[2].startswith("CPU: ")
+    [table, setup] = report_images.phase_tables(results)
+    for row, run in zip(table.rows, setup.rows):
+        assert run[:5] == [row[0], f"JPEG folder ({folder.name})", "Train", run[3], 1] and run[3].startswith("CPU: ")
         # means: the phases and Other add up to the wall time per batch, the window over its batches
-        assert add(*[v for v in row[5:11] if v != "-"]) == row[11]
-    wall = {r.spec["batch"]: r.metrics["window_s"] / r.metrics["steps"] for r in results}
-    assert [float(row[11]) for row in table.rows] == pytest.approx([wall[2], wall[4]], rel=0.02)
+        assert add(*[v for v in row[1:7] if v != "-"]) == row[7].removesuffix(" (clamped)")
+    wall = {r.spec["batch"]: r.metrics["window_s"] / r.metrics["steps"] * 1e3 for r in results}
+    assert [float(row[7]) for row in table.rows] == pytest.approx([wall[2], wall[4]], rel=0.02)
     assert "Throughput - FP32 [img/s]" in report
 
 
@@ -85,12 +85,12 @@ def test_weak_scaling_of_real_runs_on_one_and_two_processes(db):
     assert runs[2].spec["gpus"] == 2 and runs[2].metrics["images"] == 2 * 2 * runs[2].metrics["steps"]
     report = cli("report", "--db", db)
     assert report.returncode == 0, report.stderr
-    assert "|System|Processes|Batch size / process|Throughput - FP32 [img/s]|Weak scaling - FP32|" \
-           "Scaling efficiency - FP32|" in report.stdout
+    assert "|System|Processes|Batch size / process|Throughput - FP32 [img/s]|" in report.stdout
+    assert "|System|Processes|Batch size / process|Weak scaling - FP32|Scaling efficiency - FP32|" in report.stdout
     system = runs[1].system_label
-    assert f"|{system}|1|2|{fixed(one)}|-|-|" in report.stdout
+    assert f"|{system}|1|2|{fixed(one)}|" in report.stdout and f"|{system}|2|2|{fixed(two)}|" in report.stdout
     weak = two / one
-    assert f"|{system}|2|2|{fixed(two)}|{fixed(weak)}|{report_images._efficiency(weak / 2)}|" in report.stdout
+    assert f"|{system}|2|2|{fixed(weak)}|{report_images._efficiency(weak / 2)}|" in report.stdout
 
 
 @pytest.mark.slow
@@ -177,14 +177,16 @@ def test_report_weak_scaling_and_latency_tables():
                _result("smooth", 1, "fp32", 50.0, noise_ms=2.0)]
     text = render_markdown(results)
     assert "|System|GPUs|Batch size / GPU|Throughput - TF32 [img/s]|Throughput - mixed precision (bf16) [img/s]|" \
-           "Throughput speedup (TF32 - mixed precision (bf16))|Weak scaling - TF32|Weak scaling - mixed precision (bf16)|" \
+           "Throughput speedup (TF32 - mixed precision (bf16))|" in text
+    assert "|NVIDIA H200|1|8|100.00|250.00|2.50|" in text and "|NVIDIA H200|8|8|640.00|1500.00|2.34|" in text
+    # weak scaling as seed 003, in its own table: 640 / 100 on 8 GPUs; its efficiency 6.40 / 8 apart
+    assert "## ResNet-50 train weak scaling\n" in text
+    assert "|System|GPUs|Batch size / GPU|Weak scaling - TF32|Weak scaling - mixed precision (bf16)|" \
            "Scaling efficiency - TF32|Scaling efficiency - mixed precision (bf16)|" in text
-    assert "|NVIDIA H200|1|8|100.00|250.00|2.50|-|-|-|-|" in text
-    # weak scaling as seed 003: 640 / 100 on 8 GPUs; its efficiency 6.40 / 8 apart
-    assert "|NVIDIA H200|8|8|640.00|1500.00|2.34|6.40|6.00|0.80|0.75|" in text
+    assert "|NVIDIA H200|8|8|6.40|6.00|0.80|0.75|" in text
     assert "|System|Batch size|Resolution|Throughput Avg [img/s]|Latency Avg [ms]|Latency 90% [ms]|" in text
     assert "|NVIDIA H200|2|224x224x3|500.00|4.000|4.500|4.600|5.000|" in text
-    # seconds like the publication (data + copy 1.5 ms, noise 2, forward 20, backward 40); a record without
-    # phase means says its figures are medians
-    assert "|Synthetic|Smooth Inference|NVIDIA H200|1|0|0.0015|0.0020|0.0200|0.0400|-|-|0.0635 (medians)|-|fp32|" in text
+    # milliseconds per batch like every table (data + copy 1.5 ms, noise 2, forward 20, backward 40); a record
+    # without phase means says its figures are medians
+    assert "|NVIDIA H200 x1, Synthetic, Smooth Inference|1.50|2.00|20.00|40.00|-|-|63.50 (medians)|-|" in text
     assert report_images.tables([make_result()]) == []  # fwdbwd results are not image-workload rows

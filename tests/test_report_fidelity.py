@@ -35,37 +35,41 @@ def _stalled_train():
 
 # ---- BenchmarkJade's phase table -----------------------------------------------------------
 
-def test_phases_are_means_in_seconds_that_add_up_to_the_wall_time_per_batch():
-    [table] = images.phase_tables([_stalled_train()])
+def test_phases_are_means_in_milliseconds_that_add_up_to_the_wall_time_per_batch():
+    [table, setup] = images.phase_tables([_stalled_train()])
     [row] = _rows(table)
-    phases = ["Data Loading Time [s]", "Data Processing Time [s]", "Forward Time [s]", "Backward Time [s]",
-              "Optimizer Time [s]", "Other Time [s]"]
+    phases = ["Data Loading Time [ms]", "Data Processing Time [ms]", "Forward Time [ms]", "Backward Time [ms]",
+              "Optimizer Time [ms]", "Other Time [ms]"]
     shown = [Decimal(row[p]) for p in phases if row[p] != "-"]
-    assert row["Total [s]"] == "0.0510" and sum(shown) == Decimal("0.0510")  # 64 / 1253.82 img/s
-    assert row["Data Loading Time [s]"] == "0.0285"  # the stall, in the phase it happens in
-    assert row["Median Batch [s]"] == "0.0241" and row["Num Workers"] == 4
-    assert "Cluster" not in row and table.title == "ResNet-50: time per batch in each phase"
+    assert row["Total [ms]"] == "51.04" and sum(shown) == Decimal("51.04")  # 64 / 1253.82 img/s
+    assert row["Data Loading Time [ms]"] == "28.50"  # the stall, in the phase it happens in
+    assert row["Median Batch [ms]"] == "24.09" and row["Run"] == "NVIDIA H200 x1, Dummy, Train"
+    assert table.title == "ResNet-50: time per batch in each phase"
+    [run] = _rows(setup)
+    assert run["Run"] == row["Run"] and run["Num Workers"] == 4 and "Cluster" not in run
 
 
-def test_published_phase_rows_stay_in_the_publications_seconds():
-    [table] = images.phase_tables([_stalled_train()], published=True)
-    rows = [r for r in _rows(table) if r["Source"] == "BenchmarkJade"]
+def test_published_phase_rows_in_milliseconds_digit_for_digit():
+    [table, setup] = images.phase_tables([_stalled_train()], published=True)
+    runs = {r["Run"]: r for r in _rows(setup)}
+    rows = [r for r in _rows(table) if runs[r["Run"]]["Source"] == "BenchmarkJade"]
     first = rows[0]
-    assert (first["Cluster"], first["Num Workers"], first["Data Loading Time [s]"], first["Forward Time [s]"],
-            first["Total [s]"]) == ("TN", 4, "0.1022", "0.1128", "0.2150")
-    jade = next(r for r in rows if (r["Cluster"], r["Dataset"], r["Benchmark"], r["# Devices"])
-                == ("JADE2", "Dummy", "Smooth Inference", 4))
-    assert jade["Forward Time [s]"] == "0.559 †" and "0.0400" in jade["Check"]
-    mine = next(r for r in _rows(table) if r["Source"] == "dlbench")
+    assert (first["Run"], first["Data Loading Time [ms]"], first["Forward Time [ms]"], first["Total [ms]"]) == \
+        ("TN V100 x1, ImageNet, Inference", "102.2", "112.8", "215.0")  # printed 0.1022, 0.1128 s
+    assert (runs[first["Run"]]["Cluster"], runs[first["Run"]]["Num Workers"]) == ("TN", 4)
+    jade = next(r for r in rows if r["Run"] == "JADE2 V100 x4, Dummy, Smooth Inference")
+    assert jade["Forward Time [ms]"] == "559 †"
+    assert any(n.startswith("Check, JADE2 V100 x4, Dummy, Smooth Inference: † Forward Time") and "0.0400" in n
+               for n in setup.notes)
+    mine = next(r for r in runs.values() if r["Source"] == "dlbench")
     assert mine["Cluster"] is None  # a host name is no cluster
 
 
-def test_csv_labels_a_phase_row_by_its_device():
-    [table] = images.phase_tables([_stalled_train()])
-    found = records([table])
-    assert {r["label"] for r in found} == {"NVIDIA H200"}
-    total = next(r for r in found if r["column"] == "Total [s]")
-    assert (total["value"], total["unit"]) == (0.051, "s")
+def test_csv_labels_a_phase_row_by_its_run():
+    found = records(images.phase_tables([_stalled_train()]))
+    assert {r["label"] for r in found} == {"NVIDIA H200 x1, Dummy, Train"}
+    total = next(r for r in found if r["column"] == "Total [ms]")
+    assert (total["value"], total["unit"]) == (51.04, "ms")
 
 
 # ---- claims: cnn-benchmarks ----------------------------------------------------------------
@@ -79,7 +83,7 @@ def _fwdbwd(model, forward, backward, system=H200, device="cuda"):
 def test_the_publications_conclusions_are_checked_against_its_own_tables():
     [table, *_] = claims.tables([_fwdbwd("resnet50", 7.5, 15.7)], published=True)
     rows = {r["Conclusion"]: r for r in _rows(table)}
-    holds = rows["Quadro P5000 > Quadro M40000: 2.2x to 2.5x faster"]
+    holds = rows['Quadro P5000 > Quadro M4000: 2.2x to 2.5x faster (printed "Quadro M40000")']
     assert (holds["Range"], holds["Check"], holds["Models"]) == ("2.23x to 2.49x", "ok", 9)
     slipped = rows["Quadro M4000 > Tesla K80: 1.05x to 1.25x faster"]
     assert slipped["Range"] == "1.01x to 1.32x" and slipped["Check"].startswith("†")
@@ -144,8 +148,8 @@ def test_an_efficiency_above_one_is_flagged():
                                  "device": "cpu", "options": {"data": "synthetic"}}, system=CPU,
                            metrics={"device": "cpu", "throughput": throughput})
 
-    [table] = images.throughput_tables([train(1, 1.0), train(2, 19.35)])
-    row = _rows(table)[1]
+    [_, table] = images.throughput_tables([train(1, 1.0), train(2, 19.35)])
+    [row] = _rows(table)
     assert row["Weak scaling - FP32"] == "19.35" and row["Scaling efficiency - FP32"] == "9.68 !"
     assert any(n.startswith("! marks a scaling efficiency above 1") for n in table.notes)
 
@@ -162,11 +166,12 @@ def test_three_d_rows_measured_where_the_run_did_what_the_column_means():
                         metrics={"iteration_mean_s": 1.8, "steps": 20, "data_path": "/scratch/cremi.h5"})
     small = make_result(spec={"workload": "volume", "model": "unet3d-aniso"}, system=H200,
                         metrics={"mvox_per_s": 48.3, "total_s": 3.1, "volume_shape": [64, 1536, 1536]})
-    [table] = training3d.tables([measured, short, small])
-    rows = {r["System"]: r for r in _rows(table)}
+    [training, prediction] = training3d.tables([measured, short, small])
+    rows = {r["System"]: r for r in _rows(training)}
     assert rows["NVIDIA H200"]["Training [s]"] == "140.2"  # the first 1001 iterations, added
     assert rows["NVIDIA A100"]["Training [s]"] == "1801.8 (extrapolated from 20)"
-    assert rows["NVIDIA H200"]["Inference [s]"] == "39.1 (extrapolated from 64x1536x1536)"  # 1.887e9 / 48.3e6
+    [predicted] = _rows(prediction)
+    assert predicted["Inference [s]"] == "39.1 (extrapolated from 64x1536x1536)"  # 1.887e9 / 48.3e6
     assert rows["NVIDIA A100"]["Data"] == "cremi.h5"  # the variable resolved from the path the run read
 
 
@@ -178,10 +183,10 @@ def test_converge_rows_say_the_data_is_generated():
                       metrics={"mean_dice": 0.9, "dice_per_fold": [0.9] * 5, "target_dice": 0.89, "folds": 5, "gpus": 1,
                                "time_to_train_s": 30.0, "target_reached": True, "data": "generated 30 x 512x512 (seed 0)",
                                "per_fold": [{"steps": 40000, "train_s": 2400.0}] * 5})
-    [table] = medical.tables([run], published=True)
-    assert any(n.startswith("The data is generated, not the ISBI 2012 set") for n in table.notes)
-    assert not any("ran only the first folds" in n for n in table.notes)
-    assert _rows(table)[0]["Time to train - TF32 [min]"] == "40.0"  # 40,000 steps trained: measured
+    [accuracy, time] = medical.tables([run], published=True)
+    assert any(n.startswith("The data is generated, not the ISBI 2012 set") for n in accuracy.notes)
+    assert not any("ran only the first folds" in n for n in accuracy.notes)
+    assert _rows(time)[0]["40,000 iterations [min]"] == "40.0"  # 40,000 steps trained: measured
 
 
 # ---- a CPU store through the command line --------------------------------------------------

@@ -27,13 +27,15 @@ def test_seed_000_001_training_table_layout():
                _unet("Tesla P100", 1, 1.0, status="oom")]
     (table,) = training3d.tables(results)
     lines = table.markdown().splitlines()
-    assert lines[0] == "## 3D U-Net (aniso): training and prediction"
-    assert lines[3] == ("|System|CUDA|pytorch|Training [s]|Inference [s]|Iters / Min|Megavox / s|100k Iters [d]|"
-                        "Platynereis, 8.1 Tvox [h]|")
-    assert lines[4] == "|---|---|---|---:|---:|---:|---:|---:|---:|"
-    assert lines[5] == "|GeForce GTX 1080 Ti|9.1|0.4.0|1754.2|-|34.2|-|2.0|-|"
-    assert lines[6] == "|GeForce GTX 1080 Ti (x2)|9.1|0.4.0|2053.8|-|29.2|-|2.4|-|"
-    assert lines[7] == "|Tesla P100|9.1|0.4.0|OOM|-|OOM|-|OOM|-|"
+    assert lines[0] == "## 3D U-Net (aniso): training"
+    assert lines[1].startswith("How long the seeds' 1001 training iterations take")
+    assert lines[4] == ("|System|GPUs|Precision|Training [s]|Iters / Min|Iteration vs 1 GPU|100k Iters [d]|Software|"
+                        "Data|")
+    assert lines[5] == "|---|---:|---|---:|---:|---:|---:|---|---|"
+    assert lines[6] == "|GeForce GTX 1080 Ti|1|fp32|1754.2|34.2|-|2.0|CUDA 9.1, PyTorch 0.4.0|Synthetic|"
+    # on two GPUs each iteration is 17% longer than on one: the seeds' x2 rows show the same
+    assert lines[7] == "|GeForce GTX 1080 Ti|2|fp32|2053.8|29.2|1.17x|2.4|CUDA 9.1, PyTorch 0.4.0|Synthetic|"
+    assert lines[8] == "|Tesla P100|1|fp32|OOM|OOM|-|OOM|CUDA 9.1, PyTorch 0.4.0|Synthetic|"
 
 
 def _sample_results():
@@ -114,19 +116,20 @@ def test_missing_cells_are_dashes_in_markdown_and_empty_in_csv_and_json():
 def test_report_csv_never_starts_a_text_cell_like_a_formula(db):
     evil = make_result(system={"gpus": [{"name": '=HYPERLINK("http://x","y")'}], "host": "@evil"}, tag="+cmd",
                        metrics={"forward_ms": -0.5})
+    other = make_result(system={"gpus": [{"name": "NVIDIA H200"}]}, tag="-other")  # two tags: a Tag column
     with Store(db) as store:
-        store.add(evil)
+        store.add_many([evil, other])
     proc = cli("report", "--format", "csv", "--db", db)
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     assert all(not v.startswith(("=", "+", "@", "\t", "\r")) for r in rows for v in r.values())
-    assert {r["label"] for r in rows if r["title"] == "ResNet-50"} == {"'=HYPERLINK(\"http://x\",\"y\")"}
-    assert [r["text"] for r in rows if r["column"] == "Tag" and r["title"] == "ResNet-50"] == ["'+cmd"]
-    (forward,) = [r for r in rows if r["column"] == "Forward (ms)"]
+    assert {r["label"] for r in rows if r["title"] == "ResNet-50"} == {"'=HYPERLINK(\"http://x\",\"y\")", "NVIDIA H200"}
+    assert sorted(r["text"] for r in rows if r["column"] == "Tag" and r["title"] == "ResNet-50") == ["'+cmd", "'-other"]
+    (forward,) = [r for r in rows if r["column"] == "Forward (ms)" and r["label"] != "NVIDIA H200"]
     assert forward["text"] == "?" and not forward["value"]  # a negative time is no figure: marked, never '-0.5'
     assert [r["text"] for r in rows if r["column"] == "Fields"] == ["metrics.forward_ms"]  # the legend names it
     with Store(db) as store:
-        assert store.count() == 1
+        assert store.count() == 2
 
 
 def test_report_cli_formats_filters_and_errors(db, tmp_path):
@@ -137,7 +140,7 @@ def test_report_cli_formats_filters_and_errors(db, tmp_path):
     md = cli("report", "--system", "NVIDIA H200", "--system", "evil", "--db", db)
     assert md.returncode == 0, md.stderr
     assert "|NVIDIA H200|" in md.stdout and "Tesla K80" not in md.stdout
-    assert "<script>" not in md.stdout and "&lt;script&gt;alert(1)&lt;/script&gt;" in md.stdout
+    assert "<script>" not in md.stdout and "&lt;script>alert(1)&lt;/script>" in md.stdout
     page = tmp_path / "report.html"
     html = cli("report", "--format", "html", "-o", page, "--db", db)
     assert html.returncode == 0, html.stderr
@@ -164,7 +167,7 @@ def test_a_new_section_appears_in_every_format(tmp_path, monkeypatch):
 
     monkeypatch.setattr(report, "SECTIONS", [*report.SECTIONS, "extra_section"])
     results = [make_result(system={"gpus": [{"name": "A|<i>"}]})]
-    assert "## Extra &lt;b&gt;\na note\n\n|System|Value|\n|---|---:|\n|A\\|&lt;i&gt;|-|" in render(results, "md")
+    assert "## Extra &lt;b>\na note\n\n|System|Value|\n|---|---:|\n|A\\|&lt;i>|-|" in render(results, "md")
     assert "Extra <b>,1,A|<i>,Value,,,,\n" in render(results, "csv")
     data = json.loads(render(results, "json"))
     assert {"title": "Extra <b>", "notes": ["a note"], "header": ["System", "Value"]} in \

@@ -71,17 +71,17 @@ def test_ceilings_table_ratio_uses_percent():
 # ---- CPU rows in CPU terms -------------------------------------------------------------------
 
 def test_cpu_throughput_rows_count_processes_not_gpus():
-    [table] = images.throughput_tables([_train(1, 10.0, device="cpu"), _train(2, 18.0, device="cpu")])
-    assert table.header[1:3] == ["Processes", "Batch size / process"]
-    assert "N processes over throughput on 1 process" in table.notes[0] and "GPU" not in " ".join(table.notes)
-    assert _rows(table)[1]["Weak scaling - TF32"] == "1.80"
+    [table, scaling] = images.throughput_tables([_train(1, 10.0, device="cpu"), _train(2, 18.0, device="cpu")])
+    assert table.header[1:3] == scaling.header[1:3] == ["Processes", "Batch size / process"]
+    assert "N processes over throughput on 1 process" in scaling.notes[0] and "GPU" not in " ".join(scaling.notes)
+    assert _rows(scaling)[0]["Weak scaling - TF32"] == "1.80"
     assert "2 processes" in _short(_train(2, device="cpu")) and "GPU" not in _short(_train(2, device="cpu"))
 
 
 def test_gpu_throughput_rows_read_like_seed_003():
-    [table] = images.throughput_tables([_train(1, 100.0), _train(8, 640.0)])
+    [table, scaling] = images.throughput_tables([_train(1, 100.0), _train(8, 640.0)])
     assert table.header[:3] == ["System", "GPUs", "Batch size / GPU"]
-    assert "on N GPUs over throughput on 1 GPU at the same batch per GPU" in table.notes[0]
+    assert "on N GPUs over throughput on 1 GPU at the same batch per GPU" in scaling.notes[0]
     assert "x8GPU" in _short(_train(8))
 
 
@@ -95,18 +95,20 @@ def test_cpu_and_gpu_rows_in_one_table_name_both():
 def test_weak_scaling_compares_runs_whatever_their_tags():
     one = _train(1, 29.81, tag="baseline", started="2026-01-01T00:00:00+00:00")
     eight = _train(8, 169.62, tag="scale", started="2026-01-02T00:00:00+00:00")
-    [table] = images.throughput_tables([one, eight])
+    [table, scaling] = images.throughput_tables([one, eight])
     rows = {r["GPUs"]: r for r in _rows(table)}
-    assert rows[8]["Weak scaling - TF32"] == "5.69" and rows[8]["Scaling efficiency - TF32"] == "0.71"
+    [eight_row] = _rows(scaling)
+    assert eight_row["Weak scaling - TF32"] == "5.69" and eight_row["Scaling efficiency - TF32"] == "0.71"
     assert (rows[1]["Tag"], rows[8]["Tag"]) == ("baseline", "scale")
 
 
 def test_tagged_runs_keep_their_rows_and_their_own_base():
     before = [_train(1, 100.0, tag="before"), _train(8, 400.0, tag="before")]
     after = [_train(1, 200.0, tag="after"), _train(8, 1200.0, tag="after")]
-    [table] = images.throughput_tables(before + after)
-    weak = {(r["GPUs"], r["Tag"]): r["Weak scaling - TF32"] for r in _rows(table)}
-    assert weak[(8, "before")] == "4.00" and weak[(8, "after")] == "6.00" and len(weak) == 4
+    [table, scaling] = images.throughput_tables(before + after)
+    assert len(table.rows) == 4 and "Tag" in table.header
+    weak = {(r["GPUs"], r["Tag"]): r["Weak scaling - TF32"] for r in _rows(scaling)}
+    assert weak[(8, "before")] == "4.00" and weak[(8, "after")] == "6.00" and len(weak) == 2
 
 
 # ---- plot labels tell runs apart -------------------------------------------------------------

@@ -66,9 +66,9 @@ def test_tiny_volume_training_is_stored_with_iteration_metrics(volumes, tmp_path
     assert 0 <= m["data_share"] <= 1 and m["flops_per_step"] > 0 and m["achieved_tflops"] > 0
     assert m["data_path"].startswith(str(volumes[kind]).split(":")[0])  # what was read, for the report's Data column
     report = render_markdown([result])
-    assert f"## {registry.title(model)}: training and prediction" in report and "(patch 4x24x24)" in report
-    # training in the seeds' single table: no prediction of this model, so Inference [s] is '-'
-    assert f"|{fixed(1001 * m['iteration_mean_s'], 1)} (extrapolated from 2)|-|{fixed(m['iters_per_min'], 1)}|" in report
+    assert f"## {registry.title(model)}: training" in report and "(patch 4x24x24, one per GPU)" in report
+    assert f"## {registry.title(model)}: prediction" not in report  # no prediction of this model was run
+    assert f"|{fixed(1001 * m['iteration_mean_s'], 1)} (extrapolated from 2)|{fixed(m['iters_per_min'], 1)}|-|" in report
 
 
 def test_iteration_metrics_reproduce_the_seed():

@@ -15,25 +15,28 @@ def _block(text: str, title: str) -> list[str]:
     return text.split(f"## {title}\n")[1].split("\n## ")[0].strip().splitlines()
 
 
-def test_seed_001_prediction_in_the_seeds_single_table():
+def test_seed_001_prediction_in_its_own_table():
     results = [volume_result(8.8, 215.3, gpus=[{"name": "GTX 1080 Ti"}]), volume_result(100.0, 18.9),
                make_result(), volume_result(1.0, 1.0, gpus=[{"name": "GTX 1080 Ti"}], status="error")]
     text = render_markdown(results)
-    block = _block(text, "3D U-Net: training and prediction")
+    block = _block(text, "3D U-Net: prediction")
+    assert block[0].startswith("How long predicting the seeds' 1.89 Gvox volume takes")
     assert "Inference [s]: prediction of the publications' 200x3072x3072 volume (1.89 Gvox), measured where the run " \
-           "predicted one that size" in block[0]
-    assert "(volumes run: 200x3072x3072 (1.89 Gvox); block 32x384x384, halo 16x64x64)" in block[0]
-    assert block[2] == ("|System|CUDA|pytorch|Training [s]|Inference [s]|Iters / Min|Megavox / s|100k Iters [d]|"
-                        "Platynereis, 8.1 Tvox [h]|")
+           "predicted one that size" in block[1]
+    assert "(volumes run: 200x3072x3072 (1.89 Gvox); block 32x384x384, halo 16x64x64)" in block[1]
+    assert block[3] == ("|System|GPUs|Precision|Inference [s]|Megavox / s|Speed-up vs 1 GPU|Wall time to result [s]|"
+                        "Platynereis, 8.1 Tvox [h]|Software|")
     # 8.1e12 voxels at 8.8 Mvox/s are 255.7 hours (the seed's table said 25.7).
-    assert block[4] == "|GTX 1080 Ti|12.4|2.4.0|-|215.3|-|8.8|-|255.7|"
-    assert block[5] == "|NVIDIA H200|12.4|2.4.0|-|18.9|-|100.0|-|22.5|"
+    assert block[5] == "|GTX 1080 Ti|1|fp32|215.3|8.8|-|-|255.7|CUDA 12.4, PyTorch 2.4.0|"
+    assert block[6] == "|NVIDIA H200|1|fp32|18.9|100.0|-|-|22.5|CUDA 12.4, PyTorch 2.4.0|"
     assert "ResNet-50" in text  # other sections stay
 
 
-def test_multi_gpu_rows_are_labelled():
-    text = render_markdown([volume_result(400.0, 5.0, world=4)])
-    assert "|NVIDIA H200 (x4)|12.4|2.4.0|-|5.0|-|400.0|-|5.6|" in text
+def test_multi_gpu_rows_have_their_gpu_count_speed_up_and_wall_time():
+    one, four = volume_result(100.0, 18.9), volume_result(380.0, 5.0, world=4)
+    one.metrics["wall_to_result_s"], four.metrics["wall_to_result_s"] = 31.2, 12.04
+    text = render_markdown([one, four])
+    assert "|NVIDIA H200|4|fp32|5.0|380.0|3.80x|12.0|5.9|CUDA 12.4, PyTorch 2.4.0|" in text
 
 
 def test_gpu_benchmarks_3d_suite_expands():

@@ -33,14 +33,20 @@ EMPTY = "No results in the store yet: run `dlbench` (the quick suite) or `dlbenc
 
 
 def tables(results: list[Result], with_references: bool = False) -> list[Table]:
-    """Every section's tables; with `with_references`, the seeds' published rows in them; last the
-    legend of the `?` marks, where a stored value is no valid figure."""
+    """Every section's tables; with `with_references`, the seeds' published rows in them; then the
+    stored values that are no valid figure (`?`), and last the legend of every abbreviation and
+    mark the tables use."""
     found = []
     for name in SECTIONS:
         make = importlib.import_module(name).tables
         takes = "published" in inspect.signature(make).parameters
         found += make(results, published=True) if with_references and takes else make(results)
-    return found + odd_values(results) if found else found
+    if not found:
+        return found
+    from dlbench.report.legend import legend
+
+    found += odd_values(results)
+    return found + legend(found)
 
 
 def render_markdown(results: list[Result], with_references: bool = False) -> str:

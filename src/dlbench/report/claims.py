@@ -82,7 +82,18 @@ def check_conclusion(claim: dict, totals: dict[str, dict[str, float]]) -> list[o
         unit = 10.0 ** -places / 2
         holds = float(claim["low"]) - unit <= low and high <= float(claim["high"]) + unit
         verdict = "ok" if holds else f"† its tables give {given}"
-    return [claim["text"], len(models), given, verdict, "GPU in the Cloud (cnn-benchmarks)"]
+    return [_as_meant(claim), len(models), given, verdict, "GPU in the Cloud (cnn-benchmarks)"]
+
+
+def _as_meant(claim: dict) -> str:
+    """The printed sentence with the GPU names it means; a misprinted name ('Quadro M40000' for the
+    Quadro M4000 of its tables) is named after it as printed, so the typo is never dlbench's text."""
+    text = claim["text"]
+    printed = text.partition(" > ")[2].partition(":")[0]
+    if not printed or printed == claim["slower"]:
+        return text
+    return text.replace(printed, claim["slower"], 1) + f' (printed "{printed}")'
+
 
 
 def _seed_setting(r: Result) -> bool:
@@ -140,7 +151,9 @@ def _models_in(line: str) -> int:
 
 def cnn_table(results: list[Result], published: bool) -> Table:
     rows: list[list[object]] = []
-    notes = ["Range: time of the slower over time of the faster, per model, lowest to highest across the models "
+    notes = ["The publication's sentences about which GPU is faster, checked against its own tables, and the same "
+             "comparison for the systems measured here.",
+             "Range: time of the slower over time of the faster, per model, lowest to highest across the models "
              "both ran at 16 x 3 x 224 x 224, fp32. dlbench's rows between its own systems come from `dlbench "
              "compare` (medians of whole steps, 95% bootstrap interval)."]
     if published:
@@ -227,7 +240,8 @@ def jade_table(results: list[Result]) -> Table:
     rows += slower_rows(block["slower"], rows_002, block["expected"])
     rows = [row + ["BenchmarkJade"] for row in rows]
     rows += [[line, "-", "dlbench compare", "-", "-", DLBENCH] for line in _jade_measured(results)]
-    notes = ["Its own table gives: the time per batch (the sum of its phases) of the slower over the faster, "
+    notes = ["BenchmarkJade's sentences about expected speed, set beside what its own phase table gives.",
+             "Its own table gives: the time per batch (the sum of its phases) of the slower over the faster, "
              "for rows of the same data, benchmark and device count. The expected speeds come from another "
              "benchmark, so its table can confirm them only where it has like rows.",
              "dlbench's systems are compared with each other per benchmark (`dlbench compare`: medians of whole "

@@ -68,18 +68,23 @@ def _table(model: str, shape: tuple, by_system: dict[tuple, Result], published: 
                      "before rounding, so it can differ from Forward + Backward in the last digit.")
     entries.sort(key=lambda e: e.order)
     header, align, body = list(HEADER), "llrrrr", [e.cells for e in entries]
-    header, align, body = rowinfo.with_optional(header, align, body, "Tag", [e.tag for e in entries])
+    tags = [e.tag for e in entries]
+    if rowinfo.tag_column(tags):
+        header, align, body = header + ["Tag"], align + "l", [b + [t] for b, t in zip(body, tags)]
+    notes += rowinfo.tag_note(tags)
     if published:
         header, align, body = header + [rowinfo.SOURCE], align + "l", [b + [e.source] for b, e in zip(body, entries)]
-    if any(e.check not in (None, "ok") for e in found):
-        header, align, body = header + ["Check"], align + "l", [b + [e.check] for b, e in zip(body, entries)]
-    elif found:
-        notes.append("Published arithmetic checked: Total = Forward + Backward in every published row.")
+    checks = rowinfo.check_notes([(f"{e.cells[0]} (cuDNN {e.cells[1]})", e.check) for e in found])
+    notes += checks or (["Published arithmetic checked: Total = Forward + Backward in every published row."] if found else [])
+    if any(str(b[0]).startswith("CPU") for b in body):  # the publication's GPU column holds its CPU rows too
+        header = ["GPU or CPU", *header[1:]]
     if not found and not any(rowinfo.on_gpu(r) for r in by_system.values()):
         header, align, body = _without(header, align, body, "cuDNN")
     title = model_title(next(iter(by_system.values())))
+    about = (f"How long one batch of {shape[0]} takes forward and backward on each GPU (and CPU), the "
+             "publication's measure of speed per model; fastest first.")
     # Two tables of one model (two inputs) would share the publication's heading: the input tells them apart.
-    return Table(f"{title} ({notes[0][1:-1]})" if by_input else title, header, align, body, notes=notes)
+    return Table(f"{title} ({notes[0][1:-1]})" if by_input else title, header, align, body, notes=[about, *notes])
 
 
 def _without(header: list[str], align: str, body: list[list[object]], column: str):

@@ -120,7 +120,27 @@ def tables(results: list[Result], published: bool = False) -> list[Table]:
     if not any(row[i] not in (None, "") for row in table.rows for i in (1, 2)):  # no cloud named anywhere
         table.header, table.align = table.header[:1] + table.header[3:], table.align[:1] + table.align[3:]
         table.rows = [row[:1] + row[3:] for row in table.rows]
-    return [table]
+    return _split_measured(table)
+
+
+def _split_measured(table: Table) -> list[Table]:
+    """The datasheet in one table, the ceilings measured on the GPUs that ran here in a second:
+    together they were 15 columns wide."""
+    measured = [i for i, h in enumerate(table.header) if h.startswith("Measured ")]
+    table.notes = ["What each GPU is on paper (the publication's GPU table, and the GPUs measured here).",
+                   *(n for n in table.notes if not n.startswith("Datasheet figures"))]
+    if not measured:
+        return [table]
+    rows = [[row[0], *(row[i] for i in measured)] for row in table.rows if any(row[i] is not None for i in measured)]
+    ceilings = Table("GPUs: measured ceilings", ["GPU", *(table.header[i].replace("Measured ", "") for i in measured)],
+                     "l" + "r" * len(measured), rows,
+                     notes=["What each GPU measured here reaches: the fastest matrix multiply per precision "
+                            "(TFLOP/s) and device memory copy (GB/s), from `dlbench system`; the datasheet's "
+                            "figures are in the table above."])
+    keep = [i for i in range(len(table.header)) if i not in measured]
+    table.header, table.align = [table.header[i] for i in keep], "".join(table.align[i] for i in keep)
+    table.rows = [[row[i] for i in keep] for row in table.rows]
+    return [table, ceilings]
 
 
 def _cloud(results: list[Result], name: str) -> list[str | None]:

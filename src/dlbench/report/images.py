@@ -27,7 +27,6 @@ FULL, MIXED = ("fp32", "tf32"), ("fp16", "bf16")
 LATENCY = ["Batch size", "Resolution", "Throughput Avg [img/s]", "Latency Avg [ms]", "Latency 90% [ms]",
            "Latency 95% [ms]", "Latency 99% [ms]"]
 SEED003 = "NVIDIA UNet_Medical"  # the publication, as the Source column names it
-SLIP_NOTE = "† marks a published figure that its own columns do not give; Check says what they give."
 
 
 def dataset(r: Result) -> str:
@@ -50,25 +49,36 @@ class _Row:
 
 
 def _assemble(title: str, header: list[str], align: str, rows: list[_Row], notes: list[str], published: bool,
-              optional: tuple[str, ...]) -> Table:
-    """The table with each optional column only where rows differ in it, then Source and Check."""
+              optional: tuple[str, ...], named: int = 3) -> Table:
+    """The table with each optional column only where rows differ in it, then Source; the Check of
+    published rows whose arithmetic does not hold goes under the table, by the row's first cell."""
     body = [list(r.cells) for r in rows]
     for name in optional:
         values = [r.extra.get(name) for r in rows]
-        if len({str(v) for v in values}) > 1 or (name == "Tag" and any(values)):
+        wanted = rowinfo.tag_column([r.extra.get(name) for r in rows if r.source == "dlbench"]) if name == "Tag" \
+            else len({str(v) for v in values}) > 1
+        if wanted:
             header, align = header + [name], align + ("r" if name in ("Batch",) else "l")
             body = [b + [v] for b, v in zip(body, values)]
+        elif name == "Tag":
+            notes = notes + rowinfo.tag_note(values)
     if published:
         header, align = header + [rowinfo.SOURCE], align + "l"
         body = [b + [r.source] for b, r in zip(body, rows)]
     seeds = [r for r in rows if r.source != "dlbench"]
-    if any(r.check not in (None, "ok") for r in seeds):
-        header, align = header + ["Check"], align + "l"
-        body = [b + [r.check] for b, r in zip(body, rows)]
-        notes = notes + [SLIP_NOTE]
+    checks = rowinfo.check_notes([(_label(b, header, named), r.check) for b, r in zip(body, rows) if r.source != "dlbench"])
+    if checks:
+        notes = notes + checks
     elif seeds:
         notes = notes + ["Published arithmetic checked: no slips in these rows."]
     return Table(title, header, align, body, notes=notes)
+
+
+def _label(cells: list[object], header: list[str], named: int) -> str:
+    """A published row named in a Check line: its first cell, then the next `named` - 1 cells with
+    their column's name ('DGX A100, GPUs 8, Batch size / GPU 8')."""
+    named_cells = [f"{h} {c}" for h, c in zip(header[1:named], cells[1:named]) if c not in (None, DASH, "")]
+    return ", ".join([str(cells[0]), *named_cells])
 
 
 def tables(results: list[Result], published: bool = False) -> list[Table]:
@@ -79,35 +89,56 @@ def tables(results: list[Result], published: bool = False) -> list[Table]:
 # ---- BenchmarkJade: phases ----------------------------------------------------------------
 
 def phase_tables(results: list[Result], published: bool = False) -> list[Table]:
-    """Seconds per batch in each phase (means, which add up to the wall time per batch), per
-    cluster, dataset, benchmark and device count, as BenchmarkJade prints them."""
+    """Milliseconds per batch in each phase (means, which add up to the wall time per batch), per
+    cluster, dataset, benchmark and device count, as BenchmarkJade prints them; each run's setup
+    in a second table, joined by the Run label, so that neither is wider than a page."""
     groups: dict[str, list[Result]] = {}
     for r in results:
         groups.setdefault(r.model, []).append(r)
-    return [_phase_table(rs, published) for rs in groups.values()]
+    return [t for rs in groups.values() for t in _phase_table(rs, published)]
 
 
-def _phase_table(rs: list[Result], published: bool) -> Table:
+def _phase_table(rs: list[Result], published: bool) -> list[Table]:
     latest = _latest(rs, lambda r: (phases.cluster(r), dataset(r), r.workload, rowinfo.system(r, gpus=False),
                                     r.spec.get("gpus", 1), r.spec.get("batch"), r.spec.get("precision", "fp32"),
                                     r.tag, str(r.spec.get("input_shape"))))
     ordered = sorted(latest.values(), key=lambda r: (r.system_label, r.spec.get("gpus", 1), dataset(r), r.workload,
                                                       r.spec.get("batch") or 0))
     rows = [_phase_row(r) for r in ordered]
-    notes = [phases.NOTE]
+    notes = [phases.ABOUT, phases.NOTE]
+    setup_notes = [phases.SETUP_ABOUT]
     if published and _published_model(rs[0].model, "seed002"):
         notes.append(phases.PUBLISHED_NOTE)
         rows += [_Row(phases.published_row(row), {"Precision": "fp32", "Batch": None, "Input": "3x224x224"},
                       phases.SOURCE, row.check_text()) for row in _published_rows()]
     batches = {r.extra.get("Batch") for r in rows}
     if len(batches) == 1 and None not in batches:
-        notes[0] += f" Batch {batches.pop()} per device."
-    header = phases.HEAD + list(phases.PHASES)
-    table = _assemble(phases.title(rs[0]), header, "llllrr" + "r" * len(phases.PHASES), rows, notes, published,
-                      ("Precision", "Batch", "Input", "Tag"))
-    if not any(row[0] not in (None, DASH) for row in table.rows):  # no cluster named: no column
-        table.header, table.align, table.rows = table.header[1:], table.align[1:], [row[1:] for row in table.rows]
-    return phases.labelled(table)
+        notes[1] += f" Batch {batches.pop()} per device."
+    labels = _run_labels(rows)
+    if any(str(c).endswith(phases.CLAMPED) for r in rows for c in r.cells):
+        notes.append(phases.CLAMP_NOTE)
+    timing = Table(phases.title(rs[0]), [phases.RUN, *phases.PHASES], "l" + "r" * len(phases.PHASES),
+                   [[label, *r.cells[len(phases.SETUP):]] for label, r in zip(labels, rows)], notes=notes)
+    setup_rows = [_Row([label, *r.cells[:len(phases.SETUP)]], r.extra, r.source, r.check) for label, r in zip(labels, rows)]
+    setup = _assemble(f"{model_title(rs[0])}: the runs of the phase table", [phases.RUN, *phases.SETUP], "lllllrr",
+                      setup_rows, setup_notes, published, ("Precision", "Batch", "Input", "Tag"), named=1)
+    if not any(row[1] not in (None, DASH) for row in setup.rows):  # no cluster named: no column
+        setup.header, setup.align = setup.header[:1] + setup.header[2:], setup.align[:1] + setup.align[2:]
+        setup.rows = [row[:1] + row[2:] for row in setup.rows]
+    return [timing, setup]
+
+
+def _run_labels(rows: list[_Row]) -> list[str]:
+    """Each row's Run label, made unique with its precision and then a number where rows share one."""
+    plain = [phases.run_label(r.cells) for r in rows]
+    labels = [phases.run_label(r.cells, r.extra.get("Precision")) if plain.count(label) > 1 else label
+              for label, r in zip(plain, rows)]
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if labels.count(label) == 1 else f"{label} ({seen[label]})")
+    return out
 
 
 def _phase_row(r: Result) -> _Row:
@@ -162,9 +193,10 @@ def throughput_tables(results: list[Result], published: bool = False) -> list[Ta
         for s in seeds:
             rows.append(_seed003_row(s, precisions, fulls, mixeds))
         what = "patches" if unit.startswith("patch") else "images"
-        notes = [f"Throughput: {what} over total measured time, all processes together. Weak scaling: throughput on N "
-                 f"{terms[2]} over throughput on 1 {terms[3]} at the same batch per {terms[3]} (perfect: N); scaling "
-                 "efficiency: weak scaling / N (perfect: 1.00)."]
+        notes = [f"How many {what} per second each system {'trains' if workload == 'train' else 'infers'} at each "
+                 "precision, and how much mixed precision speeds that up.",
+                 f"Throughput: {what} over total measured time, all processes together; speedup: mixed-precision "
+                 "throughput over full-precision throughput of the same row."]
         if seeds:
             notes.append("Rows from NVIDIA UNet_Medical are its published figures (TF1 20.06, mixed precision = TF-AMP fp16, "
                          "ISBI 2012 EM data with augmentation).")
@@ -172,8 +204,46 @@ def throughput_tables(results: list[Result], published: bool = False) -> list[Ta
         if any(str(c).endswith(OVER_ONE) for row in rows for c in row.cells):
             notes.append(OVER_ONE_NOTE)
         table = _assemble(title, header, "l" + "r" * (len(header) - 1), rows, notes, published, ("Data", "Input", "Tag"))
-        out.append(rowinfo.prune(table, 3 + len(precisions)))
+        out += _split_scaling(rowinfo.prune(table, 3 + len(precisions)), terms)
     return out
+
+
+SCALING = ("Weak scaling", "Scaling efficiency")
+
+
+def _split_scaling(table: Table, terms: tuple[str, ...]) -> list[Table]:
+    """Throughput in one table, weak scaling and its efficiency (rows on several GPUs) in a second:
+    one table of both was 16 columns wide. Each Check line goes with the column it names."""
+    scaling = [i for i, h in enumerate(table.header) if h.startswith(SCALING)]
+    if not scaling:
+        return [table]
+    kept = [table.header.index(h) for h in ("Tag", rowinfo.SOURCE) if h in table.header]
+    first = [i for i in range(len(table.header)) if i not in scaling]
+    second = [0, 1, 2, *scaling, *kept]
+    rows = [row for row in table.rows if isinstance(row[1], int) and row[1] > 1]
+    about = (f"How close {terms[2]} come to N times one {terms[3]}'s throughput at the same batch per {terms[3]} "
+             f"(weak scaling; perfect: N) and that over N (efficiency; perfect: 1.00).")
+    about += (" Weak scaling: throughput on N " + terms[2] + " over throughput on 1 " + terms[3] + " at the same "
+              "batch per " + terms[3] + "; scaling efficiency: weak scaling / N.")
+    moved = [n for n in table.notes if _names_column(n, [table.header[i] for i in scaling])]
+    notes = [n for n in table.notes if n not in moved and (n != rowinfo.SLIP_NOTE or _checks_left(table.notes, moved))]
+    extra = [n for n in table.notes if n.startswith(("! ", "dlbench's rows", "Rows from"))]
+    scaled = Table(table.title.replace("throughput", "weak scaling"), [table.header[i] for i in second],
+                   "".join(table.align[i] for i in second), [[row[i] for i in second] for row in rows],
+                   notes=[about, *extra, *([rowinfo.SLIP_NOTE] if moved else []), *moved])
+    table.header, table.align = [table.header[i] for i in first], "".join(table.align[i] for i in first)
+    table.rows, table.notes = [[row[i] for i in first] for row in table.rows], notes
+    return [table, scaled]
+
+
+def _checks_left(notes: list[str], moved: list[str]) -> bool:
+    return any(n.startswith("Check, ") and n not in moved for n in notes)
+
+
+def _names_column(note: str, columns: list[str]) -> bool:
+    """Is `note` a Check line about one of `columns` (and about none of the others)?"""
+    return note.startswith("Check, ") and any(f"† {c.split(' [')[0]}" in note for c in columns)
+
 
 
 def _throughput_row(points: dict, gpus: int, batch: int, single: dict, precisions: list[str], fulls: list[str],
@@ -264,9 +334,25 @@ def _seed003_row(s: dict, precisions: list[str], fulls: list[str], mixeds: list[
               for f in fulls for m in mixeds]
     weak = {p: row.mark(f"Weak scaling - {NAMES[p]}", v) if v != "-" else None for p, v in s["weak"].items()}
     cells += [weak.get(p) for p in precisions]
-    cells += [fixed(float(v) / gpus) if v and v != "-" and gpus > 1 else None
-              for v in (s["weak"].get(p) for p in precisions)]
-    return _Row(cells, {"Data": "ISBI 2012 (augmented)", "Tag": None, "Input": "1x572x572"}, SEED003, row.check_text())
+    cells += [_published_efficiency(row, NAMES[p], s["weak"].get(p), gpus) for p in precisions]
+    check = "; ".join(c for c in [row.check_text()] + [_efficiency_check(row, NAMES[p], gpus) for p in precisions]
+                      if c and c != "ok") or "ok"
+    return _Row(cells, {"Data": "ISBI 2012 (augmented)", "Tag": None, "Input": "1x572x572"}, SEED003, check)
+
+
+def _published_efficiency(row, name: str, weak: str | None, gpus: int) -> str | None:
+    """Weak scaling / N from the printed weak scaling; marked † where that figure is (it carries the slip)."""
+    if not weak or weak == "-" or gpus <= 1:
+        return None
+    return fixed(float(weak) / gpus) + (" †" if row.slipped(f"Weak scaling - {name}") else "")
+
+
+def _efficiency_check(row, name: str, gpus: int) -> str | None:
+    slip = next((s for s in row.slips if s.column == f"Weak scaling - {name}"), None)
+    if slip is None:
+        return None
+    return (f"† Scaling efficiency - {name}: {slip.printed} / {gpus} from the printed weak scaling; its own "
+            f"throughputs give {slip.computed} / {gpus} = {fixed(float(slip.computed) / gpus)}")
 
 
 # ---- seed 003: latency ---------------------------------------------------------------------
@@ -285,11 +371,15 @@ def latency_tables(results: list[Result], published: bool = False) -> list[Table
             r = latest[key]
             m = r.metrics
             shape = (m.get("input_shape") or [r.spec["batch"]])[1:]
+            latencies = [fixed(m.get(k), 3) for k in ("latency_avg_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms")]
+            waiting = data_bound(r)
             cells = [rowinfo.system(r, gpus=False, precision=False), r.spec["batch"],
                      "x".join(map(str, shape[1:] + shape[:1])), fixed(m["throughput"]),
-                     *(fixed(m.get(k), 3) for k in ("latency_avg_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms"))]
-            rows.append(_Row(cells, {"Data": dataset(r), "Tag": r.tag}))
-        notes = ["Latency is per batch, in milliseconds; throughput: images over the measured time."]
+                     latencies[0] + (DATA_BOUND if waiting else ""), *latencies[1:]]
+            rows.append(_Row(cells, {"Data": dataset(r), "Tag": r.tag, "waiting": waiting}))
+        notes = ["How long one batch takes to infer, on average and in the slow tail, at each batch size.",
+                 "Latency is per batch, in milliseconds; throughput: images over the measured time."]
+        notes += [_data_bound_note(row) for row in rows if row.extra.get("waiting")]
         if published and _is_seed003(model):
             found = _seed003_latency(precision)
             if found:
@@ -297,8 +387,32 @@ def latency_tables(results: list[Result], published: bool = False) -> list[Table
                              "line says, though an earlier line says per image).")
             rows += found
         out.append(_assemble(f"{model_title(rs[0])} inference latency, {PRECISION[precision]}", ["System"] + LATENCY,
-                             "lrlrrrrr", rows, notes, published, ("Data", "Tag")))
+                             "lrlrrrrr", rows, notes, published, ("Data", "Tag"), named=2))
     return out
+
+
+DATA_BOUND = " (data-bound)"
+DATA_SHARE = 0.25  # waiting for data above this share of the mean batch: the loader, not the model, sets the latency
+
+
+def data_bound(r: Result) -> tuple[float, float, float | None] | None:
+    """(data wait, mean batch, median batch) in ms where the run waited for its data loader for more
+    than DATA_SHARE of the mean batch: its latencies are the loader's stalls, not the model's time."""
+    stats = r.metrics.get("stats") or {}
+    wait = sum(float((stats.get(p) or {}).get("mean") or 0.0) for p in ("data", "h2d"))
+    step = (stats.get("step") or {}).get("mean")
+    if not step or wait <= DATA_SHARE * float(step):
+        return None
+    median = (stats.get("step") or {}).get("median")
+    return wait * 1e3, float(step) * 1e3, None if median is None else float(median) * 1e3
+
+
+def _data_bound_note(row: _Row) -> str:
+    wait, step, median = row.extra["waiting"]
+    middle = f" (the median batch took {fixed(median, 1)} ms)" if median is not None else ""
+    return (f"(data-bound), {row.cells[0]}, batch {row.cells[1]}: {fixed(wait, 1)} of the mean {fixed(step, 1)} ms per "
+            f"batch went to waiting for the data loader{middle}; these latencies are the loader's stalls, not the "
+            "model's latency.")
 
 
 def _seed003_latency(precision: str) -> list[_Row]:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import html
 import re
 from typing import Sequence
 
 # Control characters (CR included) would break a line or hide text; `](` would let a crafted
-# name render as a link (`[click](javascript:...)`), so its parenthesis is escaped.
+# name render as a link (`[click](javascript:...)`), so its parenthesis is escaped. Only `<` can
+# open HTML: it alone becomes `&lt;`, so `->` and `A > B` read as written (no `&gt;`).
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def cell(value: object) -> str:
     text = _CONTROL.sub(" ", "-" if value is None else str(value))
-    text = html.escape(text, quote=False).replace("|", "\\|")
+    text = text.replace("<", "&lt;").replace("|", "\\|")
     return text.replace("](", "]\\(")
 
 

@@ -1,15 +1,18 @@
-"""Seed 003's accuracy table from `converge` results, one per model, DICE target and folds:
+"""Seed 003's accuracy and time to train from `converge` results, one pair of tables per model,
+DICE target and folds, one row per system, GPU count, batch and precision:
 
-`|System|GPUs|Batch size / GPU|Accuracy - P|DICE per fold - P|Time to train - P [min]|
-Time to DICE t - P [min]|Time to train speedup (TF32 to mixed precision)|`
+  accuracy:      | System | GPUs | Batch size / GPU | Precision | Accuracy (mean DICE) | DICE per fold | Data |
+  time to train: | System | GPUs | Batch size / GPU | Precision | Time to train, as published [min] |
+                 | 40,000 iterations [min] | Time to DICE t [min] | Mixed-precision speed-up |
 
-with the columns of each precision present. Accuracy is the mean final DICE over the folds
-run, and every fold's DICE is listed. Time to train is given both ways: as the seed defines
-it, the minutes one fold takes for a fixed number of iterations (its 40,000, at the measured
-time per training step, evaluations excluded), and as the mean minutes per fold to reach the
-DICE target (evaluations and warm-up included; * where a fold missed it and its whole budget
-counts). The speed-up divides the fixed-iteration times, like the seed's. With `published`,
-the seed's DGX A100 and DGX-1 rows join the table.
+The publication's "time to train" and dlbench's are different measures, so each has its own
+column: the publication's minutes per fold (the iterations behind them are not published: its
+22 min on one A100 is about 6,700 iterations at its own throughput), dlbench's the seed's 40,000
+iterations at the measured time per training step (evaluations excluded), and dlbench's mean
+minutes per fold to reach the DICE target (evaluations and warm-up included; * where a fold
+missed it and its whole budget counts). The speed-up divides the full-precision row's time by
+the mixed-precision row's, in the publication's column for its rows and the 40,000-iteration
+column for dlbench's. With `published`, the seed's DGX A100 and DGX-1 rows join the tables.
 """
 
 from __future__ import annotations
@@ -24,12 +27,22 @@ from dlbench.results.record import Result
 from dlbench.units import SEED003_ITERATIONS
 
 ORDER = ("fp32", "tf32", "fp16", "bf16")
-NAMES = {"fp32": "FP32", "tf32": "TF32", "fp16": "mixed precision", "bf16": "mixed precision (bf16)"}
 FULL, MIXED = ("fp32", "tf32"), ("fp16", "bf16")
+HEAD = ["System", "GPUs", "Batch size / GPU", "Precision"]
+PUBLISHED_TIME = "Time to train, as published [min]"
+FIXED_TIME = f"{SEED003_ITERATIONS:,} iterations [min]"
+SPEEDUP = "Mixed-precision speed-up"
 GENERATED = ("The data is generated, not the ISBI 2012 set: dlbench's rows train on EM-membrane-like images it "
              "makes (`dlbench data seg`; Data says how many and of what size), so their DICE is not the "
              "publication's, and its times are times to that DICE on that data. Give the ISBI set with "
              "`data: PATH` on the converge entries to compare accuracy.")
+PUBLISHED_NOTE = ("Rows from NVIDIA UNet_Medical are its published figures (TF1 20.06, ISBI 2012 data, mixed precision "
+                  "= TF-AMP fp16; one fold's time).")
+PUBLISHED_MEANING = (f"{PUBLISHED_TIME}: the publication's minutes for one fold; the iterations behind them are not "
+                     f"published (22 min on 1 A100 in TF32 at its own 40.50 img/s is about 6,700 iterations of batch "
+                     f"8; {SEED003_ITERATIONS:,} would take 132 min). ")
+FIXED_MEANING = (f"{FIXED_TIME}: the {SEED003_ITERATIONS:,} iterations the publication names, at the measured time per "
+                 "training step, evaluations excluded, marked extrapolated where the folds trained fewer. ")
 
 
 @dataclass
@@ -56,81 +69,101 @@ def tables(results: list[Result], published: bool = False) -> list[Table]:
     groups: "OrderedDict[tuple, dict[tuple, dict[str, Result]]]" = OrderedDict()
     for r in chosen:  # later results replace earlier ones of the same setting
         groups.setdefault(_group_key(r), {}).setdefault(_row_key(r), {})[r.spec.get("precision", "fp32")] = r
-    return [_table(key, rows, published) for key, rows in groups.items()]
+    return [t for key, rows in groups.items() for t in _tables(key, rows, published)]
 
 
-def _table(key: tuple, setups: dict[tuple, dict[str, Result]], published: bool) -> Table:
+def _target_text(target) -> str:
+    return "the target" if target is None else f"DICE {target:g}"
+
+
+def _tables(key: tuple, setups: dict[tuple, dict[str, Result]], published: bool) -> list[Table]:
     model, target, folds = key
-    rows = [_row(k, by_precision, target) for k, by_precision in sorted(setups.items(), key=lambda kv: kv[0])]
+    rows = [row for k, by_precision in sorted(setups.items(), key=lambda kv: kv[0])
+            for row in _rows(k, by_precision, target)]
     seeds = _published(model) if published else []
     rows += seeds
-    present = [p for p in ORDER if any(f"Accuracy - {NAMES[p]}" in r.cells for r in rows)]
-    fulls, mixeds = [p for p in present if p in FULL], [p for p in present if p in MIXED]
-    target_text = "the target" if target is None else f"DICE {target:g}"
-    columns = ["System", "GPUs", "Batch size / GPU",
-               *(f"Accuracy - {NAMES[p]}" for p in present), *(f"DICE per fold - {NAMES[p]}" for p in present),
-               *(f"Time to train - {NAMES[p]} [min]" for p in present),
-               *(f"Time to {target_text} - {NAMES[p]} [min]" for p in present),
-               *(f"Time to train speedup ({NAMES[f]} to {NAMES[m]})" for f in fulls for m in mixeds)]
-    body = [[r.cells.get(c, _speedup_for(r, c)) for c in columns] for r in rows]
-    header, align = list(columns), "lrr" + "r" * (len(columns) - 3)
-    for name in ("Data", "Tag"):
-        values = [r.extra.get(name) for r in rows]
-        if len({str(v) for v in values}) > 1 or (name == "Tag" and any(values)):
-            header, align, body = header + [name], align + "l", [b + [v] for b, v in zip(body, values)]
-    notes = [f"(DICE target {target}, {folds}-fold cross-validation; accuracy: mean final DICE over the folds run; "
-             f"Time to train: minutes for one fold of {SEED003_ITERATIONS:,} iterations (the publication's definition) at the "
-             f"measured time per training step, evaluations excluded, marked extrapolated where the folds trained fewer; Time to {target_text}: mean minutes per fold to reach it, "
-             f"evaluations and warm-up included, * where a fold missed it and its whole budget counts; the speed-up "
-             f"divides the Time to train figures)"]
+    first = next(r for by_precision in setups.values() for r in by_precision.values())
+    title = model_title(first)
+    return [_accuracy_table(title, rows, target, folds, published), _time_table(title, rows, target, published, seeds)]
+
+
+def _accuracy_table(title: str, rows: list[_Row], target, folds, published: bool) -> Table:
+    header = [*HEAD, "Accuracy (mean DICE)", "DICE per fold", "Data"]
+    notes = [f"How accurate the trained network is: DICE, the overlap of its output with the true membranes (1 is "
+             f"perfect), {folds}-fold cross-validation, target {_target_text(target)}.",
+             "Accuracy: the mean final DICE over the folds run; DICE per fold: each fold's."]
     if any(r.source == "dlbench" and "generated" in str(r.extra.get("Data")) for r in rows):
         notes.append(GENERATED)
     if any(r.source == "dlbench" and len(r.folds) < (folds or 0) for r in rows):
         notes.append(f"A dlbench row with fewer DICE figures than {folds} ran only the first folds (fold_limit).")
+    return _finish(f"{title}: accuracy", header, rows, notes, published, checks=False)
+
+
+def _time_table(title: str, rows: list[_Row], target, published: bool, seeds: list[_Row]) -> Table:
+    to_target = f"Time to {_target_text(target)} [min]"
+    header = [*HEAD, PUBLISHED_TIME, FIXED_TIME, to_target, SPEEDUP]
+    notes = ["How long training one fold takes; the publication's minutes and dlbench's measure different "
+             "things, so each has its own column.",
+             (PUBLISHED_MEANING if seeds else "") + FIXED_MEANING + f"{to_target}: dlbench's mean minutes per fold "
+             "to reach it, evaluations and warm-up included, * where a fold missed it and its whole budget counts. "
+             f"{SPEEDUP}: the full-precision row's time over this mixed-precision row's, in "
+             f"{'the publication' + chr(39) + 's column for its rows and ' if seeds else ''}the {FIXED_TIME} "
+             "column for dlbench's."]
+    for row in rows:
+        row.cells.setdefault(to_target, row.cells.pop("to_target", None))
+    return _finish(f"{title}: time to train", header, rows, notes, published, checks=True)
+
+
+def _finish(title: str, header: list[str], rows: list[_Row], notes: list[str], published: bool, checks: bool) -> Table:
+    body = [[r.cells.get(c, r.extra.get(c)) for c in header] for r in rows]
+    align = "lrrl" + "".join("l" if c in ("DICE per fold", "Data") else "r" for c in header[4:])
+    tags = [r.extra.get("Tag") for r in rows]
+    if rowinfo.tag_column(tags):
+        header, align, body = header + ["Tag"], align + "l", [b + [t] for b, t in zip(body, tags)]
+    notes = notes + rowinfo.tag_note(tags)
     if published:
         header, align, body = header + [rowinfo.SOURCE], align + "l", [b + [r.source] for b, r in zip(body, rows)]
-    if seeds:
-        notes.append("Rows from NVIDIA UNet_Medical are its published figures (TF1 20.06, ISBI 2012 data, mixed precision = TF-AMP "
-                     "fp16; one fold's time). Their speed-ups check out. Their times are not 40,000 iterations at the "
-                     "publication's own throughputs: 22 min on 1 A100 in TF32 at its 40.50 img/s is about 6,700 iterations of "
-                     "batch 8 (40,000 would take 132 min), so the iterations behind them are not published.")
-        if any(r.check not in (None, "ok") for r in seeds):
-            header, align, body = header + ["Check"], align + "l", [b + [r.check] for b, r in zip(body, rows)]
-    first = next(r for by_precision in setups.values() for r in by_precision.values())
-    table = Table(f"{model_title(first)}: accuracy and time to train", header, align, body, notes=notes)
-    return rowinfo.prune(table, 3 + len(present))
+        if any(r.source != "dlbench" for r in rows):
+            notes.append(PUBLISHED_NOTE)
+    if checks:
+        notes += rowinfo.check_notes([(f"{r.cells['System']}, {r.cells['GPUs']} GPU(s), {r.cells['Precision']}", r.check)
+                                      for r in rows if r.source != "dlbench"])
+    return rowinfo.prune(Table(title, header, align, body, notes=notes), len(HEAD))
 
 
-def _row(key: tuple, by_precision: dict[str, Result], target) -> _Row:
+def _rows(key: tuple, by_precision: dict[str, Result], target) -> list[_Row]:
     system, tag, data, gpus, batch = key
-    cells: dict[str, object] = {"System": system, "GPUs": gpus, "Batch size / GPU": batch}
-    target_text = "the target" if target is None else f"DICE {target:g}"
-    minutes: dict[str, float] = {}
-    for p, r in by_precision.items():
-        name = NAMES.get(p, p)
-        if r.status == "oom":
-            for column in ("Accuracy", "DICE per fold", "Time to train", f"Time to {target_text}"):
-                cells[f"{column} - {name}" + (" [min]" if column.startswith("Time") else "")] = "OOM"
-            continue
-        m = r.metrics
-        cells[f"Accuracy - {name}"] = fixed(m.get("mean_dice"), 4)
-        cells[f"DICE per fold - {name}"] = ", ".join(fixed(d, 4) for d in m.get("dice_per_fold") or []) or DASH
-        step_s = _step_seconds(m)
-        if step_s is not None:
-            minutes[p] = SEED003_ITERATIONS * step_s / 60  # time per fold
-            steps = max((f.get("steps") or 0 for f in m.get("per_fold") or []), default=0)
-            cells[f"Time to train - {name} [min]"] = fixed(minutes[p], 1) + (
-                "" if steps >= SEED003_ITERATIONS else f" (extrapolated from {steps:,} steps)")
-        to_target = m.get("time_to_train_s")
-        cells[f"Time to {target_text} - {name} [min]"] = (
-            DASH if to_target is None else fixed(to_target / 60, 1) + ("" if m.get("target_reached") else "*"))
-    for f in FULL:
-        for mixed in MIXED:
-            if f in minutes and mixed in minutes:
-                cells[f"Time to train speedup ({NAMES[f]} to {NAMES[mixed]})"] = fixed(minutes[f] / minutes[mixed], 2)
-    any_result = next(iter(by_precision.values()))
-    run = min((r.metrics.get("dice_per_fold") or [] for r in by_precision.values()), key=len)
-    return _Row(cells, {"Data": any_result.metrics.get("data"), "Tag": tag or None}, folds=list(run))
+    out = {p: _row(system, gpus, batch, p, r, tag) for p, r in sorted(by_precision.items(), key=lambda kv: ORDER.index(kv[0])
+                                                                       if kv[0] in ORDER else len(ORDER))}
+    for mixed in MIXED:
+        full = next((f for f in ("tf32", "fp32") if f in out and out[f].extra.get("minutes")), None)
+        if mixed in out and full and out[mixed].extra.get("minutes"):
+            out[mixed].cells[SPEEDUP] = fixed(out[full].extra["minutes"] / out[mixed].extra["minutes"], 2) + \
+                f" (from {NAMES_SHORT[full]})"
+    return list(out.values())
+
+
+NAMES_SHORT = {"fp32": "FP32", "tf32": "TF32"}
+
+
+def _row(system: str, gpus: int, batch: int, precision: str, r: Result, tag: str) -> _Row:
+    cells: dict[str, object] = {"System": system, "GPUs": gpus, "Batch size / GPU": batch, "Precision": precision}
+    extra: dict[str, object] = {"Data": r.metrics.get("data"), "Tag": tag or None}
+    if r.status == "oom":
+        cells.update({"Accuracy (mean DICE)": "OOM", FIXED_TIME: "OOM", "to_target": "OOM"})
+        return _Row(cells, extra)
+    m = r.metrics
+    cells["Accuracy (mean DICE)"] = fixed(m.get("mean_dice"), 4)
+    cells["DICE per fold"] = ", ".join(fixed(d, 4) for d in m.get("dice_per_fold") or []) or DASH
+    step_s = _step_seconds(m)
+    if step_s is not None:
+        extra["minutes"] = SEED003_ITERATIONS * step_s / 60  # time per fold
+        steps = max((f.get("steps") or 0 for f in m.get("per_fold") or []), default=0)
+        cells[FIXED_TIME] = fixed(extra["minutes"], 1) + (
+            "" if steps >= SEED003_ITERATIONS else f" (extrapolated from {steps:,} steps)")
+    to_target = m.get("time_to_train_s")
+    cells["to_target"] = DASH if to_target is None else fixed(to_target / 60, 1) + ("" if m.get("target_reached") else "*")
+    return _Row(cells, extra, folds=list(m.get("dice_per_fold") or []))
 
 
 def _step_seconds(metrics: dict) -> float | None:
@@ -141,25 +174,23 @@ def _step_seconds(metrics: dict) -> float | None:
     return sum(f["train_s"] / f["steps"] for f in folds) / len(folds)
 
 
-def _speedup_for(row: _Row, column: str) -> object:
-    return row.cells.get(column, DASH if row.source == "dlbench" else None)
-
-
 def _published(model: str) -> list[_Row]:
     from dlbench.report import published
 
     rows = published.seed003_accuracy() if published.measured_with("seed003", model) else []
-    return [_published_row(row) for row in rows]
+    return [r for row in rows for r in _published_rows(row)]
 
 
-def _published_row(row) -> _Row:
-    c = row.cells
-    full = row.extra["full"]
-    cells: dict[str, object] = {"System": c["system"], "GPUs": int(c["gpus"]), "Batch size / GPU": int(c["batch"]),
-                                f"Accuracy - {NAMES[full]}": c[f"accuracy_{full}"],
-                                f"Accuracy - {NAMES['fp16']}": c["accuracy_fp16"],
-                                f"Time to train - {NAMES[full]} [min]": c[f"minutes_{full}"],
-                                f"Time to train - {NAMES['fp16']} [min]": c["minutes_fp16"],
-                                f"Time to train speedup ({NAMES[full]} to {NAMES['fp16']})":
-                                    row.mark("Time to train speedup", c["speedup"])}
-    return _Row(cells, {"Data": "ISBI 2012 (5 folds)", "Tag": None}, "NVIDIA UNet_Medical", row.check_text())
+def _published_rows(row) -> list[_Row]:
+    """A published row of both precisions as two rows: full precision, then mixed with the speed-up."""
+    c, full = row.cells, row.extra["full"]
+    head = {"System": c["system"], "GPUs": int(c["gpus"]), "Batch size / GPU": int(c["batch"])}
+    extra = {"Data": "ISBI 2012 (5 folds)", "Tag": None}
+    out = []
+    for precision in (full, "fp16"):
+        cells = {**head, "Precision": precision, "Accuracy (mean DICE)": c[f"accuracy_{precision}"],
+                 PUBLISHED_TIME: c[f"minutes_{precision}"]}
+        if precision == "fp16":
+            cells[SPEEDUP] = f"{row.mark('Time to train speedup', c['speedup'])} (from {NAMES_SHORT[full]})"
+        out.append(_Row(cells, extra, "NVIDIA UNet_Medical", row.check_text() if precision == "fp16" else "ok"))
+    return out

@@ -1,15 +1,17 @@
-"""BenchmarkJade's phase table (train, inference, smooth inference), one per model:
+"""BenchmarkJade's phase table (train, inference, smooth inference), one pair per model:
 
-`|Cluster|Dataset|Benchmark|Device Name|# Devices|Num Workers|Data Loading Time [s]|
-Data Processing Time [s]|Forward Time [s]|Backward Time [s]|Optimizer Time [s]|Other Time [s]|
-Total [s]|Median Batch [s]|`
+`|Run|Data Loading Time [ms]|Data Processing Time [ms]|Forward Time [ms]|Backward Time [ms]|
+Optimizer Time [ms]|Other Time [ms]|Total [ms]|Median Batch [ms]|` and each run's setup
+(`|Run|Cluster|Dataset|Benchmark|Device Name|# Devices|Num Workers|`) in a table of its own,
+joined by the Run label: one table of both was 16 columns wide.
 
-The publication prints seconds per batch averaged over an epoch, so the phases here are means
-in seconds too: means add up, so the phases and `Other` (the wall time per batch that falls in
-no phase) add up to Total, the wall time per batch, and a data stall shows where it happens. A
-median of each phase would hide the stalls, which are what the table is for; the median whole
-batch stands apart. Where a record holds no per-phase means (written before they were stored),
-its medians stand in and its Total says `(medians)`.
+The publication prints per-batch averages over an epoch, so the phases here are means too, in
+milliseconds like every time per batch in the report (its seconds are converted digit for
+digit): means add up, so the phases and `Other` (the wall time per batch that falls in no
+phase, never below zero) add up to Total, the wall time per batch, and a data stall shows where
+it happens. A median of each phase would hide the stalls, which are what the table is for; the
+median whole batch stands apart. Where a record holds no per-phase means (written before they
+were stored), its medians stand in and its Total says `(medians)`.
 """
 
 from __future__ import annotations
@@ -22,18 +24,26 @@ from dlbench.figures import DASH, add, fixed
 from dlbench.results.record import Result
 
 BENCHMARK = {"infer": "Inference", "train": "Train", "smooth": "Smooth Inference"}
-PHASES = ("Data Loading Time [s]", "Data Processing Time [s]", "Forward Time [s]", "Backward Time [s]",
-          "Optimizer Time [s]", "Other Time [s]", "Total [s]", "Median Batch [s]")
-HEAD = ["Cluster", "Dataset", "Benchmark", "Device Name", "# Devices", "Num Workers"]
+PHASES = ("Data Loading Time [ms]", "Data Processing Time [ms]", "Forward Time [ms]", "Backward Time [ms]",
+          "Optimizer Time [ms]", "Other Time [ms]", "Total [ms]", "Median Batch [ms]")
+RUN = "Run"  # the label that joins a row of the phase table to its row of the setup table
+SETUP = ["Cluster", "Dataset", "Benchmark", "Device Name", "# Devices", "Num Workers"]
+HEAD = SETUP  # the publication's first columns
 SOURCE = "BenchmarkJade"
-NOTE = ("Seconds per batch, means over the measured batches (the publication's figures are per-batch averages "
-        "over an epoch: a whole ImageNet epoch cannot take 0.1 s). Data Loading includes the copy to the device; "
-        "Other Time: wall time per batch in no phase (a few microseconds below zero where the phases, timed "
-        "on the device, overlap the host's clock by that much); Total: the wall time per batch (measured window / "
-        "batches), the sum of the columns before it; Median Batch: the median whole batch, below Total where "
-        "some batches stall.")
-PUBLISHED_NOTE = ("Rows from BenchmarkJade are its published seconds as printed (ResNet-50, fp32; batch size not "
-                  "published); their Total is the sum of their phases, as the publication prints no wall time.")
+ABOUT = ("Where each batch's time goes (data loading, forward, backward, optimizer), to see whether the data or "
+         "the model holds a run back; milliseconds per batch, the runs' setup in the table after it.")
+NOTE = ("Means over the measured batches (the publication's figures are per-batch averages over an epoch). Data "
+        "Loading includes the copy to the device; Other Time: wall time per batch in no phase; Total: the wall "
+        "time per batch (measured window / batches), the sum of the columns before it; Median Batch: the median "
+        "whole batch, below Total where some batches stall.")
+CLAMPED = " (clamped)"
+CLAMP_NOTE = ("Other Time 0 (clamped): the phases, timed on the device, overlap the host's clock by a few "
+              "microseconds, so Total less the phases came out just below zero; shown as 0, the row adds up "
+              "to within that.")
+SETUP_ABOUT = "The setup of each run of the phase table above: where it ran, on what data, with how many loaders."
+PUBLISHED_NOTE = ("Rows from BenchmarkJade are its published seconds as printed, converted to milliseconds digit for "
+                  "digit (ResNet-50, fp32; batch size not published); their Total is the sum of their phases, as "
+                  "the publication prints no wall time.")
 
 
 def cluster(r: Result) -> str | None:
@@ -73,8 +83,8 @@ def wall_s(r: Result) -> float | None:
     return None if m.get("step_ms") is None else m["step_ms"] / 1e3
 
 
-def _s(value: float | None) -> str:
-    return fixed(value, 4)
+def _ms(seconds: float | None) -> str:
+    return fixed(None if seconds is None else seconds * 1e3, 2)
 
 
 def phase_cells(r: Result) -> list[str]:
@@ -84,14 +94,14 @@ def phase_cells(r: Result) -> list[str]:
     loading = None
     if _mean_s(r, "data") is not None:
         loading = _mean_s(r, "data") + (_mean_s(r, "h2d") or 0.0)
-    shown = [_s(loading), _s(_mean_s(r, "noise")), _s(_mean_s(r, "forward")), _s(_mean_s(r, "backward")),
-             _s(_mean_s(r, "optimizer"))]
+    shown = [_ms(loading), _ms(_mean_s(r, "noise")), _ms(_mean_s(r, "forward")), _ms(_mean_s(r, "backward")),
+             _ms(_mean_s(r, "optimizer"))]
     parts = [p for p in shown if p != DASH]
-    total = _s(wall_s(r))
+    total = _ms(wall_s(r))
     if not has_means(r):  # medians do not add up to the wall time: no Other, and the row says so
         total = (add(*parts) if total == DASH and parts else total) + " (medians)"
-        return shown + [DASH, total, _s(_median_s(r))]
-    return shown + [rest(total, parts), total, _s(_median_s(r))]
+        return shown + [DASH, total, _ms(_median_s(r))]
+    return shown + [rest(total, parts), total, _ms(_median_s(r))]
 
 
 def _median_s(r: Result) -> float | None:
@@ -102,8 +112,11 @@ def _median_s(r: Result) -> float | None:
 
 
 def rest(total: str, parts: list[str]) -> str:
-    """Total less the shown parts, so that the parts and this add up to the shown Total."""
+    """Total less the shown parts, so that the parts and this add up to the shown Total; never
+    below zero: a few microseconds of overlap between device and host clocks show as 0 (clamped)."""
     left = Decimal(total) - sum((Decimal(p) for p in parts), Decimal(0))
+    if left < 0:
+        return "0" + CLAMPED
     return format(left.normalize(), "f") if left == 0 else format(left, "f")
 
 
@@ -113,9 +126,12 @@ def row_head(r: Result) -> list[object]:
 
 
 def published_row(row) -> list[object]:
-    """A published row as printed: seconds, no optimizer or other time, Total the sum of its phases."""
+    """A published row as printed, in milliseconds digit for digit: no optimizer or other time,
+    Total the sum of its phases."""
+    from dlbench.report.published import seconds_to_ms
+
     c = row.cells
-    phases = [None if c[k] in (None, "-", "") else c[k] for k in ("data_s", "processing_s", "forward_s", "backward_s")]
+    phases = [seconds_to_ms(c[k]) for k in ("data_s", "processing_s", "forward_s", "backward_s")]
     shown = [p for p in phases if p is not None]
     forward = row.mark("Forward Time", phases[2])
     return [c["cluster"], c["dataset"], c["benchmark"], c["device"], int(c["devices"]), int(c["workers"]),
@@ -127,11 +143,14 @@ def title(r: Result) -> str:
     return f"{model_title(r)}: time per batch in each phase"
 
 
-def labelled(table: Table) -> Table:
-    """The row's label in CSV and JSON is the device, not the cluster (which may be empty)."""
-    table.label = "Device Name"
-    return table
+def run_label(head: list[object], precision: str | None = None) -> str:
+    """'TN V100 x1, ImageNet, Train': the row's cluster, device, count, data and benchmark in one
+    short label that both tables of a run carry (its precision where rows differ in it)."""
+    cluster, data, benchmark, device, devices = head[:5]
+    where = " ".join(str(p) for p in (cluster, device) if p not in (None, DASH, ""))
+    return f"{where} x{devices}, {data}, {benchmark}" + (f", {precision}" if precision else "")
 
 
-__all__ = ["BENCHMARK", "HEAD", "NOTE", "PHASES", "PUBLISHED_NOTE", "SOURCE", "cluster", "has_means", "labelled",
-           "phase_cells", "published_row", "row_head", "title", "wall_s", "workers"]
+__all__ = ["ABOUT", "BENCHMARK", "CLAMPED", "CLAMP_NOTE", "HEAD", "NOTE", "PHASES", "PUBLISHED_NOTE", "RUN", "SETUP",
+           "SETUP_ABOUT", "SOURCE", "cluster", "has_means", "phase_cells", "published_row", "row_head", "run_label",
+           "title", "wall_s", "workers"]

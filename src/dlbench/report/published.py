@@ -254,11 +254,10 @@ def seed002() -> list[Row]:
 
 
 def seconds_to_ms(text: str | None) -> str | None:
-    """'0.1022' s -> '102.2' ms, keeping exactly the printed digits."""
+    """'0.1022' s -> '102.2' ms, keeping exactly the printed digits ('0.0100' -> '10.0', '0.559' -> '559')."""
     if text in (None, "-", ""):
         return None
-    value = Decimal(text).scaleb(3)
-    return format(value.normalize(), "f") if value == value.to_integral() else format(value, "f")
+    return format(Decimal(text).scaleb(3), "f")  # '0.0100' -> '10.0': its places stay
 
 
 # ---- seed 003 ------------------------------------------------------------------------------

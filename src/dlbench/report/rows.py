@@ -85,17 +85,20 @@ def data_source(r: Result) -> str:
     """Where the inputs came from: synthetic, dummy, a folder or a volume (its file name)."""
     from pathlib import Path
 
-    source = _resolved(str((r.spec.get("options") or {}).get("data") or r.metrics.get("data") or "synthetic"), r)
+    stored = str((r.spec.get("options") or {}).get("data") or r.metrics.get("data") or "synthetic")
+    folder = stored.startswith("folder:")  # the path the run read, resolved below, has no prefix
+    source = _resolved(stored, r)
     if _VARIABLE.search(source):  # a record from before runs stored the path they read
         return f"{source} (path not recorded)"
     for prefix in ("folder:", "volume:"):
         if source.startswith(prefix):
             source = source[len(prefix):]
             break
-    if "/" in source or source.endswith((".h5", ".hdf5", ".zarr", ".n5")):
+    if folder or "/" in source or source.endswith((".h5", ".hdf5", ".zarr", ".n5")):
         name = Path(source.split(":")[0].rstrip("/")).name or source
-        gpu = " (GPU decode)" if (r.spec.get("options") or {}).get("decode") == "gpu" else ""
-        return name + gpu
+        gpu = ", GPU decode" if (r.spec.get("options") or {}).get("decode") == "gpu" else ""
+        # A folder of class folders of JPEG files (data/images.py reads nothing else): real images, decoded per batch.
+        return f"JPEG folder ({name}{gpu})" if folder else name + (" (GPU decode)" if gpu else "")
     return source.capitalize() if source in ("synthetic", "dummy") else source
 
 
@@ -124,3 +127,24 @@ def prune(table, keep: int):
     table.align = "".join(a for a, u in zip(table.align, used) if u)
     table.rows = [[v for v, u in zip(row, used) if u] for row in table.rows]
     return table
+
+
+SLIP_NOTE = ("† marks a published figure that the publication's own columns do not give; each Check line below "
+             "says what they give.")
+
+
+def tag_column(tags: Sequence[object]) -> bool:
+    """A Tag column only where dlbench's rows carry several tags; one tag goes in a note (tag_note)."""
+    return len({str(t) for t in tags if t}) > 1
+
+
+def tag_note(tags: Sequence[object]) -> list[str]:
+    found = sorted({str(t) for t in tags if t})
+    return [f"dlbench's rows are runs tagged `{found[0]}`."] if len(found) == 1 else []
+
+
+def check_notes(checks: Sequence[tuple[object, object]]) -> list[str]:
+    """The published rows whose arithmetic does not hold, one line each under the table (a Check
+    column of sentences made tables too wide to read): (row label, check text) pairs."""
+    lines = [f"Check, {label}: {check}" for label, check in checks if check not in (None, "ok", "-", "")]
+    return [SLIP_NOTE, *lines] if lines else []

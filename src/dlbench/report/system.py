@@ -55,7 +55,9 @@ def ceilings_table(record: Result) -> Table:
         ratio = percent(ceiling["value"] / peak) if peak else "-"
         rows.append([_LABELS.get(name, name), _number(ceiling["value"]), ceiling["unit"],
                      _number(peak) if peak else "-", ratio, ceiling["method"]])
-    notes = [f"Measured {record.started[:16].replace('T', ' ')} UTC, record {record.id[:8]}."]
+    notes = [f"How fast this machine's parts are on their own (matrix multiply, memory, copies, JPEG decoding), "
+             f"beside the datasheet: the ceilings the benchmarks above can approach.",
+             f"Measured {record.started[:16].replace('T', ' ')} UTC, record {record.id[:8]}."]
     if not is_survey(record):
         notes.append("Measured by a benchmark that needed it for FLOP utilisation; `dlbench system` measures them all.")
     notes += [_facts_line(f) for f in record.metrics.get("gpu_facts", [])]
@@ -63,9 +65,18 @@ def ceilings_table(record: Result) -> Table:
     if busy.get("pcie_gen"):
         notes.append(f"PCIe link during the host-to-device copies: gen {busy['pcie_gen']} x{busy.get('pcie_width')}")
     notes += [f"Not measured: {_LABELS.get(k, k)}: {why}" for k, why in record.metrics.get("unmeasured", {}).items()]
-    return Table(f"Ceilings: {label} on {host}",
+    return Table(f"Ceilings: {label}{_on(host)}",
                  ["Ceiling", "Measured", "Unit", "Datasheet", "Measured/datasheet", "Method"],
                  "lrlrrl", rows, [n + "  " for n in notes])
+
+
+GENERIC_HOSTS = {"vm", "localhost", "ubuntu", "(none)", "", "none"}
+
+
+def _on(host: object) -> str:
+    """' on node17': a host name only where it names a machine; a lent VM calls itself 'vm', which
+    tells a reader nothing."""
+    return "" if str(host).strip().lower() in GENERIC_HOSTS else f" on {host}"
 
 
 def tables(results: list[Result]) -> list[Table]:

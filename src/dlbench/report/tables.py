@@ -50,4 +50,5 @@ def odd_values(results: list[Result]) -> list[Table]:
     if not rows:
         return []
     return [Table("Stored values that are not valid figures", ["Id", "Workload", "Model", "Tag", "Fields"],
-                  "lllll", rows, notes=[f"{ODD_LEGEND}: `dlbench export` shows it exactly."])]
+                  "lllll", rows, notes=["The stored values that no table could show as a figure.",
+                                 f"{ODD_LEGEND}: `dlbench export` shows it exactly."])]

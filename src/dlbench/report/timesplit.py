@@ -11,7 +11,8 @@ from dlbench.report.tables import Table
 from dlbench.results.record import Result
 
 TITLE = "Where the step's time goes"
-NOTES = ["(`--profile`: share of the profiled step per class of kernels, GPU idle included; 'adds up' compares "
+NOTES = ["Which kinds of GPU work fill each profiled step, to see what an optimisation could shorten.",
+         "(`--profile`: share of the profiled step per class of kernels, GPU idle included; 'adds up' compares "
          "the profiled step with the mean measured one, within 5%)"]
 
 

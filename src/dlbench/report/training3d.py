@@ -1,16 +1,20 @@
-"""Seeds 000/001 ("GPU Benchmarks") as one table per 3D U-Net, like the reports print it:
+"""Seeds 000/001 ("GPU Benchmarks") for each 3D U-Net, as two tables, training and prediction
+(seed 001 prints them apart too; one table of both was 13 columns wide):
 
-  | System | CUDA | pytorch | Training [s] | Inference [s] | Iters / Min | Megavox / s |
-  | 100k Iters [d] | Platynereis, 8.1 Tvox [h] |
+  training:   | System | GPUs | Precision | Training [s] | Iters / Min | Iteration vs 1 GPU |
+              | 100k Iters [d] | Software | Data |
+  prediction: | System | GPUs | Precision | Inference [s] | Megavox / s | Speed-up vs 1 GPU |
+              | Wall time to result [s] | Platynereis, 8.1 Tvox [h] | Software |
 
-one row per system, GPU count and precision ("NVIDIA H200 (x2, bf16)"). Training comes from
-`train` of the model on a volume: 1001 iterations at the measured mean iteration time, its
-iterations per minute and days to 100k iterations. Inference comes from `volume`: the time
-for the whole volume, its Megavox/s and the hours for the extrapolated volume at that rate
-on the row's GPUs; that column is titled by the volume the runs extrapolate to (8.1 Tvox is
-the seeds' Platynereis). With `published`, the seeds' rows join the table of `unet3d-aniso`,
-the seeds' network, with their arithmetic checked (their Platynereis hours are ten times too
-small; one Iters / Min figure does not follow from its time).
+one row per system, GPU count, precision and variant. Training comes from `train` of the model
+on a volume: 1001 iterations at the measured mean iteration time, its iterations per minute and
+days to 100k iterations; on N GPUs each iteration trains N patches and lasts longer, which
+"Iteration vs 1 GPU" shows (the seeds' x2 and x4 rows). Prediction comes from `volume`: the time
+for the whole volume, its Megavox/s, its speed-up over one GPU, the wall time from the command's
+start to the result, and the hours for the extrapolated volume at that rate. With `published`,
+the seeds' rows join the tables of `unet3d-aniso`, the seeds' network, with their arithmetic
+checked (their Platynereis hours are ten times too small; one Iters / Min figure does not follow
+from its time).
 """
 
 from __future__ import annotations
@@ -30,7 +34,13 @@ TARGET = 100_000  # "roughly the number of iterations after which most networks 
 PLATYNEREIS = 8.1e12
 CREMI_SHAPE = (200, 3072, 3072)  # the publications' padded CREMI volume, 1.887 gigavoxel
 SEED_MODEL = "unet3d-aniso"  # the seeds' CREMI network
-HEADER = ["System", "CUDA", "pytorch", "Training [s]", "Inference [s]", "Iters / Min", "Megavox / s", "100k Iters [d]"]
+HEAD = ["System", "GPUs", "Precision"]
+TRAINING = [*HEAD, "Training [s]", "Iters / Min", "Iteration vs 1 GPU", "100k Iters [d]", "Software", "Data"]
+PREDICTION = [*HEAD, "Inference [s]", "Megavox / s", "Speed-up vs 1 GPU", "Wall time to result [s]", "Software"]
+PUBLISHED = ("Rows from GPU Benchmarks and its Summary are their published figures (PyTorch 0.4, Inferno, CUDA 9.1, "
+             "fp32; CREMI); 000 times 1001 iterations, 001 says 1000. Their System is where the GPU ran, as they "
+             "label it (VM: a virtual machine; Cluster: a node of a compute cluster; SMC: a third site they do not "
+             "describe).")
 
 
 def is_3d(r: Result) -> bool:
@@ -74,71 +84,123 @@ class _Row:
 
 
 def _key(r: Result) -> tuple:
-    return r.model, rowinfo.system(r), r.tag or ""
+    """A row: model, workload, system with its variant (channels-last), GPUs, precision, tag."""
+    return (r.model, r.workload, rowinfo.system(r, gpus=False, precision=False), rowinfo.processes(r),
+            r.spec.get("precision", "fp32"), r.tag or "")
+
+
+def _base(r: Result) -> tuple:
+    """What a row's 1-GPU counterpart shares with it (the tag may differ)."""
+    return r.model, r.workload, rowinfo.system(r, gpus=False, precision=False), r.spec.get("precision", "fp32")
 
 
 def tables(results: list[Result], published: bool = False) -> list[Table]:
-    chosen: dict[tuple, dict[str, Result]] = {}
+    chosen: dict[tuple, Result] = {}
     for r in sorted(results, key=lambda r: r.started):
         if is_3d(r) and r.status in ("ok", "oom"):
-            chosen.setdefault(_key(r), {})[r.workload] = r
-    by_model: dict[str, list[dict[str, Result]]] = {}
-    for (model, *_), pair in chosen.items():
-        by_model.setdefault(model, []).append(pair)
-    return [_table(model, pairs, published and model == SEED_MODEL) for model, pairs in by_model.items()]
+            chosen[_key(r)] = r
+    by_model: dict[str, list[Result]] = {}
+    for r in chosen.values():
+        by_model.setdefault(r.model, []).append(r)
+    out = []
+    for model, rs in by_model.items():
+        seeds = published and model == SEED_MODEL
+        trains = [r for r in rs if r.workload == "train"]
+        volumes = [r for r in rs if r.workload == "volume"]
+        out += [_training_table(trains, seeds)] if trains or seeds else []
+        out += [_prediction_table(volumes, seeds)] if volumes or seeds else []
+    return out
 
 
-def _table(model: str, pairs: list[dict[str, Result]], published: bool) -> Table:
-    volumes = [p["volume"] for p in pairs if "volume" in p and p["volume"].status == "ok"]
-    targets = [v.metrics.get("extrapolate_voxels") or PLATYNEREIS for v in volumes]
-    target = max(set(targets), key=targets.count) if targets else PLATYNEREIS
-    pairs.sort(key=lambda p: (next(iter(p.values())).system_label, rowinfo.processes(next(iter(p.values()))),
-                              rowinfo.system(next(iter(p.values())))))
-    rows = [_row(p, target) for p in pairs]
-    notes = [_notes(pairs, target)]
-    if published:
-        found = _published(target)
-        rows += found
-        notes.append("Rows from GPU Benchmarks and its Summary are their published figures (PyTorch 0.4, Inferno, CUDA 9.1; CREMI; "
-                     "inference of the padded CREMI volume, 200x3072x3072 = 1.89 Gvox); 000 times 1001 iterations, "
-                     "001 says 1000. † marks a printed figure that the row's own columns do not give.")
-    header, align = HEADER + [target_title(target)], "lll" + "r" * 6
-    body = [r.cells for r in rows]
-    mine = [r for r in rows if r.source == "dlbench"]
-    for name in ("Patch", "Data", "Volume", "Tag"):
-        values = [r.extra.get(name) for r in rows]
-        compared = values if name in ("Data", "Volume") else [r.extra.get(name) for r in mine]
-        if len({str(v) for v in compared if v not in (None, DASH)}) > 1 or (name == "Tag" and any(values)):
-            header, align, body = header + [name], align + "l", [b + [v] for b, v in zip(body, values)]
+def _order(r: Result) -> tuple:
+    return r.system_label, rowinfo.system(r, gpus=False, precision=False), r.spec.get("precision", "fp32"), \
+        rowinfo.processes(r)
+
+
+def _one_gpu(rs: list[Result]) -> dict[tuple, Result]:
+    return {_base(r): r for r in sorted(rs, key=lambda r: r.started) if rowinfo.processes(r) == 1 and r.status == "ok"}
+
+
+def _software(r: Result) -> str:
+    parts = [f"CUDA {rowinfo.cuda(r)}" if rowinfo.cuda(r) else None,
+             f"PyTorch {rowinfo.torch_version(r)}" if rowinfo.torch_version(r) else None]
+    return ", ".join(p for p in parts if p) or DASH
+
+
+def _finish(title: str, header: list[str], rows: list[_Row], notes: list[str], published: bool) -> Table:
+    """Tag (a column only where dlbench's rows differ in it), Source, and the Check lines."""
+    body, align = [r.cells for r in rows], "lrl" + "r" * (len(header) - 3)
+    if any(r.extra.get("cpu") for r in rows):  # several processes share a CPU: there are no GPUs to count
+        header = [header[0], "GPUs or CPU processes", *header[2:]]
+    align = "".join("l" if h in ("Software", "Data") else a for h, a in zip(header, align))
+    tags = [r.extra.get("Tag") for r in rows]
+    if rowinfo.tag_column(tags):
+        header, align, body = header + ["Tag"], align + "l", [b + [t] for b, t in zip(body, tags)]
+    notes = notes + rowinfo.tag_note(tags)
     if published:
         header, align, body = header + [rowinfo.SOURCE], align + "l", [b + [r.source] for b, r in zip(body, rows)]
-        if any(r.check not in (None, "ok") for r in rows):
-            header, align, body = header + ["Check"], align + "l", [b + [r.check] for b, r in zip(body, rows)]
-    first = next(r for pair in pairs for r in pair.values())
-    return Table(f"{model_title(first)}: training and prediction", header, align, body, notes=notes)
+        notes = notes + rowinfo.check_notes([(f"{r.cells[0]} on {r.cells[1]} GPU{'s' if r.cells[1] != 1 else ''}", r.check) for r in rows])
+    return Table(title, header, align, body, notes=notes)
 
 
-def _row(pair: dict[str, Result], target: float) -> _Row:
-    train, volume = pair.get("train"), pair.get("volume")
-    any_result = train or volume
-    cells: list[object] = [rowinfo.system(any_result), rowinfo.cuda(any_result), rowinfo.torch_version(any_result)]
-    training = inference = per_min = mvox = days = hours = None
-    if train is not None and train.status == "oom":
-        training = per_min = days = "OOM"
-    elif train is not None:
-        step = _mean_step(train)
-        rate = train.metrics.get("iters_per_min") or derived.iters_per_min(1, step)
-        training = training_cell(train)
-        per_min, days = fixed(rate, 1), fixed(derived.days_to(TARGET, rate), 1)
-    if volume is not None and volume.status == "ok":
-        m = volume.metrics
-        inference, mvox = inference_cell(volume), fixed(m.get("mvox_per_s"), 1)
-        hours = fixed(derived.hours_for(target, m.get("mvox_per_s")), 1)
-    cells += [training, inference, per_min, mvox, days, hours]
-    extra = {"Patch": _patch(train) if train is not None else None,
-             "Data": rowinfo.data_source(train) if train is not None else None,
-             "Volume": _volume(volume) if volume is not None else None, "Tag": any_result.tag}
-    return _Row(cells, extra)
+def _training_table(trains: list[Result], published: bool) -> Table:
+    single = _one_gpu(trains)
+    rows = [_training_row(r, single.get(_base(r))) for r in sorted(trains, key=_order)]
+    notes = [f"How long the seeds' {ITERATIONS} training iterations take, on one GPU and on several; with several, "
+             "each iteration trains one patch per GPU and takes longer (Iteration vs 1 GPU), so the time grows "
+             "while the patches per minute rise.", _training_notes(trains)]
+    if published:
+        rows += _published_training()
+        notes.append(PUBLISHED)
+    return _finish(f"{_title(trains)}: training", list(TRAINING), rows, notes, published)
+
+
+def _prediction_table(volumes: list[Result], published: bool) -> Table:
+    ok = [v for v in volumes if v.status == "ok"]
+    targets = [v.metrics.get("extrapolate_voxels") or PLATYNEREIS for v in ok]
+    target = max(set(targets), key=targets.count) if targets else PLATYNEREIS
+    single = _one_gpu(volumes)
+    rows = [_prediction_row(v, single.get(_base(v)), target) for v in sorted(volumes, key=_order)]
+    notes = ["How long predicting the seeds' 1.89 Gvox volume takes, and how that rate scales from one GPU to "
+             "several; Wall time to result is what a user waits, from the command's start.",
+             _prediction_notes(ok, target)]
+    if published:
+        rows += _published_prediction(target)
+        notes.append(PUBLISHED + " Their inference is of the padded CREMI volume, 200x3072x3072 = 1.89 Gvox.")
+    header = PREDICTION[:-1] + [target_title(target), PREDICTION[-1]]
+    return _finish(f"{_title(volumes)}: prediction", header, rows, notes, published)
+
+
+def _title(rs: list[Result]) -> str:
+    return model_title(rs[0]) if rs else "3D U-Net (aniso)"
+
+
+def _training_row(train: Result, single: Result | None) -> _Row:
+    head = [rowinfo.system(train, gpus=False, precision=False), rowinfo.processes(train), train.spec.get("precision", "fp32")]
+    extra = {"Tag": train.tag, "cpu": not rowinfo.on_gpu(train)}
+    if train.status == "oom":
+        return _Row(head + ["OOM", "OOM", DASH, "OOM", _software(train), rowinfo.data_source(train)], extra)
+    step = _mean_step(train)
+    rate = train.metrics.get("iters_per_min") or derived.iters_per_min(1, step)
+    base = _mean_step(single) if single is not None and single is not train else None
+    growth = f"{fixed(step / base, 2)}x" if step and base else DASH
+    return _Row(head + [training_cell(train), fixed(rate, 1), growth, fixed(derived.days_to(TARGET, rate), 1),
+                        _software(train), rowinfo.data_source(train)], extra)
+
+
+def _prediction_row(volume: Result, single: Result | None, target: float) -> _Row:
+    head = [rowinfo.system(volume, gpus=False, precision=False), rowinfo.processes(volume),
+            volume.spec.get("precision", "fp32")]
+    extra = {"Tag": volume.tag, "cpu": not rowinfo.on_gpu(volume)}
+    if volume.status != "ok":
+        return _Row(head + ["OOM", DASH, DASH, DASH, DASH, _software(volume)], extra)
+    m = volume.metrics
+    base = single.metrics.get("mvox_per_s") if single is not None and single is not volume else None
+    speedup = f"{fixed(m['mvox_per_s'] / base, 2)}x" if base and m.get("mvox_per_s") else DASH
+    wall = m.get("wall_to_result_s")
+    return _Row(head + [inference_cell(volume), fixed(m.get("mvox_per_s"), 1), speedup,
+                        DASH if wall is None else fixed(wall, 1), fixed(derived.hours_for(target, m.get("mvox_per_s")), 1),
+                        _software(volume)], extra)
 
 
 def iterations(r: Result) -> int:
@@ -173,37 +235,75 @@ def inference_cell(r: Result) -> str:
     return f"{fixed(seconds, 1)} (extrapolated from {'x'.join(map(str, shape or []))})"
 
 
-def _notes(pairs: list[dict[str, Result]], target: float) -> str:
-    trains = [p["train"] for p in pairs if "train" in p]
-    volumes = [p["volume"] for p in pairs if "volume" in p and p["volume"].status == "ok"]
+def _training_notes(trains: list[Result]) -> str:
     patches = ", ".join(dict.fromkeys(_patch(r) for r in trains if _patch(r))) or "the model's default"
-    text = (f"Training [s]: the time of {ITERATIONS} training iterations (patch {patches}), measured where the run "
-            f"trained {ITERATIONS}, else {ITERATIONS} x the measured mean iteration and marked extrapolated; "
-            f"Iters / Min: 60 / the mean iteration; 100k Iters [d]: days to {TARGET:,} iterations.")
+    return (f"Training [s]: the time of {ITERATIONS} training iterations (patch {patches}, one per GPU), measured "
+            f"where the run trained {ITERATIONS}, else {ITERATIONS} x the measured mean iteration and marked "
+            f"extrapolated; Iters / Min: 60 / the mean iteration; Iteration vs 1 GPU: the mean iteration on this "
+            f"row's GPUs over that on one GPU of the same system and precision; 100k Iters [d]: days to "
+            f"{TARGET:,} iterations.")
+
+
+def _prediction_notes(volumes: list[Result], target: float) -> str:
+    text = ("Inference [s]: prediction of the publications' 200x3072x3072 volume (1.89 Gvox), measured where the run "
+            "predicted one that size, else extrapolated at the measured rate")
     if volumes:
-        shapes = ", ".join(dict.fromkeys(_volume(v) for v in volumes))
         first = volumes[0].metrics
-        text += (f" Inference [s]: prediction of the publications' 200x3072x3072 volume (1.89 Gvox), measured "
-                 f"where the run predicted one that size, else extrapolated at the measured rate (volumes run: "
-                 f"{shapes}; block "
-                 f"{rowinfo.shape_text(first.get('block'))}, halo {rowinfo.shape_text(first.get('halo'))}); "
-                 f"Megavox / s: the run's voxels over its time; {target_title(target)}: hours for "
-                 f"{short(target / 1e12)} teravoxel at that rate on the row's GPUs (or CPU).")
-    return text
+        text += (f" (volumes run: {', '.join(dict.fromkeys(_volume(v) for v in volumes))}; block "
+                 f"{rowinfo.shape_text(first.get('block'))}, halo {rowinfo.shape_text(first.get('halo'))})")
+    return (text + "; Megavox / s: the run's voxels over its time, all GPUs together; Speed-up vs 1 GPU: that rate "
+            "over the rate of one GPU of the same system and precision (perfect: the GPU count); Wall time to "
+            "result [s]: from the command's start (Python, CUDA and the model loading included) to the stored "
+            f"result; {target_title(target)}: hours for {short(target / 1e12)} teravoxel at that rate.")
 
 
-def _published(target: float) -> list[_Row]:
+def _published_rows():
     from dlbench.report import published
 
+    return published.seed000_001()
+
+
+def _published_head(row) -> list[object]:
+    return [row.cells["system"].split(" (x")[0], row.gpus, "fp32"]
+
+
+def _published_software(row) -> str:
+    return f"CUDA {row.cells.get('cuda')}, PyTorch {row.cells.get('pytorch')}"
+
+
+def _published_training() -> list[_Row]:
+    from dlbench.report.published import publication
+
+    rows = [r for r in _published_rows() if r.get("training_s")]
+    single = {r.cells["system"]: r.number("training_s") for r in rows if r.gpus == 1}
     out = []
-    for row in published.seed000_001():
-        c = row.cells
-        hours = row.get("platynereis_h")
+    for row in rows:
+        base = single.get(row.cells["system"].split(" (x")[0])
+        growth = f"{fixed(row.number('training_s') / base, 2)}x" if base and row.gpus > 1 else DASH
+        cells = _published_head(row) + [row.get("training_s"), row.mark("Iters / Min", row.get("iters_per_min")),
+                                        growth, row.mark("100k Iters [d]", row.get("days_100k")),
+                                        _published_software(row), "CREMI"]
+        out.append(_Row(cells, {}, publication(row.seed), _check(row, ("Iters / Min", "100k Iters [d]"))))
+    return out
+
+
+def _published_prediction(target: float) -> list[_Row]:
+    from dlbench.report.published import publication
+
+    out = []
+    for row in _published_rows():
+        if not row.get("inference_s") and not row.get("mvox_per_s"):
+            continue
+        hours = row.mark("Platynereis [h]", row.get("platynereis_h"))
         if target != PLATYNEREIS:  # another volume: the seeds' rate, our arithmetic
             hours = fixed(derived.hours_for(target, row.number("mvox_per_s")), 1) if row.get("mvox_per_s") else None
-        cells = [c["system"], c.get("cuda"), c.get("pytorch"), row.get("training_s"), row.get("inference_s"),
-                 row.mark("Iters / Min", row.get("iters_per_min")), row.mark("Megavox / s", row.get("mvox_per_s")),
-                 row.mark("100k Iters [d]", row.get("days_100k")), row.mark("Platynereis [h]", hours)]
-        out.append(_Row(cells, {"Data": "CREMI", "Volume": "200x3072x3072 (1.89 Gvox)" if row.get("inference_s") else None},
-                        published.publication(row.seed), row.check_text()))
+        cells = _published_head(row) + [row.get("inference_s"), row.mark("Megavox / s", row.get("mvox_per_s")), DASH,
+                                        DASH, hours, _published_software(row)]
+        out.append(_Row(cells, {}, publication(row.seed), _check(row, ("Megavox / s", "Platynereis [h]"))))
     return out
+
+
+def _check(row, columns: tuple[str, ...]) -> str:
+    """The Check text of the row's slips in these columns only (each table checks its own)."""
+    found = [s for s in row.slips if s.column in columns]
+    return "; ".join(f"† {s.text()}" for s in found) if found else "ok"
