@@ -47,7 +47,8 @@ def environment(rank: int, world: int, port: int) -> dict[str, str]:
 
 
 def _die_with_parent() -> None:
-    """Stop when the process that started this one dies (a supervisor killed with SIGKILL)."""
+    """Be killed when the process that started this one dies (a supervisor killed with SIGKILL).
+    In a rank it runs between fork and exec, and holds across the exec."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -82,7 +83,8 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 def run(world: int, args: list[str]) -> int:
     """Start the ranks, wait for all of them; the exit status (0 when every rank ended with 0)."""
     port = free_port()
-    procs = [subprocess.Popen([sys.executable, *args], stdin=subprocess.DEVNULL, env=environment(rank, world, port))
+    procs = [subprocess.Popen([sys.executable, *args], stdin=subprocess.DEVNULL, env=environment(rank, world, port),
+                              preexec_fn=_die_with_parent)  # noqa: PLW1509 - this process has no threads
              for rank in range(world)]
     running = {proc.pid: (rank, proc) for rank, proc in enumerate(procs)}
     while running:
