@@ -50,7 +50,10 @@ def _begin(name: str) -> None:
     if device.type == "cuda":
         device = torch.device("cuda", local if world > 1 else device.index or 0)
         try:
-            torch.cuda.set_device(device)  # creates the context; the current device is this thread's only
+            torch.cuda.init()
+            # The first allocation creates the device's context, inside an operator, where torch lets
+            # go of the interpreter lock (torch.cuda.set_device would hold it for the second it takes).
+            torch.empty(1, device=device)
         except Exception:  # noqa: BLE001 - the run meets the same error where it uses the GPU
             return
     if world > 1 and not dist.is_initialized():
