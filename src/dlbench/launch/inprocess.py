@@ -1,4 +1,4 @@
-"""Run specs one after another, in this process (or through torchrun for several GPUs);
+"""Run specs one after another, in this process (or in one process per GPU for several GPUs);
 store each result as soon as it ends."""
 
 from __future__ import annotations
@@ -48,10 +48,11 @@ def check_devices(spec: BenchmarkSpec) -> None:
 def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None = None,
               tag: str | None = None, on_result: Callback | None = None,
               console: Console | None = None, extra_metrics: dict | None = None,
-              retune: bool = False) -> list[Result]:
+              retune: bool = False, ranks: torchrun.Ranks | None = None) -> list[Result]:
     """`extra_metrics`: metrics added to every result before it is stored (e.g. a batch search). What a
     workload tunes itself is looked up before its run and kept after it (launch/tuning.py); `retune`
-    measures again. Each result holds the seconds from this process's start to it (`wall_to_result_s`)."""
+    measures again. Each result holds the seconds from this process's start to it (`wall_to_result_s`).
+    `ranks`: the ranks of the first spec, started already (launch/torchrun.py `started`)."""
     specs = list(specs)
     for spec in specs:  # a device this machine lacks is a user error before anything runs
         check_devices(spec)
@@ -82,7 +83,8 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
             with interrupts.pending(partial(store_interrupted, store.path, spec, system, suite, tag)) as settle:
                 try:
                     tuning = Tuning(store, workload_key(spec, system), retune)
-                    result, ceiling = _run_one(spec, system, known, progress, suite, tag, tuning.lookup())
+                    result, ceiling = _run_one(spec, system, known, progress, suite, tag, tuning.lookup(), ranks)
+                    ranks = None
                 except UserError:
                     bar.live.transient = True  # the error line alone, not a half-drawn bar above it
                     raise
@@ -132,11 +134,11 @@ def _own_stream(console: Console) -> Iterator[None]:
 
 
 def _run_one(spec: BenchmarkSpec, system: dict, known: list[Result], progress, suite: str | None,
-             tag: str | None, tuned: Tuned | None) -> tuple[Result, Result | None]:
+             tag: str | None, tuned: Tuned | None, ranks: torchrun.Ranks | None = None) -> tuple[Result, Result | None]:
     """The result, with its FLOP utilisation, and the ceiling measured for it where the store had none."""
     if spec.gpus > 1:
-        result = torchrun.run(spec, system, suite=suite, tag=tag, ceilings=here(known, system), progress=progress,
-                              tuned=tuned)
+        run = ranks.run if ranks is not None else partial(torchrun.run, spec)
+        result = run(system, suite=suite, tag=tag, ceilings=here(known, system), progress=progress, tuned=tuned)
         return result, carried_ceiling(result)
     result = execute(spec, system, progress=progress, suite=suite, tag=tag, tuned=tuned)
     return result, with_utilisation(result, known)

@@ -45,9 +45,35 @@ def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int
     spec, plan, sweep = _plan(workload, dict(values), extras.max_batch)
     check_writable(extras.db)  # the store, the results file and the spec are checked before anything runs
     results_file = _results_path(extras)
-    preflight(spec, view, () if sweep or plan == "auto" else [one.batch for one in plan])
-    check_store_apart(spec, extras.db)
-    scratch.clean_stale()  # what killed runs left behind
+    with _head_start(plan) as ranks:
+        preflight(spec, view, () if sweep or plan == "auto" else [one.batch for one in plan])
+        check_store_apart(spec, extras.db)
+        scratch.clean_stale()  # what killed runs left behind
+        return _run_plan(spec, plan, sweep, extras, results_file, view, ranks)
+
+
+@contextlib.contextmanager
+def _head_start(plan: str | list[BenchmarkSpec]) -> Iterator[Any]:
+    """What the first run of `plan` starts before the checks above it take their seconds (importing
+    torch, reading the input): on several GPUs its ranks (launch/torchrun.py `started`: this process
+    imports no torch before), else CUDA on this process's GPU (workloads/early.py). A check that
+    fails stops them, and nothing ran. Yields the started ranks, or None."""
+    first = None if plan == "auto" else plan[0]
+    if first is not None and first.gpus > 1:
+        from dlbench.launch import torchrun
+
+        with torchrun.started(first) as ranks:
+            yield ranks
+        return
+    if first is not None and first.device != "cpu":
+        from dlbench.workloads import early
+
+        early.start(first.device)
+    yield None
+
+
+def _run_plan(spec: BenchmarkSpec, plan: str | list[BenchmarkSpec], sweep: bool, extras: RunExtras,
+              results_file: Path | None, view: Terminal, ranks: Any) -> int:
     several = plan != "auto" and len(plan) > 1
     done: list[Result] = []
     with Store(extras.db) as store, _results_to(results_file, several, view) as write, \
@@ -58,7 +84,7 @@ def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int
             return 1 if result.status in FAILED else 0
         statuses = []
         for one in plan:
-            result = _run(one, store, extras, view)
+            result = _run(one, store, extras, view, ranks=ranks if one is plan[0] else None)
             done.append(result)
             write(result)
             statuses.append(result.status)
@@ -152,10 +178,13 @@ def preflight(spec: BenchmarkSpec, view: Terminal, batches: Sequence[int] | None
         view.warning(warning)
 
 
-def _run(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal, extra: dict | None = None) -> Result:
+def _run(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal, extra: dict | None = None,
+         ranks: Any = None) -> Result:
+    """`ranks`: the ranks started for `spec` already (`_head_start`)."""
     from dlbench.launch.inprocess import run_specs
 
-    result = run_specs([spec], store, tag=extras.tag, console=view.err, extra_metrics=extra, retune=extras.retune)[0]
+    result = run_specs([spec], store, tag=extras.tag, console=view.err, extra_metrics=extra, retune=extras.retune,
+                       ranks=ranks)[0]
     view.result(result, stdout=True)
     return result
 

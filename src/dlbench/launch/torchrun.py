@@ -1,4 +1,5 @@
-"""Run a spec with one process per GPU through torchrun (torch.distributed.run)."""
+"""Run a spec with one process per GPU: started by dlbench on one host (launch/ranks.py), through
+torchrun (torch.distributed.run) across nodes."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 from dlbench import scratch
 from dlbench.errors import UserError
+from dlbench.launch.worker import write_json
 from dlbench.models import registry
 from dlbench.results.record import Result, now
 from dlbench.spec import BenchmarkSpec
@@ -21,10 +24,12 @@ from dlbench.workloads.tuning import Tuned
 
 
 def command(spec_file: Path, result_file: Path, nprocs: int, rendezvous: list[str] | None = None) -> list[str]:
-    """The torchrun command line; `rendezvous` (e.g. --nnodes/--rdzv-endpoint) spans several nodes."""
-    where = rendezvous or ["--standalone", "--nnodes=1"]
-    return [sys.executable, "-m", "torch.distributed.run", *where, f"--nproc-per-node={nprocs}",
-            "-m", "dlbench.launch.worker", str(spec_file), str(result_file)]
+    """The command that runs `nprocs` ranks of the worker: on one host dlbench's own start of them
+    (launch/ranks.py); with `rendezvous` (e.g. --nnodes/--rdzv-endpoint), torchrun across nodes."""
+    worker = ["-m", "dlbench.launch.worker", str(spec_file), str(result_file)]
+    if rendezvous is None:
+        return [sys.executable, "-m", "dlbench.launch.ranks", str(nprocs), *worker]
+    return [sys.executable, "-m", "torch.distributed.run", *rendezvous, f"--nproc-per-node={nprocs}", *worker]
 
 
 def job_ceilings(ceilings: list[Result] | None) -> dict:
@@ -39,44 +44,84 @@ def run(spec: BenchmarkSpec, system: dict, *, suite: str | None = None, tag: str
     With `ceilings` (system records of this host), rank 0 adds FLOP utilisation to its result.
     `progress(stage, done, total)` hears rank 0's progress while the processes start and run.
     `tuned` (an earlier run's tuning, launch/tuning.py) goes to every rank in the job file."""
-    with scratch.folder("torchrun") as tmp:
-        spec_file, result_file = tmp / "spec.json", tmp / "result.json"
-        spec_file.write_text(json.dumps({"spec": spec.to_dict(), "suite": suite, "tag": tag,
-                                         "tuned": tuned.to_dict() if tuned else None, **job_ceilings(ceilings)}),
-                             encoding="utf-8")
-        output = _supervised(command(spec_file, result_file, spec.gpus), tmp, timeout or spec.timeout, progress)
+    with started(spec) as ranks:
+        return ranks.run(system, suite=suite, tag=tag, timeout=timeout, ceilings=ceilings, progress=progress,
+                         tuned=tuned)
+
+
+@contextlib.contextmanager
+def started(spec: BenchmarkSpec) -> Iterator["Ranks"]:
+    """`spec.gpus` ranks started now, to run when `run` is called: until then they import torch and
+    start CUDA and the process group (workloads/early.py), and wait. The launcher's own checks,
+    which import torch too and read the input, run meanwhile; leaving the block (a check that
+    failed, a stop) kills every rank that is left, and nothing ran."""
+    with scratch.folder("torchrun") as folder:
+        ranks = Ranks(spec, folder)
+        try:
+            yield ranks
+        finally:
+            ranks.kill()
+
+
+class Ranks:
+    """The ranks of one run: one process (launch/ranks.py, or torchrun) in a session of its own,
+    its ranks inside, their output in `stderr.log`."""
+
+    def __init__(self, spec: BenchmarkSpec, folder: Path) -> None:
+        self.spec, self.folder = spec, folder
+        self.files = {name: folder / name for name in ("spec.json", "go.json", "result.json", "progress.json",
+                                                        "stderr.log")}
+        write_json({"spec": spec.to_dict(), "go": str(self.files["go.json"])}, self.files["spec.json"])
+        env = {**os.environ, "DLBENCH_PROGRESS": str(self.files["progress.json"]), "PYTHONUNBUFFERED": "1"}
+        self.log = open(self.files["stderr.log"], "wb")  # noqa: SIM115 - closed by kill()
+        self.proc = subprocess.Popen(command(self.files["spec.json"], self.files["result.json"], spec.gpus),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log, env=env,
+                                     start_new_session=True)
+
+    def run(self, system: dict, *, suite: str | None = None, tag: str | None = None, timeout: float | None = None,
+            ceilings: list[Result] | None = None, progress=None, tuned: Tuned | None = None) -> Result:
+        """Let the ranks run (the rest of their job: suite, tag, tuning, ceilings); rank 0's result."""
+        spec, result_file = self.spec, self.files["result.json"]
+        write_json({"suite": suite, "tag": tag, "tuned": tuned.to_dict() if tuned else None, **job_ceilings(ceilings)},
+                   self.files["go.json"])
+        output = _supervised(self, timeout or spec.timeout, progress)
         if result_file.exists():
             return Result.from_dict(json.loads(result_file.read_text(encoding="utf-8")), strict=False)
-    refused = re.search(r"^(?:\[\w+\]:)?error: (.+)$", output, re.MULTILINE)
-    if refused:  # a worker refused the spec (bad dataset, ...): the same one line as in-process
-        raise UserError(refused.group(1))
-    return Result(spec=spec.to_dict(), system=system, status="error", title=registry.title(spec.model),
-                  suite=suite, tag=tag, error=f"torchrun with {spec.gpus} processes returned no result",
-                  traces={"stderr": output}, finished=now())
+        refused = re.search(r"^(?:\[\w+\]:)?error: (.+)$", output, re.MULTILINE)
+        if refused:  # a worker refused the spec (bad dataset, ...): the same one line as in-process
+            raise UserError(refused.group(1))
+        return Result(spec=spec.to_dict(), system=system, status="error", title=registry.title(spec.model),
+                      suite=suite, tag=tag, error=f"{spec.gpus} processes returned no result{_why(output)}",
+                      traces={"stderr": output}, finished=now())
+
+    def kill(self) -> None:
+        """Every rank gone (the whole session: no rank runs on unseen), its output closed."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        if not self.log.closed:
+            self.log.close()
 
 
-def _supervised(cmd: list[str], folder: Path, timeout: float | None, progress) -> str:
-    """Run torchrun in a session of its own, passing rank 0's progress on; the end of its stderr.
-    However this ends (a stop, a timeout), the whole session is killed: no rank runs on unseen."""
-    progress_file, log_file = folder / "progress.json", folder / "stderr.log"
-    env = {**os.environ, "DLBENCH_PROGRESS": str(progress_file), "PYTHONUNBUFFERED": "1"}
+def _supervised(ranks: Ranks, timeout: float | None, progress) -> str:
+    """Wait for the ranks, passing rank 0's progress on, until they end or `timeout` passes; then
+    kill what is left. The end of their output."""
     started, told = time.monotonic(), None
-    with open(log_file, "wb") as log:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env,
-                                start_new_session=True)
-        try:
-            while proc.poll() is None:
-                if timeout is not None and time.monotonic() - started > timeout:
-                    log.write(f"timed out after {timeout:.0f} s".encode())
-                    break
-                if progress is not None:
-                    told = _tell(progress, progress_file, told)
-                time.sleep(0.2)
-        finally:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return log_file.read_bytes()[-4000:].decode("utf-8", "replace")
+    while ranks.proc.poll() is None:
+        if timeout is not None and time.monotonic() - started > timeout:
+            ranks.log.write(f"timed out after {timeout:.0f} s".encode())
+            break
+        if progress is not None:
+            told = _tell(progress, ranks.files["progress.json"], told)
+        time.sleep(0.05)
+    ranks.kill()
+    return ranks.files["stderr.log"].read_bytes()[-4000:].decode("utf-8", "replace")
+
+
+def _why(output: str) -> str:
+    """': rank 1 died from SIGSEGV; ...' where the ranks' starter said which rank failed."""
+    said = re.findall(r"^rank \d+ (?:died from|exited with).*$", output, re.MULTILINE)
+    return f": {said[-1]}" if said else ""
 
 
 def _tell(progress, path: Path, told: dict | None) -> dict | None:

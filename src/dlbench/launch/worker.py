@@ -1,6 +1,8 @@
 """A process that runs one spec: `python -m dlbench.launch.worker SPEC.json RESULT.json`.
 
-Used for isolated runs and, under torchrun, once per rank. Only rank 0 writes the result,
+Used for isolated runs and once per rank (launch/ranks.py, or torchrun across nodes). A job
+with `go` names a file that holds the rest of it: the rank starts (imports, CUDA, the process
+group) and waits for that file before it runs anything. Only rank 0 writes the result,
 atomically (a temporary file renamed into place), so a reader never sees half a record.
 When $DLBENCH_PROGRESS names a file, rank 0 keeps the latest progress there (JSON:
 stage, done, total), written at most a few times a second so the steps are not slowed.
@@ -50,6 +52,14 @@ def _progress():
     return ProgressFile(Path(path))
 
 
+def _go(path: Path) -> dict:
+    """The rest of the job (suite, tag, tuning, ceilings), once the launcher's checks have passed: it
+    started this rank before them (launch/torchrun.py `started`), and stops it if one fails."""
+    while not path.exists():
+        time.sleep(0.005)
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def _die_with_parent() -> None:
     """Stop when the process that started this one dies. A parent killed with SIGKILL cannot
     stop its worker, which would otherwise run its benchmark on, unseen, holding the GPU."""
@@ -70,6 +80,11 @@ def _die_with_parent() -> None:
 def main(argv: list[str]) -> int:
     _die_with_parent()
     prepare()
+    spec_path, result_path = Path(argv[0]), Path(argv[1])
+    job = json.loads(spec_path.read_text(encoding="utf-8"))
+    from dlbench.workloads import early
+
+    early.start(str(job["spec"].get("device") or "auto"))  # CUDA and the process group, beside what follows
     from dlbench import plugins
     from dlbench.errors import UserError
     from dlbench.spec import BenchmarkSpec
@@ -77,19 +92,20 @@ def main(argv: list[str]) -> int:
     from dlbench.launch.execute import execute
     from dlbench.workloads.tuning import Tuned
 
-    spec_path, result_path = Path(argv[0]), Path(argv[1])
-    job = json.loads(spec_path.read_text(encoding="utf-8"))
     progress = _progress()
-    tuned = Tuned.from_dict(job.get("tuned"))
     try:
         plugins.load()
         spec = BenchmarkSpec.from_dict(job["spec"])
+        system = fingerprint()
+        if job.get("go"):
+            job.update(_go(Path(job["go"])))
+        tuned = Tuned.from_dict(job.get("tuned"))
         if progress:
             progress("start", 0, 1)
-            result = execute(spec, fingerprint(), progress=progress, suite=job.get("suite"), tag=job.get("tag"),
+            result = execute(spec, system, progress=progress, suite=job.get("suite"), tag=job.get("tag"),
                              tuned=tuned)
         else:
-            result = execute(spec, fingerprint(), suite=job.get("suite"), tag=job.get("tag"), tuned=tuned)
+            result = execute(spec, system, suite=job.get("suite"), tag=job.get("tag"), tuned=tuned)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

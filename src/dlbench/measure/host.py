@@ -88,9 +88,10 @@ def _load_average() -> float | None:
 
 
 def run_root() -> int:
-    """The process whose tree is this run: under torchrun its agent (every rank and their loader
-    workers are below it), else this process."""
-    return os.getppid() if "TORCHELASTIC_RUN_ID" in os.environ else os.getpid()
+    """The process whose tree is this run: the process that started the ranks (launch/ranks.py, or
+    torchrun's agent; every rank and their loader workers are below it), else this process."""
+    started = "DLBENCH_RANKS" in os.environ or "TORCHELASTIC_RUN_ID" in os.environ
+    return os.getppid() if started else os.getpid()
 
 
 @dataclass

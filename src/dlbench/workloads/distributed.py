@@ -1,6 +1,6 @@
-"""Several processes (one per GPU) running one benchmark together, under torchrun.
+"""Several processes (one per GPU) running one benchmark together (launch/ranks.py starts them).
 
-`process_group` joins the group torchrun set up (NCCL on GPUs, gloo on the CPU) and leaves
+`process_group` joins the group of the ranks' environment (NCCL on GPUs, gloo on the CPU) and leaves
 it at the end; its `Group` holds the collectives the workloads use (barrier, broadcast,
 gather, agree, all_sum), each a no-op with one process. `wrap` puts a model under
 DistributedDataParallel; `measure` runs warm-up and measurement with step counts every rank
@@ -23,6 +23,7 @@ import torch.distributed as dist
 from dlbench.measure.loop import Measured, Progress, run_steps, synchronize
 from dlbench.measure.profile import compact
 from dlbench.measure.timer import NullTimer
+from dlbench.workloads import early
 
 
 @dataclass(frozen=True)
@@ -76,18 +77,24 @@ def from_environment() -> tuple[int, int, int]:
     return int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), int(env.get("LOCAL_RANK", 0))
 
 
+def backend(device: torch.device) -> str:
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
 @contextlib.contextmanager
 def process_group(device: torch.device) -> Iterator[Group]:
+    """The group of this run's processes, left at the end; the one `early.start` made, where it did."""
     rank, world, local = from_environment()
     if world == 1:
         yield Group(0, 1, device)
         return
+    made_early = early.joined()
     if device.type == "cuda":
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
-    already = dist.is_initialized()
-    if not already:
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    already = dist.is_initialized() and not made_early
+    if not dist.is_initialized():
+        dist.init_process_group(backend(device))
     try:
         yield Group(rank, world, device)
     finally:

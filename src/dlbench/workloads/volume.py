@@ -22,6 +22,7 @@ import os
 import shutil
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
@@ -147,15 +148,22 @@ def check_sample(volume: Volume) -> None:
 
 def _warmup(model, blocking: Blocking, volume: Volume, device, channels_last: bool, repeats: int,
             nonfinite: NonFinite) -> tuple[int, float, float]:
-    """Run the first tile `repeats` times: compilation and autotuning stay out of the measurement."""
-    tile = read_host_tile(blocking, volume, blocking[0], nonfinite=nonfinite, counted=False)
-    tile = scale(tile.to(device), volume.dtype)
-    start = time.perf_counter()
-    channels = 0
-    for _ in range(max(1, repeats)):
-        channels = forward(model, to_input(tile, channels_last), blocking.tile).shape[0]
-    synchronize(device)
-    total = time.perf_counter() - start
+    """Run a tile `repeats` times: compilation (the fused kernels') and autotuning stay out of the
+    measurement. They depend on the tile's shape and type only, so the forward runs on random values
+    made on the device while the first tile is read on a thread beside it, for its NaN and Inf
+    check before the output is made (the run reads it again, in its window)."""
+    with ThreadPoolExecutor(1, "dlbench-first-read") as pool:
+        first = pool.submit(read_host_tile, blocking, volume, blocking[0], nonfinite=nonfinite, counted=False)
+        try:
+            tile = torch.rand(blocking.tile, device=device)
+            start = time.perf_counter()
+            channels = 0
+            for _ in range(max(1, repeats)):
+                channels = forward(model, to_input(tile, channels_last), blocking.tile).shape[0]
+            synchronize(device)
+            total = time.perf_counter() - start
+        finally:
+            first.result()  # the check's error first: a model that fails on a tile with NaN is the input's fault
     return channels, total, total / max(1, repeats)
 
 
@@ -319,6 +327,9 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     progress("warm-up", 0, 1)
     channels, warmup_s, warmup_tile_s = _warmup_checked(spec.model, model, blocking, volume, device, cl, spec.warmup,
                                                         nonfinite)
+    # Its pinned buffers are made from here on, beside the FLOP count and the output's creation.
+    pipeline = Pipeline(blocking, volume, store, model, device, channels=channels, dtype=opts.dtype, channels_last=cl,
+                        readers=opts.readers, writers=opts.writers, queue=opts.queue, nonfinite=nonfinite)
     progress("count FLOPs", 0, 1)
     flops = tile_flops(model, blocking.tile, device, cl)
     if group.rank == 0:
@@ -330,8 +341,6 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     # see blocks another rank had written meanwhile, and share out another list.
     finished = group.broadcast(store.done() if group.rank == 0 else None)
     mine = [blocking[i] for i in share(len(blocking), finished, group.rank, group.world)]
-    pipeline = Pipeline(blocking, volume, store, model, device, channels=channels, dtype=opts.dtype, channels_last=cl,
-                        readers=opts.readers, writers=opts.writers, queue=opts.queue, nonfinite=nonfinite)
     progress("predict", 0, len(mine))  # the first tile can take a minute on a CPU
     try:
         with Monitor(device) as monitor:  # clocks, power and throttling while the blocks run
