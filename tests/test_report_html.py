@@ -180,3 +180,14 @@ def test_table_cells_wrap_only_at_spaces_and_wide_tables_scroll():
     assert page.count('<div class="scroll"><table>') == page.count("<table>") > 1
     assert '<td class="l">Synthetic</td>' in page and '<td class="l">NVIDIA H100 80GB HBM3</td>' in page
     assert re.search(r'<td class="l wrap">[^<]{33,}</td>', page)  # a sentence wraps, at spaces only
+
+
+def test_a_scaling_line_takes_its_own_tags_one_gpu_run_as_the_tables_do(drawn):
+    clean, faulty = _train3d(1, 384.1, tag="clean"), _train3d(1, 200.0, tag="fault")
+    faulty.started = clean.started + "z"  # the newer 1-GPU run, of another tag
+    (plot,) = plots.scaling_plots([clean, faulty, _train3d(2, 382.2, tag="clean")])
+    curves = [line.get_ydata() for line in drawn[-1]["fig"].axes[0].lines if line.get_linestyle() != "--"]
+    assert [round(float(c[-1]), 4) for c in curves] == [round(382.2 / 384.1, 4)]
+    (plot,) = plots.scaling_plots([clean, faulty, _train3d(2, 382.2, tag="scale")])  # no 1-GPU run of its own
+    curves = [line.get_ydata() for line in drawn[-1]["fig"].axes[0].lines if line.get_linestyle() != "--"]
+    assert [round(float(c[-1]), 4) for c in curves] == [round(382.2 / 200.0, 4)]  # the latest, as the table

@@ -284,18 +284,30 @@ SWEPT = {"gpus": "count", "batch": "batch"}  # the label part a sweep's x axis s
 
 
 def _sweeps(results: list[Result], field: str) -> dict[tuple, list[tuple[float, float, Result]]]:
-    """Lines of throughput against one spec field (gpus or batch), per unit, system and benchmark:
-    (x, throughput, run) at two or more points. A sweep runs across tags (a 1-GPU 'baseline', an
-    8-GPU 'scale'); at one point the latest wins."""
+    """Lines of throughput against one spec field (gpus or batch), per unit, system, benchmark and
+    tag: (x, throughput, run) at two or more points. As in the tables, a base the tag lacks (a point
+    below its own) comes from another tag, the latest: a 1-GPU 'baseline' is the base of an 8-GPU
+    'scale'. Lines that end up with the same runs are drawn once."""
     lines: dict[tuple, dict[float, tuple[float, Result]]] = defaultdict(dict)
     for r in sorted(latest_ok(results), key=lambda r: r.started):
         found = throughput_of(r)
         if not found:
             continue
         rest = {k: v for k, v in r.spec.items() if k != field}
-        key = (found[1], r.system_label, benchmark_key(Result(spec=rest, system={})))
+        key = (found[1], r.system_label, benchmark_key(Result(spec=rest, system={})), r.tag or "")
         lines[key][float(r.spec.get(field, 1) or 1)] = (found[0], r)
-    return {k: [(x, *v[x]) for x in sorted(v)] for k, v in lines.items() if len(v) > 1}
+    drawn: dict[tuple, list[tuple[float, float, Result]]] = {}
+    for key, own in lines.items():
+        points, lowest = {}, min(own)
+        for other, theirs in lines.items():  # in order of their latest run: the latest fills last
+            if other[:3] == key[:3] and other != key:
+                points.update((x, p) for x, p in theirs.items() if x < lowest)
+        points.update(own)
+        line = [(x, *points[x]) for x in sorted(points)]
+        runs = {id(r) for _, _, r in line}
+        if len(line) > 1 and all({id(r) for _, _, r in done} != runs for done in drawn.values()):
+            drawn[key] = line
+    return drawn
 
 
 def _line_labels(sweeps: dict, field: str) -> dict[tuple, str]:
