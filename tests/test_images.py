@@ -103,8 +103,10 @@ def test_train_with_workers_and_one_epoch(jpegs):
     assert m["steps"] == 24 // 8 and m["dataset_images"] == 24 and m["corrupt_files"] == 0
 
 
-def test_infer_latency_and_phases(jpegs):
-    m, s = ok(spec("infer", data=f"folder:{jpegs}"))
+def test_infer_latency_and_phases(jpegs, monkeypatch):
+    monkeypatch.setenv("DLBENCH_TEST_IMAGES", str(jpegs))
+    m, s = ok(spec("infer", data="folder:$DLBENCH_TEST_IMAGES"))
+    assert m["data_path"] == str(jpegs)  # as read: the report names the folder, not the variable
     assert_phases_sum_to_step(s, ("data", "h2d", "forward"))
     assert m["latency_p50_ms"] <= m["latency_p90_ms"] <= m["latency_p95_ms"] <= m["latency_p99_ms"]
     assert m["latency_avg_ms"] == pytest.approx(sum(s["step"]) / len(s["step"]) * 1e3)
@@ -113,6 +115,7 @@ def test_infer_latency_and_phases(jpegs):
 
 def test_smooth_repeats_each_input_with_noise(jpegs):
     m, s = ok(spec("smooth", data=f"folder:{jpegs}", sigma=0.5, batch=6))
+    assert m["data_path"] == str(jpegs)
     assert_phases_sum_to_step(s, ("data", "noise", "forward"))
     assert m["noise_copies"] == 6 and m["input_shape"] == [1, 3, 32, 32]
     assert m["throughput"] == pytest.approx(m["steps"] / sum(s["step"]))

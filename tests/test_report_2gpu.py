@@ -98,6 +98,7 @@ def test_prediction_on_one_and_two_gpus_with_wall_time_and_fp32(report):
     assert rows[(2, "bf16")]["Megavox / s"] == "87.6" and rows[(2, "bf16")]["Speed-up vs 1 GPU"] == "1.93x"
     assert rows[(2, "bf16")]["Wall time to result [s]"] == "36.9" and rows[(1, "bf16")]["Wall time to result [s]"] == "58.3"
     assert rows[(1, "fp32")]["Megavox / s"] == "20.1"  # FP32 beside bf16
+    assert rows[(1, "bf16")]["Speed-up vs 1 GPU"] == rows[(1, "fp32")]["Speed-up vs 1 GPU"] == "-"  # the bases
     assert any(n.startswith("Check, SMC:V100 on 1 GPU: † Platynereis") for n in table.notes)
 
 

@@ -135,6 +135,8 @@ def test_data_source_shows_the_resolved_path_when_the_record_holds_one():
     stored = make_result(spec={"workload": "train", "options": {"data": "$DLBENCH_TRAIN_VOLUME"}})
     # nothing to resolve it with (the report never reads this machine's environment): the row says so
     assert rowinfo.data_source(stored) == "$DLBENCH_TRAIN_VOLUME (path not recorded)"
+    folder = make_result(spec={"workload": "infer", "options": {"data": "folder:$DLBENCH_IMAGES"}})
+    assert rowinfo.data_source(folder) == "JPEG folder ($DLBENCH_IMAGES, path not recorded)"
     resolved = make_result(spec={"workload": "train", "options": {"data": "${DLBENCH_TRAIN_VOLUME}:raw"}},
                            metrics={"data_path": "/scratch/cremi-train.h5:raw"})
     assert rowinfo.data_source(resolved) == "cremi-train.h5"

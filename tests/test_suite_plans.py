@@ -245,11 +245,12 @@ def test_slurm_options():
     assert params["timeout_min"] == 20 and params["slurm_partition"] == "gpu" and params["slurm_qos"] == "high"
 
 
-def test_multi_gpu_specs_go_through_torchrun(tmp_path):
+def test_multi_gpu_specs_start_one_rank_per_gpu(tmp_path):
     one = isolated.command(BenchmarkSpec(**TINY), tmp_path / "s", tmp_path / "r")
     four = isolated.command(BenchmarkSpec(**{**TINY, "gpus": 4}), tmp_path / "s", tmp_path / "r")
     assert one[1:3] == ["-m", "dlbench.launch.worker"]
-    assert "torch.distributed.run" in four and "--nproc-per-node=4" in four
+    assert four[1:6] == ["-m", "dlbench.launch.ranks", "4", "-m", "dlbench.launch.worker"]
+    assert "torch.distributed.run" not in four  # one host: dlbench starts the ranks itself
 
 
 def test_plugins_register_models(monkeypatch):

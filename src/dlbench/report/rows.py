@@ -89,7 +89,8 @@ def data_source(r: Result) -> str:
     folder = stored.startswith("folder:")  # the path the run read, resolved below, has no prefix
     source = _resolved(stored, r)
     if _VARIABLE.search(source):  # a record from before runs stored the path they read
-        return f"{source} (path not recorded)"
+        named = source.removeprefix("folder:")
+        return f"JPEG folder ({named}, path not recorded)" if folder else f"{named} (path not recorded)"
     for prefix in ("folder:", "volume:"):
         if source.startswith(prefix):
             source = source[len(prefix):]

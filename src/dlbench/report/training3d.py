@@ -195,7 +195,8 @@ def _prediction_row(volume: Result, single: Result | None, target: float) -> _Ro
     if volume.status != "ok":
         return _Row(head + ["OOM", DASH, DASH, DASH, DASH, _software(volume)], extra)
     m = volume.metrics
-    base = single.metrics.get("mvox_per_s") if single is not None and single is not volume else None
+    several = rowinfo.processes(volume) > 1  # a 1-GPU row is the base, whatever its tag
+    base = single.metrics.get("mvox_per_s") if several and single is not None else None
     speedup = f"{fixed(m['mvox_per_s'] / base, 2)}x" if base and m.get("mvox_per_s") else DASH
     wall = m.get("wall_to_result_s")
     return _Row(head + [inference_cell(volume), fixed(m.get("mvox_per_s"), 1), speedup,

@@ -40,7 +40,7 @@ def run(spec, device: torch.device, progress: Progress):
         measured, ranks = measure_inference(step, spec, group, progress, measured_steps(spec, loader), feeder, spec.batch)
     metrics, samples = metrics_from_ranks(ranks, PHASES)
     metrics.update(latency(samples["step"]))
-    metrics.update(data_metrics(loader, warnings))
+    metrics.update(data_metrics(loader, warnings, spec.opts.data))
     metrics.update({"input_shape": [spec.batch, *shape], "batch_per_process": spec.batch,
                     "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s, **optimized})
     metrics.update(measured.common_metrics(spec.batch, "img"))  # rank 0's GPU under DDP

@@ -20,6 +20,7 @@ from typing import Any, Iterator
 
 import torch
 
+from dlbench import data
 from dlbench.data import prefetch
 from dlbench.data.images import DeviceDecoder, to_device
 from dlbench.measure.stats import latency_ms, summarize
@@ -107,8 +108,13 @@ def latency(samples: list[float]) -> dict[str, float]:
     return {f"latency_{name}_ms": value for name, value in latency_ms(samples).items()}
 
 
-def data_metrics(loader, warnings: list[str]) -> dict[str, Any]:
+def data_metrics(loader, warnings: list[str], source: str | None = None) -> dict[str, Any]:
+    """What the input pipeline was: the path read (`source` as given, environment variables
+    expanded: reports tell datasets apart by it), images, workers, decoding, files skipped."""
     out: dict[str, Any] = {"dataset_images": getattr(loader, "images", 0)}
+    path = data.parse_source(source)[1] if source else None
+    if path:
+        out["data_path"] = path
     workers = loader_workers(loader)
     if workers is not None:  # "auto" resolved: reports print the count
         out["workers"] = workers

@@ -50,7 +50,7 @@ def run(spec, device: torch.device, progress: Progress):
         measured, ranks = measure_inference(step, spec, group, progress, measured_steps(spec, loader), feeder, 1)
     metrics, samples = metrics_from_ranks(ranks, PHASES)
     metrics.update(latency(samples["step"]))
-    metrics.update(data_metrics(loader, warnings))
+    metrics.update(data_metrics(loader, warnings, spec.opts.data))
     metrics.update({"input_shape": [1, *shape], "noise_copies": spec.batch, "sigma": sigma,
                     "noisy_per_s": metrics["throughput"] * spec.batch,
                     "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s, **optimized})

@@ -176,12 +176,10 @@ def run(spec, device: torch.device, progress: Progress):
         ranks = group.gather(rank_payload(measured.samples, spec.batch, feeder.host_waits))
         communication = distributed.communication_facts(group, model)
     metrics, samples = metrics_from_ranks(ranks, PHASES)
-    kind, path = data.parse_source(spec.opts.data)
+    kind = data.parse_source(spec.opts.data)[0]
     volume = kind == "volume"
     unit = "patch" if volume else "img"
-    metrics.update(data_metrics(loader, warnings))
-    if path:  # as read, environment variables expanded: reports tell datasets apart by it
-        metrics["data_path"] = path
+    metrics.update(data_metrics(loader, warnings, spec.opts.data))
     metrics.update({"input_shape": [spec.batch, *shape], "task": entry.task, "batch_per_process": spec.batch,
                     "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s,
                     "optimizer": optimizer_name(spec, entry.task), "epochs": spec.opts.epochs, **optimized})
