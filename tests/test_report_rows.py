@@ -151,3 +151,19 @@ def test_the_system_facts_line_counts_launchers_apart_from_strangers():
         {"pid": 7, "memory_gb": 0.9, "launcher": "python3 bench.py"}, {"pid": 8, "memory_gb": 2.0}]})
     assert line == "GPU 0: NVIDIA H200, 1 other process(es) on it, 1 launcher process(es) on it"
     assert _facts_line({"index": 0, "name": "H200", "other_processes": []}) == "GPU 0: H200"
+
+
+def test_a_run_stopped_before_it_started_is_labelled_by_the_machine_it_was_asked_on():
+    gpu = {"gpus": [{"name": "NVIDIA H200"}], "cpu": {"model": "Xeon", "cores": 32}}
+    stopped = make_result(spec={"device": "auto"}, system=gpu, metrics={}, status="interrupted")
+    assert stopped.system_label == "NVIDIA H200" and rowinfo.on_gpu(stopped)  # 'auto': the first GPU
+    cpu_only = make_result(spec={"device": "auto"}, system={"gpus": [], "cpu": {"model": "Xeon", "cores": 32}})
+    assert cpu_only.system_label == "CPU: Xeon (32 cores)" and not rowinfo.on_gpu(cpu_only)
+    asked_cpu = make_result(spec={"device": "cpu"}, system=gpu, metrics={})
+    assert asked_cpu.system_label == "CPU: Xeon (32 cores)"
+
+
+def test_a_volume_predictions_data_is_its_input_file_or_a_generated_volume():
+    read = make_result(spec={"workload": "volume", "options": {"input": "/scratch/cremi.h5:raw"}})
+    made = make_result(spec={"workload": "volume", "options": {"volume_shape": "200x3072x3072"}})
+    assert rowinfo.data_source(read) == "cremi.h5" and rowinfo.data_source(made) == "Generated volume"

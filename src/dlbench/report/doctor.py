@@ -134,7 +134,7 @@ def _convert(value: float, unit: str, to: str) -> float | None:
 
 
 def on_gpu(r: Result) -> bool:
-    return str(r.metrics.get("device", r.spec.get("device", ""))).startswith("cuda")
+    return r.device.startswith("cuda")
 
 
 def _same_benchmark(ref: Reference, r: Result) -> bool:

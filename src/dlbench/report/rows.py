@@ -13,7 +13,7 @@ SOURCE = "Source"
 
 
 def on_gpu(r: Result) -> bool:
-    return str(r.metrics.get("device", r.spec.get("device", ""))).startswith("cuda")
+    return r.device.startswith("cuda")
 
 
 def processes(r: Result) -> int:
@@ -85,7 +85,10 @@ def data_source(r: Result) -> str:
     """Where the inputs came from: synthetic, dummy, a folder or a volume (its file name)."""
     from pathlib import Path
 
-    stored = str((r.spec.get("options") or {}).get("data") or r.metrics.get("data") or "synthetic")
+    options = r.spec.get("options") or {}
+    if r.workload == "volume":  # blockwise prediction reads --input, else a volume it generates
+        return Path(str(options["input"]).split(":")[0].rstrip("/")).name if options.get("input") else "Generated volume"
+    stored = str(options.get("data") or r.metrics.get("data") or "synthetic")
     folder = stored.startswith("folder:")  # the path the run read, resolved below, has no prefix
     source = _resolved(stored, r)
     if _VARIABLE.search(source):  # a record from before runs stored the path they read

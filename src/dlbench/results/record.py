@@ -82,7 +82,16 @@ class Result:
 
     @property
     def system_label(self) -> str:
-        return system_label(self.system, self.metrics.get("device", self.spec.get("device", "")))
+        return system_label(self.system, self.device)
+
+    @property
+    def device(self) -> str:
+        """Where it ran: as the run recorded it, else as asked ('auto' is the first GPU if the
+        machine has one: a run stopped before it started records no device)."""
+        device = str(self.metrics.get("device") or self.spec.get("device") or "")
+        if device == "auto":
+            return "cuda" if self.system.get("gpus") else "cpu"
+        return device
 
 
 _ID = re.compile(r"[0-9A-Za-z_.-]{1,64}")
