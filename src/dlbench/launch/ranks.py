@@ -2,10 +2,10 @@
 per GPU, each with the environment torchrun gives its workers (RANK, LOCAL_RANK, WORLD_SIZE,
 LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, ...).
 
-What `torchrun --standalone` did, without what it cost a user (2 x H200, the volume benchmark):
-its own import of torch and its rendezvous before the ranks started (about 4 s) and its exit
-barrier after they ended (about 3 s). This process imports no torch; rank 0 hosts the process
-group's store on a free port (the env:// rendezvous).
+What `torchrun --standalone` does on one host, without its agent: the agent's own import of torch
+and its rendezvous before the ranks start, and its exit barrier after they end, are time a user
+waits for nothing (docs/performance.md gives the seconds). This process imports no torch; rank 0
+hosts the process group's store on a free port (the env:// rendezvous).
 
 The guarantees are torchrun's:
 - the ranks run in this process's process group, so a supervisor that kills the group (a stop,

@@ -1,10 +1,10 @@
 """CUDA's start and, with several processes, the process group's, begun before a benchmark needs them.
 
-Creating a GPU's CUDA context took 1 to 6 s on the lent machines, and joining the NCCL group
-(the rendezvous, the communicator) 1 to 2 s more. Both wait on the driver and the network, not on
-the interpreter, so `start(device)` begins them on a thread as soon as torch is imported, beside
-what does not need them: the imports after torch, the launcher's checks of the input, the
-workload's model built on the CPU and its first reads. `distributed.process_group` takes the
+Creating a GPU's CUDA context and joining the NCCL group (the rendezvous, the communicator) take
+seconds, waiting on the driver and the network, not on the interpreter. So `start(device)` begins
+them on a thread as soon as torch is imported, beside what does not need them: the imports after
+torch, the launcher's checks of the input, the workload's model built on the CPU and its first
+reads. `distributed.process_group` takes the
 group made here (`joined`) instead of making its own; a process that never called `start`
 does everything where it did before. Nothing here is measured: every benchmark's timed window
 starts long after.

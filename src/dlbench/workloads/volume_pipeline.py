@@ -184,11 +184,10 @@ class Pipeline:
         self.log = PhaseLog()
         # Every read or write in flight holds one buffer: `queue` of each, one more being filled.
         # Without a GPU the buffers are plain memory and the same code runs (what the tests exercise).
-        # Both are made before the run: pinning took up to 30 ms for a 65 MB tile (~0.5 ms a MB), so
-        # the output buffers of the seed volume's largest blocks (2.4 GB) would cost about a second
-        # inside the run if made at its first block, as they were. They are made on a thread from
-        # here on (2.6 s for the seed volume's tuned blocks on an H200), beside what the workload
-        # does before the run; `run` waits for them before its clock starts.
+        # Pinning costs about half a millisecond a megabyte, so gigabytes of buffers made at the
+        # first block would cost seconds inside the measured run. They are made on a thread from
+        # here on, beside what the workload does before the run; `run` waits for them before its
+        # clock starts.
         sizes = ((int(np.prod(blocking.tile)), host_dtype(volume.dtype)),
                  (channels * int(np.prod(blocking.block)), encode_dtype(dtype)))
         pool = ThreadPoolExecutor(1, "dlbench-pin")
