@@ -9,7 +9,7 @@ from dlbench.report.tables import Table
 from dlbench.results.record import Result
 from dlbench.system.records import is_survey, is_system_record, machine_key
 
-_LABELS = {
+_LABELS = {  # in the order of the table's rows
     "matmul_fp32_tflops": "matmul fp32", "matmul_tf32_tflops": "matmul tf32",
     "matmul_fp16_tflops": "matmul fp16", "matmul_bf16_tflops": "matmul bf16",
     "matmul_fp8_tflops": "matmul fp8", "copy_gbs": "memory copy",
@@ -50,7 +50,9 @@ def ceilings_table(record: Result) -> Table:
     host, label = machine_key(record)
     sheet = record.metrics.get("datasheet", {})
     rows = []
-    for name, ceiling in record.metrics.get("ceilings", {}).items():
+    stored = record.metrics.get("ceilings", {})
+    order = [*(n for n in _LABELS if n in stored), *sorted(n for n in stored if n not in _LABELS)]
+    for name, ceiling in ((n, stored[n]) for n in order):  # not the record's key order: an export sorts keys
         peak = sheet.get(name)
         ratio = percent(ceiling["value"] / peak) if peak else "-"
         rows.append([_LABELS.get(name, name), _number(ceiling["value"]), ceiling["unit"],
