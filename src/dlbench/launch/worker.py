@@ -90,6 +90,7 @@ def main(argv: list[str]) -> int:
     from dlbench.spec import BenchmarkSpec
     from dlbench.system.info import fingerprint
     from dlbench.launch.execute import execute
+    from dlbench.measure.loop import _no_progress
     from dlbench.workloads.tuning import Tuned
 
     progress = _progress()
@@ -102,10 +103,8 @@ def main(argv: list[str]) -> int:
         tuned = Tuned.from_dict(job.get("tuned"))
         if progress:
             progress("start", 0, 1)
-            result = execute(spec, system, progress=progress, suite=job.get("suite"), tag=job.get("tag"),
-                             tuned=tuned)
-        else:
-            result = execute(spec, system, suite=job.get("suite"), tag=job.get("tag"), tuned=tuned)
+        result = execute(spec, system, progress=progress or _no_progress, suite=job.get("suite"), tag=job.get("tag"),
+                         tuned=tuned)
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

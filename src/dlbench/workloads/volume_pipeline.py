@@ -202,14 +202,6 @@ class Pipeline:
             torch.cuda.set_device(self.device)
         return [PinnedBuffers(self.queue + 2, numel, dtype, pin=self.cuda) for numel, dtype in sizes]
 
-    @property
-    def tiles(self) -> PinnedBuffers:
-        return self._buffers.result()[0]
-
-    @property
-    def outputs(self) -> PinnedBuffers:
-        return self._buffers.result()[1]
-
     def _read(self, block: Block) -> torch.Tensor:
         start = time.perf_counter()
         tile = read_host_tile(self.blocking, self.volume, block, into=self.tiles.take(self.blocking.tile),
@@ -273,7 +265,8 @@ class Pipeline:
 
     def run(self, blocks: list[Block], progress: Progress) -> float:
         """Predict `blocks`; returns the wall time. A write failure stops the run as a UserError."""
-        self._buffers.result()  # all made before the clock starts (and an allocation's error raised here)
+        # All made before the clock starts (an allocation's error raised here); the reads and writes take them.
+        self.tiles, self.outputs = self._buffers.result()
         start = time.perf_counter()
         with ThreadPoolExecutor(self.readers, "dlbench-read") as read_pool, \
                 ThreadPoolExecutor(self.writers, "dlbench-write") as write_pool:
