@@ -28,7 +28,6 @@ PHASES = ("Data Loading Time [ms]", "Data Processing Time [ms]", "Forward Time [
           "Optimizer Time [ms]", "Other Time [ms]", "Total [ms]", "Median Batch [ms]")
 RUN = "Run"  # the label that joins a row of the phase table to its row of the setup table
 SETUP = ["Cluster", "Dataset", "Benchmark", "Device Name", "# Devices", "Num Workers"]
-HEAD = SETUP  # the publication's first columns
 SOURCE = "BenchmarkJade"
 ABOUT = ("Where each batch's time goes (data loading, forward, backward, optimizer), to see whether the data or "
          "the model holds a run back; milliseconds per batch, the runs' setup in the table after it.")
@@ -151,6 +150,6 @@ def run_label(head: list[object], precision: str | None = None) -> str:
     return f"{where} x{devices}, {data}, {benchmark}" + (f", {precision}" if precision else "")
 
 
-__all__ = ["ABOUT", "BENCHMARK", "CLAMPED", "CLAMP_NOTE", "HEAD", "NOTE", "PHASES", "PUBLISHED_NOTE", "RUN", "SETUP",
+__all__ = ["ABOUT", "BENCHMARK", "CLAMPED", "CLAMP_NOTE", "NOTE", "PHASES", "PUBLISHED_NOTE", "RUN", "SETUP",
            "SETUP_ABOUT", "SOURCE", "cluster", "has_means", "phase_cells", "published_row", "row_head", "run_label",
            "title", "wall_s", "workers"]
