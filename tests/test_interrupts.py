@@ -87,6 +87,25 @@ def test_sigint_is_honoured_where_the_shell_ignored_it(tmp_path, db):
     assert rows(db) == 0
 
 
+def test_sigint_inside_an_import_waits_for_the_import_then_stops(tmp_path, db):
+    """torch's imports run Python inside C++, where a KeyboardInterrupt aborts the process (SIGABRT):
+    a signal that lands in an import is held until the import is done, then stops the command."""
+    marker = tmp_path / "imported"
+    (tmp_path / "signals_itself.py").write_text(
+        "import os, signal, time\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "time.sleep(0.3)\n"
+        f"open({str(marker)!r}, 'w').write('done')\n")
+    env = {**os.environ, **ENV, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+           "DLBENCH_PLUGINS": "signals_itself"}
+    proc = subprocess.run([sys.executable, "-m", "dlbench", "results", "--db", str(db)],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    one_line(proc.stderr, "nothing was stored")
+    assert marker.read_text() == "done"
+    assert rows(db) == 0
+
+
 @pytest.mark.slow
 def test_sigint_during_a_benchmark_keeps_earlier_results_and_resume_runs_the_rest(tmp_path, db):
     path = suite_file(tmp_path, "middle", "specs:\n  - {model: tiny-model}\n  - {model: sleep-model}\n"

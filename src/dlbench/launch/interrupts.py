@@ -14,6 +14,8 @@ What a signal does:
 A main thread held in native code (one long convolution on a CPU) cannot take a Python signal
 handler, so a watchdog thread hears the signal through the wakeup fd and, if the command has
 not ended GRACE_S later, does the same stop from there.
+A signal that lands while the main thread imports is held until the import is done: torch's
+imports run Python inside C++ (pybind11), where a KeyboardInterrupt aborts the process.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Callable, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 GRACE_S = 2.5  # after a signal that should stop the command, before the watchdog stops it
+POLL_S = 0.02  # how often the watchdog looks whether a held signal's import is done
 EXIT_STATUS = 130
 
 
@@ -44,13 +47,39 @@ class _Owner:
         self.installed = False
         self.stopping = False
         self.ran_pending = False  # a stop stored what was running
+        self.held: int | None = None  # a signal heard inside an import, to deliver again after it
+        self.again = False  # the next signal is the held one, delivered again: not a new one
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
-        self.count += 1
-        self.signal_name = signal.Signals(signum).name
+        if self.again:
+            self.again = False
+        else:
+            self.count += 1
+            self.signal_name = signal.Signals(signum).name
         if self.stopping or (self.deferring and self.count == 1):
             return
+        if _importing(frame):
+            self.held = signum
+            return
         raise KeyboardInterrupt
+
+
+def _importing(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _deliver_held() -> bool:
+    """Send the held signal to the main thread again once it is out of its import; True if sent."""
+    main = threading.main_thread().ident
+    if OWNER.held is None or main is None or _importing(sys._current_frames().get(main)):
+        return False
+    signum, OWNER.held, OWNER.again = OWNER.held, None, True
+    signal.pthread_kill(main, signum)
+    return True
 
 
 OWNER = _Owner()
@@ -88,14 +117,19 @@ def _watch(reader: socket.socket, writer: socket.socket) -> None:  # writer: kep
     heard = 0
     deadline: float | None = None
     while True:
-        reader.settimeout(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        reader.settimeout(POLL_S if OWNER.held is not None and (wait is None or wait > POLL_S) else wait)
         try:
             # One byte per signal, its number; other handlers' signals (torch's SIGCHLD for DataLoader
             # workers) come through here too and are none of the watchdog's business.
             heard += sum(byte in SIGNALS for byte in reader.recv(64))
         except socket.timeout:
-            stop(None)  # the main thread did not come back in time
-            return
+            if _deliver_held():
+                heard -= 1  # its byte comes through here again
+            elif deadline is not None and time.monotonic() >= deadline:
+                stop(None)  # the main thread did not come back in time
+                return
+            continue
         # The first signal inside Interrupts() is the supervisor's to act on; any other must stop the command.
         if heard and deadline is None and not (OWNER.deferring and heard == 1):
             deadline = time.monotonic() + GRACE_S
