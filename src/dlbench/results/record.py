@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Iterator
 
 from dlbench.figures import Odd
 from dlbench.options import MAX_BATCH, shown
+from dlbench.results.measurement import Measurement, Run
 from dlbench.results.titles import legacy_title
 
 # 2: status 'timeout' and the suite-run id `run`; records of schema 1 load unchanged.
@@ -71,6 +72,11 @@ class Result:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in _migrate(data).items() if k in known})
 
+    @property
+    def measured(self) -> Measurement:
+        """The metrics as typed records (results/measurement.py)."""
+        return Measurement.read(self.metrics)
+
     # Derived labels used by the store's index columns and by reports.
     @property
     def workload(self) -> str:
@@ -88,7 +94,7 @@ class Result:
     def device(self) -> str:
         """Where it ran: as the run recorded it, else as asked ('auto' is the first GPU if the
         machine has one: a run stopped before it started records no device)."""
-        device = str(self.metrics.get("device") or self.spec.get("device") or "")
+        device = str(Run.read(self.metrics).device or self.spec.get("device") or "")
         if device == "auto":
             return "cuda" if self.system.get("gpus") else "cpu"
         return device

@@ -1,0 +1,396 @@
+"""What one benchmark measured, as typed records read and written through their fields.
+
+A `Measurement` is a few small records: the throughput in its unit, the measured window and its
+per-phase statistics, the GPU monitor's readings, what else ran on the machine, the utilisation
+against the measured ceiling, and the figures only one kind of workload has (latency, training,
+volume prediction, convergence, the system's ceilings). The raw per-step samples stay in
+`Result.samples`.
+
+The stored form is the record's flat `metrics` mapping (see results/record.py, whose schema
+number versions it): this module is the one place that knows its keys. `Measurement.read`
+reads the mapping of any schema, `to_metrics` writes it, and keys no record knows (a
+plug-in workload's own figures) ride along in `extra`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping, TypeVar
+
+G = TypeVar("G", bound="Group")
+
+
+def stored_as(key: str) -> Any:
+    """A field stored under another key than its name (`throughput_unit` for `Throughput.unit`)."""
+    return field(default=None, metadata={"key": key})
+
+
+class Group:
+    """A record stored as some of the flat metrics' keys: each field under its name or `stored_as`."""
+
+    @classmethod
+    def keys(cls) -> dict[str, str]:
+        """field name → stored key."""
+        return {f.name: f.metadata.get("key", f.name) for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+
+    @classmethod
+    def read(cls: type[G], metrics: Mapping[str, Any]) -> G:
+        return cls(**{name: metrics[key] for name, key in cls.keys().items() if key in metrics})
+
+    def to_metrics(self) -> dict[str, Any]:
+        return {key: getattr(self, name) for name, key in self.keys().items() if getattr(self, name) is not None}
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Statistics of one phase's per-step seconds (measure/stats.py)."""
+    n: int | None = None
+    mean: float | None = None
+    median: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    cv: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+
+    @classmethod
+    def read(cls, value: Any) -> "Stats | None":
+        if not isinstance(value, Mapping):
+            return None
+        return cls(**{f.name: value[f.name] for f in dataclasses.fields(cls) if f.name in value})
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Throughput(Group):
+    value: float | None = stored_as("throughput")
+    unit: str | None = stored_as("throughput_unit")  # img/s, patch/s, Mvox/s, ...
+    method: str | None = stored_as("throughput_method")  # how it was computed, in words
+
+
+@dataclass(frozen=True)
+class Window(Group):
+    """The warm-up and the measured window, and the wall time the user waited for the result."""
+    warmup_s: float | None = None
+    warmup_steps: int | None = None
+    window_s: float | None = None
+    steps: int | None = None
+    step_ms: float | None = None  # the median step
+    total_ms: float | None = None
+    total_s: float | None = None
+    compile_s: float | None = None
+    wall_to_result_s: float | None = None  # from the command's start to its result
+    timeout_s: float | None = None  # the limit a timed-out run hit
+
+
+PHASES = ("data", "h2d", "forward", "backward", "optimizer", "noise")
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of the step: its median in ms and its share of the measured time (its statistics
+    are in `Measurement.stats` under its name)."""
+    name: str
+    ms: float | None = None
+    share: float | None = None
+
+
+@dataclass(frozen=True)
+class Monitor(Group):
+    """The GPU monitor's readings over the measured window (measure/monitor.py)."""
+    readings: int | None = stored_as("monitor_readings")
+    gpu_util_mean: float | None = None
+    sm_clock_mean_mhz: float | None = None
+    sm_clock_min_mhz: float | None = None
+    power_mean_w: float | None = None
+    power_max_w: float | None = None
+    energy_j: float | None = None
+    energy_method: str | None = None
+    energy_j_per_step: float | None = None
+    temperature_max_c: float | None = None
+    memory_used_max_gb: float | None = None
+    throttled: bool | None = None
+    throttled_share: float | None = None
+    throttle_reasons: list[str] | None = None
+    energy_j_per_img: float | None = None
+    energy_j_per_patch: float | None = None
+    energy_j_per_mvox: float | None = None
+    peak_memory_mb: float | None = None  # the allocator's peak in this process
+    peak_host_rss_mb: float | None = None
+
+    def energy_per(self, unit: str) -> float | None:
+        """Joules per item of `unit`: img, patch or mvox."""
+        return getattr(self, f"energy_j_per_{unit}", None)
+
+
+@dataclass(frozen=True)
+class Neighbours(Group):
+    """What else used the GPU and the CPU while the benchmark ran (measure/monitor.py, measure/host.py)."""
+    gpu_sm_instants: int | None = None
+    gpu_own_sm_share: float | None = None
+    gpu_neighbours: list[dict[str, Any]] | None = None
+    gpu_neighbours_sm_share: float | None = None
+    other_processes: int | None = None
+    other_processes_memory_gb: float | None = None
+    cpu_cores: int | None = None
+    cpu_own_cores: float | None = None
+    cpu_other_cores: float | None = None
+    cpu_other_busy_processes: int | None = None
+    cpu_other_top: list[Any] | None = None
+    load_average_1m: float | None = None
+
+
+@dataclass(frozen=True)
+class Utilisation(Group):
+    """The model's FLOPs per step against the ceiling `dlbench system` measured, and the datasheet."""
+    flops_per_step: float | None = None
+    parameters: int | None = None
+    achieved_tflops: float | None = None
+    ceiling_tflops: float | None = None
+    ceiling_precision: str | None = None
+    ceiling_record: str | None = None  # the id of the system record the ceiling came from
+    ceiling_fraction: float | None = None
+    datasheet_tflops: float | None = None
+    datasheet_fraction: float | None = None
+
+
+@dataclass(frozen=True)
+class Latency(Group):
+    """Per-batch latency in ms (infer, smooth)."""
+    avg_ms: float | None = stored_as("latency_avg_ms")
+    p50_ms: float | None = stored_as("latency_p50_ms")
+    p90_ms: float | None = stored_as("latency_p90_ms")
+    p95_ms: float | None = stored_as("latency_p95_ms")
+    p99_ms: float | None = stored_as("latency_p99_ms")
+
+
+@dataclass(frozen=True)
+class Data(Group):
+    """Where the inputs came from and how they were loaded."""
+    source: Any = stored_as("data")  # converge: where its images came from
+    path: str | None = stored_as("data_path")
+    host_ms: float | None = stored_as("data_host_ms")  # the host's share of a data step
+    images: int | None = None  # images processed
+    images_per_s: float | None = None
+    dataset_images: int | None = None
+    corrupt_files: int | None = None
+    corrupt_examples: list[str] | None = None
+    workers: int | None = None
+    processes: int | None = None
+    batch_per_process: int | None = None
+    input_shape: list[int] | None = None
+    augment: str | None = None
+    ranks: list[Any] | None = None  # one line per rank of a multi-GPU run
+
+
+@dataclass(frozen=True)
+class Training(Group):
+    """What only training reports: iterations, the extrapolated time, the step's communication."""
+    iters_per_min: float | None = None
+    patches_per_s: float | None = None
+    iteration_mean_s: float | None = None
+    iteration_min_s: float | None = None
+    iteration_max_s: float | None = None
+    iteration_std_s: float | None = None
+    extrapolate_iters: int | None = None
+    days_to_extrapolate: float | None = None
+    epochs: int | None = None
+    patch: list[int] | None = None
+    task: str | None = None
+    optimizer: str | None = None
+    communication: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Smoothing(Group):
+    """Smoothed inference (BenchmarkJade): the noisy copies per image."""
+    sigma: float | None = None
+    noise_copies: int | None = None
+    noisy_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Volume(Group):
+    """Blockwise prediction of a volume."""
+    mvox_per_s: float | None = None
+    model_mvox_per_s: float | None = None  # the model alone on the same tiles
+    sustained_mvox_per_s: float | None = None
+    voxels: int | None = None
+    volume_shape: list[int] | None = None
+    volume_voxels: int | None = None
+    blocks: int | None = None
+    blocks_skipped: int | None = None
+    blocks_per_rank: list[int] | None = None
+    world_size: int | None = None
+    block: list[int] | None = None
+    halo: list[int] | None = None
+    tile: list[int] | None = None
+    block_fill: float | None = None
+    kept_share: float | None = None
+    output: str | None = None
+    dtype: str | None = None
+    phase_s: dict[str, float] | None = None  # seconds per stage of the pipeline
+    data_wait_share: float | None = None
+    warmup_tile_s: float | None = None
+    first_tile_wait_s: float | None = None
+    nonfinite_voxels: int | None = None
+    extrapolate_voxels: float | None = None
+    extrapolate_hours: dict[str, float] | None = None  # GPUs → hours for extrapolate_voxels
+    extrapolate_hours_basis: dict[str, str] | None = None
+    kernels: str | None = None
+    fused_layers: int | None = None
+    slab_layers: int | None = None
+    block_choice: str | None = None  # the chosen block, in words
+    block_probe: list[dict[str, Any]] | None = None
+    choice_asked: dict[str, Any] | None = None
+    asked: dict[str, Any] | None = None
+    precision_check: list[dict[str, Any]] | None = None
+    tuned: dict[str, Any] | None = None  # what the run tuned, for the next
+    tuned_from: str | None = None  # the earlier run whose tuning this one reused
+
+
+@dataclass(frozen=True)
+class Convergence(Group):
+    """Training to a target accuracy (converge), UNet_Medical's time to train."""
+    target_dice: float | None = None
+    folds: int | None = None
+    folds_run: int | None = None
+    folds_reached: int | None = None
+    target_reached: bool | None = None
+    per_fold: list[dict[str, Any]] | None = None
+    dice_per_fold: list[float] | None = None
+    mean_dice: float | None = None
+    time_to_train_s: float | None = None
+    steps_to_target: float | None = None
+    time_method: str | None = None
+    gpus: int | None = None
+    global_batch: int | None = None
+    image_size: list[int] | None = None
+    train_input: list[int] | None = None
+    train_output: list[int] | None = None
+    eval_size: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """One measured ceiling of the machine (system/ceilings.py)."""
+    name: str
+    value: float | None = None
+    method: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class System(Group):
+    """A `dlbench system` record: the machine's ceilings (each also under its own name) and facts."""
+    matmul_fp32_tflops: float | None = None
+    matmul_tf32_tflops: float | None = None
+    matmul_fp16_tflops: float | None = None
+    matmul_bf16_tflops: float | None = None
+    matmul_fp8_tflops: float | None = None
+    copy_gbs: float | None = None
+    h2d_pinned_gbs: float | None = None
+    h2d_pageable_gbs: float | None = None
+    d2h_pinned_gbs: float | None = None
+    d2h_pageable_gbs: float | None = None
+    allreduce_busbw_gbs: float | None = None
+    jpeg_decode_gpu_img_s: float | None = None
+    jpeg_decode_cpu_img_s_per_core: float | None = None
+    disk_read_gbs: float | None = None
+    ceilings: dict[str, Any] | None = None  # name → {value, method, details}
+    datasheet: dict[str, float] | None = None  # name → the datasheet's figure
+    gpu_facts: list[dict[str, Any]] | None = None
+    unmeasured: dict[str, str] | None = None  # name → why not
+
+    def ceiling(self, name: str) -> Ceiling | None:
+        entry = (self.ceilings or {}).get(name)
+        if not isinstance(entry, Mapping):
+            return None
+        return Ceiling(name, entry.get("value"), entry.get("method"), dict(entry.get("details") or {}))
+
+
+@dataclass(frozen=True)
+class Run(Group):
+    """How the run was set up and what it tried."""
+    device: str | None = None
+    optimize: Any = None  # the optimisation level, or what it did
+    batch_tried: int | None = None  # the batch an out-of-memory run tried
+
+
+_GROUPS = {"throughput": Throughput, "window": Window, "monitor": Monitor, "neighbours": Neighbours,
+           "utilisation": Utilisation, "latency": Latency, "data": Data, "training": Training,
+           "smoothing": Smoothing, "volume": Volume, "convergence": Convergence, "system": System, "run": Run}
+_OWN = {"stats", "profile", *(f"{p}_{end}" for p in PHASES for end in ("ms", "share"))} | {
+    key for group in _GROUPS.values() for key in group.keys().values()}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    throughput: Throughput = field(default_factory=Throughput)
+    window: Window = field(default_factory=Window)
+    phases: dict[str, Phase] = field(default_factory=dict)
+    stats: dict[str, Stats] = field(default_factory=dict)  # per phase, and `step` for the whole step
+    monitor: Monitor = field(default_factory=Monitor)
+    neighbours: Neighbours = field(default_factory=Neighbours)
+    utilisation: Utilisation = field(default_factory=Utilisation)
+    latency: Latency = field(default_factory=Latency)
+    data: Data = field(default_factory=Data)
+    training: Training = field(default_factory=Training)
+    smoothing: Smoothing = field(default_factory=Smoothing)
+    volume: Volume = field(default_factory=Volume)
+    convergence: Convergence = field(default_factory=Convergence)
+    system: System = field(default_factory=System)
+    run: Run = field(default_factory=Run)
+    profile: dict[str, Any] | None = None  # measure/profile.py's summary of the profiled steps
+    extra: dict[str, Any] = field(default_factory=dict)  # keys no record knows
+
+    @classmethod
+    def read(cls, metrics: Mapping[str, Any]) -> "Measurement":
+        raw = metrics.get("stats")
+        stats = {name: s for name, value in (raw.items() if isinstance(raw, Mapping) else ())
+                 if (s := Stats.read(value)) is not None}
+        phases = {name: Phase(name, metrics.get(f"{name}_ms"), metrics.get(f"{name}_share"))
+                  for name in PHASES if f"{name}_ms" in metrics or f"{name}_share" in metrics}
+        profile = metrics.get("profile")
+        return cls(**{name: group.read(metrics) for name, group in _GROUPS.items()}, phases=phases, stats=stats,
+                   profile=dict(profile) if isinstance(profile, Mapping) else None,
+                   extra={k: v for k, v in metrics.items() if k not in _OWN})
+
+    @property
+    def device(self) -> str | None:
+        return self.run.device
+
+    @property
+    def step(self) -> Stats | None:
+        """Statistics of the whole step's seconds."""
+        return self.stats.get("step")
+
+    def phase_ms(self, name: str) -> float | None:
+        phase = self.phases.get(name)
+        return phase.ms if phase else None
+
+    def phase_share(self, name: str) -> float | None:
+        phase = self.phases.get(name)
+        return phase.share if phase else None
+
+    def to_metrics(self) -> dict[str, Any]:
+        """The stored form: the flat mapping that `read` reads back to an equal Measurement."""
+        metrics: dict[str, Any] = dict(self.extra)
+        for name in _GROUPS:
+            metrics.update(getattr(self, name).to_metrics())
+        for name, phase in self.phases.items():
+            if phase.ms is not None:
+                metrics[f"{name}_ms"] = phase.ms
+            if phase.share is not None:
+                metrics[f"{name}_share"] = phase.share
+        if self.stats:
+            metrics["stats"] = {name: s.to_json() for name, s in self.stats.items()}
+        if self.profile is not None:
+            metrics["profile"] = dict(self.profile)
+        return metrics

@@ -1,0 +1,90 @@
+"""The typed measurement (results/measurement.py): read from the stored metrics of every schema,
+written back to the same mapping, a plug-in's own figures kept."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from dlbench.figures import Odd
+from dlbench.results.measurement import Measurement, Phase, Stats, Throughput, Volume
+from dlbench.results.record import Result, tamed
+from dlbench.results.store import Store
+
+from conftest import make_result
+
+ROOT = Path(__file__).resolve().parents[1]
+STORES = [ROOT / "docs/data/report-2gpu.jsonl", ROOT / "src/dlbench/system/reference_runs.jsonl"]
+
+
+def records():
+    return [json.loads(line) for path in STORES for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("index", range(len(records())))
+def test_every_stored_record_reads_into_known_records_and_back(index):
+    record = records()[index]
+    measured = Measurement.read(record["metrics"])
+    assert measured.extra == {}, f"keys no record knows: {sorted(measured.extra)}"
+    assert measured.to_metrics() == record["metrics"]
+
+
+def test_the_fields_hold_the_stored_figures():
+    volume = next(r for r in records() if r["spec"]["workload"] == "volume")
+    measured = Measurement.read(volume["metrics"])
+    assert measured.throughput == Throughput(volume["metrics"]["throughput"], "Mvox/s", None)
+    assert measured.volume.mvox_per_s == volume["metrics"]["mvox_per_s"]
+    assert measured.volume.block == volume["metrics"]["block"]
+    assert measured.monitor.energy_per("mvox") == volume["metrics"]["energy_j_per_mvox"]
+    assert measured.window.wall_to_result_s == volume["metrics"]["wall_to_result_s"]
+    train = next(r for r in records() if r["spec"]["workload"] == "train")
+    measured = Measurement.read(train["metrics"])
+    assert measured.phases["backward"] == Phase("backward", train["metrics"]["backward_ms"],
+                                                 train["metrics"]["backward_share"])
+    assert measured.stats["backward"].median == train["metrics"]["stats"]["backward"]["median"]
+    assert measured.training.iters_per_min == train["metrics"]["iters_per_min"]
+    system = next(r for r in records() if r["spec"]["workload"] == "system")
+    ceiling = Measurement.read(system["metrics"]).system.ceiling("h2d_pinned_gbs")
+    assert ceiling.value == system["metrics"]["ceilings"]["h2d_pinned_gbs"]["value"]
+    assert ceiling.details == system["metrics"]["ceilings"]["h2d_pinned_gbs"]["details"]
+
+
+def test_a_plugin_workloads_own_figures_ride_along():
+    metrics = {"throughput": 5.0, "throughput_unit": "frames/s", "frames_dropped": 3, "stats": {"step": {"median": 0.2}}}
+    measured = Measurement.read(metrics)
+    assert measured.extra == {"frames_dropped": 3}
+    assert measured.step == Stats(median=0.2)
+    assert measured.to_metrics() == metrics
+
+
+def test_written_through_fields_reads_back_equal():
+    measured = Measurement(throughput=Throughput(410.0, "Mvox/s", "voxels over the measured time"),
+                           volume=Volume(mvox_per_s=410.0, block=[200, 1536, 768]),
+                           phases={"forward": Phase("forward", 20.5, 0.9)}, stats={"forward": Stats(median=0.0205)})
+    metrics = measured.to_metrics()
+    assert metrics["throughput_unit"] == "Mvox/s" and metrics["forward_ms"] == 20.5
+    assert Measurement.read(json.loads(json.dumps(metrics))) == measured
+
+
+@pytest.mark.parametrize("schema", [1, 2, 3])
+def test_records_of_every_schema_read_through_the_store(tmp_path, schema):
+    result = make_result(metrics={"throughput": 12.5, "throughput_unit": "img/s", "forward_ms": 3.0,
+                                  "latency_p99_ms": 9.0})
+    data = {**result.to_dict(), "schema": schema}
+    if schema < 3:
+        data.pop("title")
+    read = Result.from_dict(data)
+    with Store(tmp_path / "r.db") as store:
+        store.add(read)
+        stored = store.results()[0]
+    assert stored.measured.throughput.value == 12.5
+    assert stored.measured.phase_ms("forward") == 3.0
+    assert stored.measured.latency.p99_ms == 9.0
+
+
+def test_an_odd_stored_figure_reads_as_a_marked_gap():
+    result = make_result(metrics={"throughput": 12.5, "latency_p99_ms": -4.0})
+    measured = tamed(result).measured
+    assert isinstance(measured.latency.p99_ms, Odd) and math.isnan(measured.latency.p99_ms)
+    assert measured.throughput.value == 12.5
