@@ -90,7 +90,7 @@ def test_a_compiled_training_step_of_the_rewritten_model_matches_eager(monkeypat
     """Through dynamo and AOTAutograd (the aot_eager backend: inductor takes minutes on 2 CPU
     cores), forward and backward. In
     float64: batch norm in training mode turns float32's rounding differences into gradients ~1 %
-    apart (docs/performance.md), which would hide a wrong gradient."""
+    apart (docs/journal.md, 2026-11-22), which would hide a wrong gradient."""
     monkeypatch.delenv(rewrites.REWRITES_ENV, raising=False)
     torch._dynamo.reset()
     model = small_resnet().double().to(memory_format=torch.channels_last)

@@ -296,9 +296,8 @@ class DeviceDecoder:
     decoded themselves (`cpu_share`) are copied in and joined to the batch.
 
     Why share: nvjpeg runs in this one thread, one batch at a time (torchvision's decoder is
-    one per process, behind a lock): 15,000-19,000 img/s on an H200, alone or beside ResNet-50
-    training (docs/performance.md). A model that trains faster than that can hand the overflow
-    to the CPU workers."""
+    one per process, behind a lock), which bounds the rate it decodes at. A model that trains
+    faster than that can hand the overflow to the CPU workers."""
 
     def __init__(self, host: HostLoader, config: ImageConfig, device: torch.device) -> None:
         self.host, self.config, self.device = host, config, device
@@ -409,7 +408,7 @@ def resized_crops(images: list[torch.Tensor], boxes: np.ndarray, size: tuple[int
     with warnings.catch_warnings():  # nested tensors are a prototype; this use is their stable core
         warnings.simplefilter("ignore", UserWarning)
         nested = torch.nested.nested_tensor(images)
-    # Converted before padding: padding uint8 is 5x slower than float (3.8 vs 0.8 ms a batch of 256 on an H200).
+    # Converted before padding: padding a nested tensor of uint8 is several times slower than of float.
     batch = nested.float().to_padded_tensor(0.0, (len(images), images[0].shape[0], height, width))
     sizes = np.array([image.shape[-2:] for image in images], dtype=np.float64)
     boxes = np.array(boxes, dtype=np.float64)

@@ -2,8 +2,8 @@
 
 Each output block is a whole number of chunks (channels first), so concurrent writers never
 share a chunk; a block of more than CHUNK_VOXELS is cut in halves along its longest axes, so that
-tensorstore encodes one block's chunks in parallel (a single 236 MB chunk took 0.4 s to write:
-after the last tile, the whole run waited for it).
+tensorstore encodes one block's chunks in parallel (one large chunk is encoded by one thread,
+and after the last tile the whole run waits for it).
 The completion record lives inside the output (`.dlbench/`): `run.json` holds the settings
 the output was made with, `done/<block>` marks a block whose chunks are on disk. A block is
 marked only after its write committed, so `--resume` redoes exactly the unfinished blocks

@@ -16,8 +16,8 @@ def prepare() -> None:
     # dlbench feeds the GPU from side streams (JPEG decoding, deformation, volume copies). CUDA
     # funnels all streams through CUDA_DEVICE_MAX_CONNECTIONS hardware queues, 8 by default, and
     # a side stream that shares a queue with the training stream waits behind the work queued
-    # there: nvjpeg calls of 15 ms took 100-150 ms beside ResNet-50 training on an H200 (see
-    # docs/performance.md). 32 is the most CUDA allows. It takes effect only if set before the
+    # there, so a decoding call can take as long as the steps queued ahead of it (docs/journal.md,
+    # 2026-11-22/23). 32 is the most CUDA allows. It takes effect only if set before the
     # process creates its CUDA context, so first thing; a value the user set wins, and child
     # processes (isolated runs, torchrun ranks) inherit it.
     os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")

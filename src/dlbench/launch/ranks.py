@@ -4,7 +4,7 @@ LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, ...).
 
 What `torchrun --standalone` does on one host, without its agent: the agent's own import of torch
 and its rendezvous before the ranks start, and its exit barrier after they end, are time a user
-waits for nothing (docs/performance.md gives the seconds). This process imports no torch; rank 0
+waits for nothing (docs/journal.md, 2026-11-26, gives the seconds). This process imports no torch; rank 0
 hosts the process group's store on a free port (the env:// rendezvous).
 
 The guarantees are torchrun's:

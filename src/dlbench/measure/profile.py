@@ -73,8 +73,8 @@ def summarise(step_s: float, classes: dict[str, dict], top: list[dict], *, steps
 def launch_cost_removed(step_s: float, measured_step_s: float | None, classes: dict[str, dict]):
     """The step and classes with idle as the measured step less the device's busy time, where the
     profiled step is the longer one and its busy time alone fits the measured step: the profiler
-    adds a few microseconds to every launch (24% of a launch-bound ResNet-50 b16 fp32 step on an
-    H200, all of it idle), while the kernels' durations, read from the device, stay true."""
+    adds a few microseconds to every launch (in a launch-bound step a large share, all of it
+    idle), while the kernels' durations, read from the device, stay true."""
     if not measured_step_s or step_s <= measured_step_s * (1 + ADDS_UP):
         return step_s, classes
     busy = step_s - classes["idle"]["seconds"]

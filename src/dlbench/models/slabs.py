@@ -1,15 +1,15 @@
 """Depth slabs: convolutions past cuDNN's 32-bit indexing, run a slab of planes at a time.
 
 cuDNN indexes a convolution's tensors with 32-bit integers: none may hold 2^31 elements or
-more (a 128x896x896 tile of unet3d, 3.3e9 elements at 32 channels, failed on an H200 with an
-illegal memory access). That bound, not the GPU's memory, capped a tile at ~67 Mvox. But output
+more (past it a convolution fails, at worst with an illegal memory access that ends the
+process). That bound, not the GPU's memory, would cap a tile at ~67 Mvox at 32 channels. But output
 plane z of a convolution with kernel depth 2r + 1 ('same' padding r, stride 1) reads input
 planes z - r .. z + r only, so the output can be made in slabs of planes along depth, each from
 its own planes and r more on each side, and written into the whole output; a transposed
 convolution whose depth stride equals its kernel depth makes planes s*z .. s*z + s - 1 from
 input plane z alone. Every call then stays under the bound and a tile can be as large as memory
 allows. The output is the one call's, up to cuDNN's choice of algorithm for a slab's shape
-(within rounding). A convolution under the bound runs as one call, as before.
+(within rounding). A convolution under the bound runs as one call.
 
 Where dlbench's fused kernels run, a slab's bias + ReLU (or bias + concatenation) is written
 straight into its slab of the whole output: for one sample in channels-last-3d a depth slab is

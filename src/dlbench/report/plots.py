@@ -377,7 +377,7 @@ def efficiency(points: list[tuple[float, float, Result]], unit: str) -> list[flo
 def scaling_plots(results: list[Result]) -> list[Plot]:
     """Scaling efficiency against the GPUs, every unit in one figure (efficiency has none), the
     throughput written at each point. Efficiency, from zero with 1.0 marked: a throughput axis
-    fitted to 382-384 iterations per minute drew a 0.5% dip as a collapse."""
+    fitted to its points draws a dip of under 1% as a collapse."""
     sweeps = _sweeps(results, "gpus")
     if not sweeps:
         return []

@@ -33,7 +33,7 @@ from dlbench.suites import spec_key
 
 # Never-run specs are guessed from the model's FLOPs and this machine's measured speed. Conv
 # nets reach about this share of a plain matmul's FLOP rate (and a step of training about
-# three forward passes); measured on 2-core CPUs and on an H200 with the built-in suites.
+# three forward passes), as the built-in suites run on CPUs and GPUs.
 CONV_EFFICIENCY = {"cuda": 0.35, "cpu": 0.5}
 PASSES = {"fwdbwd": 3.0, "train": 3.0, "infer": 1.0, "smooth": 1.0}
 STEP_FLOOR_S = {"cuda": 2e-3, "cpu": 1e-3}  # launch and framework overhead of even the smallest step

@@ -94,7 +94,7 @@ def _matmul_fn(precision: str, n: int, device: torch.device) -> Callable[[], obj
 def _conv_gemm_fn(n: int) -> Callable[[], object]:
     """The same n x n x n product as a 1x1 convolution (n channels in and out over n positions):
     on a CPU it runs in the convolution library (oneDNN), which the workloads' convolutions use
-    and which can outrun torch.mm's BLAS on the same cores (2x on an AVX-512 AMD EPYC)."""
+    and which can outrun torch.mm's BLAS on the same cores."""
     x = torch.randn(1, n, 1, n).contiguous(memory_format=torch.channels_last)
     w = torch.randn(n, n, 1, 1).contiguous(memory_format=torch.channels_last)
 

@@ -6,20 +6,20 @@ whose output differs from fp32's by at most AGREEMENT of fp32's largest output m
 run, and the fastest of those is taken (fp32 where none agrees). The measured differences are
 kept in the record.
 
-Block: the model's time grows with a tile's voxels at about one rate (the isotropic unet3d ran
-388 Mvox/s on 64x512x512 tiles and 386 on 96x768x768, one H200, fp16 or bf16 alike), so the
-blocking whose tiles (block + 2 x halo, the same for cut blocks) hold the fewest voxels in all
-is the first candidate (on N GPUs: counting the tiles of the busiest rank N times). Blocks are
+Block: the model's time grows with a tile's voxels at about one rate, whatever the tile's shape,
+so the blocking whose tiles (block + 2 x halo, the same for cut blocks) hold the fewest voxels in
+all is the first candidate (on N GPUs: counting the tiles of the busiest rank N times). Blocks are
 the volume split into equal parts along each axis, ranked by the voxels their tiles hold; the
 first whose tile fits is taken. The GPU's memory bounds a tile: the bytes a forward takes per
 voxel are measured on two small tiles, and the candidate's own forward pass is measured. cuDNN's
-32-bit indexing bounded it too (no convolution may produce 2^31 elements or more: a 128x896x896
-tile of unet3d, 3.3e9 elements, failed on an H200 with an illegal memory access, which ends the
-process); dlbench's 3D convolutions now run in depth slabs past it (models.slabs), and the bound
-is computed, never tried, for the convolutions that do not.
-The rate per voxel is not the same everywhere, though (in fp32 on one H200 unet3d ran at 6
-Mvox/s of output on 64x512x512 tiles and 21 on 72x512x384: cuDNN's algorithm choice), so the candidate is timed against the default block and a blocking of
-about a quarter of its tile, and the fastest over the whole volume wins.
+32-bit indexing bounds it too (no convolution may produce 2^31 elements or more: past it cuDNN
+fails, at worst with an illegal memory access, which ends the process); dlbench's 3D convolutions
+run in depth slabs past it (models.slabs), and the bound is computed, never tried, for the
+convolutions that do not.
+The rate per voxel is not the same everywhere, though (cuDNN chooses its algorithm by shape, and
+in fp32 a smaller tile can run several times faster than a larger one), so the candidate is timed
+against the default block and a blocking of about a quarter of its tile, and the fastest over the
+whole volume wins.
 
 The timed probe also compares channels-last-3d with the default layout and, for a half-precision
 run, fp16 with bf16 (both give the output within rounding).
@@ -241,8 +241,8 @@ def _probe(candidates: list[Blocking], precision: str, channels_last: bool, time
 
 def _timed(runs: list[tuple[Blocking, str, bool]], timer, world: int = 1) -> list[dict]:
     """Each (blocking, precision, layout) timed in two rounds, the faster kept: the second round runs
-    after every setting has compiled its kernels and tuned its algorithms (on a freshly started H200
-    the first round alone put fp16 channels-last below the default layout's 185 Mvox/s; it runs 300).
+    after every setting has compiled its kernels and tuned its algorithms (on a freshly started GPU
+    the first round alone can rank a setting below one that is much slower).
     The rate is per GPU over the whole volume, the busiest GPU's tiles setting the time."""
     first = [timer(plan.tile, p, cl) for plan, p, cl in runs]
     seconds = [min(a, timer(plan.tile, p, cl)) for a, (plan, p, cl) in zip(first, runs)]

@@ -1,8 +1,8 @@
 """Compilation as a phase of its own: seen while it runs, heard only in its log, done once.
 
-A compile is one blocking call that can take minutes (ResNet-50 at `--optimize max` on an H200:
-about four), and Inductor, Dynamo and Triton's autotuning talk while it runs, through logging,
-from C and from subprocesses. So while a compile runs (`phase`):
+A compile is one blocking call that can take minutes (autotuning at `--optimize max`), and
+Inductor, Dynamo and Triton's autotuning talk while it runs, through logging, from C and from
+subprocesses. So while a compile runs (`phase`):
 
 - a thread reports `progress("<what>: <n> s", 0, 0)` every second; a total of 0 marks a phase
   of unknown length, which the views show by its name alone;

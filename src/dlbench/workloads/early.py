@@ -6,7 +6,7 @@ them on a thread as soon as torch is imported, beside what does not need them: t
 torch, the launcher's checks of the input, the workload's model built on the CPU and its first
 reads. `distributed.process_group` takes the
 group made here (`joined`) instead of making its own; a process that never called `start`
-does everything where it did before. Nothing here is measured: every benchmark's timed window
+does everything itself, where it needs it. Nothing here is measured: every benchmark's timed window
 starts long after.
 """
 

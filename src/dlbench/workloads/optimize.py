@@ -56,8 +56,7 @@ STEP_LEVELS = ("graphs", "max")  # levels at which a training step is captured w
 TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 5e-2, "bf16": 5e-2}
 ROUNDING = {"fp32": 2.0**-24, "tf32": 2.0**-11, "fp16": 2.0**-11, "bf16": 2.0**-8}  # unit roundoff
 # Kernels that round differently from eager land within a few times eager's sensitivity to one
-# rounding step of the input (measured, compiled ResNet-50: 0.6-1.0x on an H200, 0.9-2.9x on a
-# CPU), a wrong step far outside it.
+# rounding step of the input, a wrong step far outside it.
 NOISE_FACTOR = 4.0
 # mode="max-autotune" without two of its parts: convolutions stay on cuDNN and pointwise kernels
 # are not coordinate-descent tuned; autotuning those for ResNet-50 outran a 10-minute limit.

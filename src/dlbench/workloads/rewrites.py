@@ -3,18 +3,17 @@ faster once compiled.
 
 - `stem`: a convolution of a few channels with a large odd kernel at stride 2 (ResNet's 7x7
   stem on a 3-channel image). cuDNN pads the input to 8 channels and runs an Ampere-generation
-  kernel on it: in ResNet-50 b256 bf16 training on an H200, 1.85 ms forward (padding and the
-  cast included) and 0.9 ms for the weight's gradient, for 2 % of the step's FLOPs. The same
+  kernel on it, slow for the few FLOPs it does (in ResNet-50, 2 % of the step's). The same
   convolution is a (k+1)/2 square stride-1 convolution of the input's 2x2 space-to-depth (each
   2x2 block of pixels becomes 4 channels per input channel, 12 padded to 16) with the weight
   zero-padded to (k+1)x(k+1) and rearranged to match: the same products, summed in another
-  order, which cuDNN runs with a Hopper kernel (0.80 ms forward with the rearrangement, 0.43 ms
-  for the weight's gradient; the step 37.38 -> 35.73 ms, docs/performance.md, 2026-11-24 night).
+  order, which cuDNN runs with a Hopper kernel, in less than half the time (docs/journal.md,
+  2026-11-24 (night)).
   The weight stays the model's parameter; its rearranged copy is made in each forward.
 
-Tried and left out: ResNet's 3x3 stride-2 max pooling through PyTorch's own kernels as opaque
-operators instead of Inductor's kernels: PyTorch's channels-last backward took 1.84 ms a step and
-its forward 0.83 ms, Inductor's 1.47 and 0.37.
+Left out: ResNet's 3x3 stride-2 max pooling through PyTorch's own kernels as opaque operators
+instead of Inductor's kernels: PyTorch's channels-last kernels are slower than Inductor's, forward
+and backward.
 
 `rewritten(model)` returns the model with these layers replaced (modules on the way
 shallow-copied: parameters, buffers and every other module shared) and the paths of the layers

@@ -425,8 +425,8 @@ def _common_metrics(wall: float, tiles: int, flops: int, monitor: MonitorData, v
     """What every workload reports, one tile a step: FLOPs and TFLOP/s, this rank's GPU during
     the run (clocks, power, throttling), its energy per block and per Mvox. A tile's step is the
     run's wall time over its tiles, as the Mvox/s count it: the host loop's turns are not tiles
-    (it runs ahead of the GPU by the queue; on 8 large tiles they summed to 3.3 of 5.0 s, and
-    TFLOP/s read 1.5x too high)."""
+    (it runs ahead of the GPU by the queue, so its turns sum to less than the run, and a rate
+    from them reads too high)."""
     steps = [wall / tiles] * tiles if tiles else []
     return common_metrics(steps, flops, monitor, voxels / 1e6 / tiles if tiles else 0.0, "mvox", profile)
 
@@ -437,7 +437,7 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], wor
     wall = max(r["wall"] for r in per_rank) or float("nan")
     mvox_s = voxels / wall / 1e6 if voxels else 0.0
     # Once per volume the GPU waits for its first tile; the rate after it is the one a larger
-    # volume runs at (8 tiles of the seed volume: 0.3 of 5.0 s). Both set the hours.
+    # volume runs at (on a volume of a few tiles the wait is a visible share). Both set the hours.
     first = max(r.get("first_wait", 0.0) for r in per_rank)
     sustained = voxels / (wall - first) / 1e6 if voxels and wall > first else mvox_s
     target = parse_voxels(opts.extrapolate)

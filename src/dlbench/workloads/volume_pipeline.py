@@ -152,9 +152,8 @@ class PhaseLog:
 
 class PinnedBuffers:
     """Page-locked host buffers made once and reused. Pinning memory for every tile
-    (cudaHostAlloc) took up to 30 ms a call and holds a driver lock: kernel launches from the
-    thread that drives the GPU waited behind it (measured: the GPU idle within the run while
-    its kernel time per tile matched the model alone's). A buffer handed back with an event is
+    (cudaHostAlloc) is slow and holds a driver lock: kernel launches from the thread that drives
+    the GPU would wait behind it, and the GPU idle. A buffer handed back with an event is
     taken again only after the event, i.e. after the copy that reads or fills it."""
 
     def __init__(self, count: int, numel: int, dtype: torch.dtype, pin: bool = True) -> None:
@@ -274,7 +273,7 @@ class Pipeline:
             writes: deque[tuple[Block, Future]] = deque()
             todo = iter(blocks)
             # The first tile is read alone: the GPU waits for it, and reads started beside it would
-            # share the CPU with it (eight tiles of 232x1664x896 read together took 0.7 s to the first).
+            # share the CPU with it.
             for block in _take(todo, 1):
                 reads.append((block, read_pool.submit(self._read, block)))
             done, last = 0, time.perf_counter()
