@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlbench.figures import ms, percent, sig
+from dlbench.results.measurement import Measurement
 from dlbench.results.record import Result
 from dlbench.system.records import ceiling_name
 
@@ -43,10 +44,12 @@ class Placement:
 
 
 def profile_of(r: Result) -> dict[str, Any] | None:
-    return _with_classes(r.measured.profile)
+    return profile_in(r.measured)
 
 
-def _with_classes(p: dict[str, Any] | None) -> dict[str, Any] | None:
+def profile_in(m: Measurement) -> dict[str, Any] | None:
+    """The profile's summary where it has its classes (not where the profiled steps failed)."""
+    p = m.profile
     return p if isinstance(p, dict) and isinstance(p.get("classes"), dict) else None
 
 
@@ -197,10 +200,10 @@ def causes(r: Result, record: Result | None, idle_advice: bool = True) -> list[t
 
 def profile_note(r: Result) -> str | None:
     """How long profiling took and whether the classes add up to the measured step (why not, if not)."""
-    summary = r.measured.profile or {}
-    if failed := summary.get("error"):
+    m = r.measured
+    if failed := (m.profile or {}).get("error"):
         return f"profile: the profiled steps failed ({failed}); the measured figures stand"
-    profile = _with_classes(summary)
+    profile = profile_in(m)
     if not profile:
         return None
     took = sig(profile.get("wall_s") or 0)
