@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from dlbench.figures import ms, percent, sig
 from dlbench.report import profile
 from dlbench.report.history import Against, mean_step
+from dlbench.results.measurement import Measurement, System
 from dlbench.results.record import Result
 
 DATA_PHASES = ("data", "data_wait", "load", "loading", "input", "h2d")
@@ -59,10 +60,12 @@ class Parts:
     idle_from: str = ""  # 'NVML' or 'profile'
 
 
-def data_share(r: Result) -> float | None:
-    """The data wait's share of the measured time, stalls included (the run line's figure)."""
-    if isinstance(r.metrics.get("data_share"), (int, float)):
-        return float(r.metrics["data_share"])
+def data_share(r: Result, m: Measurement | None = None) -> float | None:
+    """The data wait's share of the measured time, stalls included (the run line's figure); `m`:
+    the result's measurement, where the caller has it."""
+    share = (m or r.measured).phase_share("data")
+    if isinstance(share, (int, float)):
+        return float(share)
     steps = r.samples.get("step")
     waits = [sum(r.samples[p]) for p in DATA_PHASES if r.samples.get(p)]
     if not steps or not waits:
@@ -71,23 +74,25 @@ def data_share(r: Result) -> float | None:
 
 
 def parts(r: Result) -> Parts:
-    step = mean_step(r) if r.samples.get("step") else float(r.metrics.get("step_ms") or 0) / 1e3
-    share = data_share(r)
+    m = r.measured
+    step = mean_step(r) if r.samples.get("step") else float(m.window.step_ms or 0) / 1e3
+    share = data_share(r, m)
     data = None if share is None else share * step
     idle, source = None, ""
-    idle_class = ((profile.profile_of(r) or {}).get("classes") or {}).get("idle")
+    idle_class = ((profile.profile_in(m) or {}).get("classes") or {}).get("idle")
+    monitor = m.monitor
     if isinstance(idle_class, dict) and idle_class.get("share") is not None:
         idle, source = float(idle_class["share"]) * step, "profile"
-    elif r.metrics.get("gpu_util_mean") is not None and (r.metrics.get("monitor_readings") or 0) >= MIN_UTIL_READINGS:
-        idle, source = (1 - float(r.metrics["gpu_util_mean"]) / 100) * step, "NVML"
-    nb = r.metrics.get("gpu_neighbours_sm_share")
+    elif monitor.gpu_util_mean is not None and (monitor.readings or 0) >= MIN_UTIL_READINGS:
+        idle, source = (1 - float(monitor.gpu_util_mean) / 100) * step, "NVML"
+    nb = m.neighbours.gpu_neighbours_sm_share
     neighbours = None if nb is None else float(nb) * step
     if idle is not None:
         # NVML's busy share counts other processes' kernels; the profile sees only this run's, so
         # the time a neighbour held the GPU is no gap of this run's host
         other = (neighbours or 0.0) if source == "profile" else 0.0
         idle = max(0.0, idle - (data or 0.0) - other)
-    return Parts(step, data, idle, neighbours, r.metrics.get("sm_clock_mean_mhz"), source)
+    return Parts(step, data, idle, neighbours, monitor.sm_clock_mean_mhz, source)
 
 
 def _label(r: Result) -> str:
@@ -98,16 +103,16 @@ def _label(r: Result) -> str:
 
 def contention(r: Result) -> str | None:
     """Other processes' CPU use in the window, where it took a real part of the machine."""
-    m = r.metrics
-    cores, others = m.get("cpu_cores"), m.get("cpu_other_cores")
+    seen = r.measured.neighbours
+    cores, others = seen.cpu_cores, seen.cpu_other_cores
     if not cores or others is None or others < CONTENDED_CORES * cores:
         return None
-    load = m.get("load_average_1m")
+    load = seen.load_average_1m
     top = "; ".join(f"PID {p.get('pid')} `{p.get('command')}` {p.get('cores', 0):.1f} cores"
-                    for p in (m.get("cpu_other_top") or [])[:2])
+                    for p in (seen.cpu_other_top or [])[:2])
     text = f"other processes used {others:.1f} of {cores} CPU cores during the window"
-    if m.get("cpu_other_busy_processes"):
-        text += f" ({m['cpu_other_busy_processes']} of them busy"
+    if seen.cpu_other_busy_processes:
+        text += f" ({seen.cpu_other_busy_processes} of them busy"
         text += f", load average {load:.1f})" if load is not None else ")"
     elif load is not None:
         text += f" (load average {load:.1f})"
@@ -116,7 +121,9 @@ def contention(r: Result) -> str | None:
 
 def _workers(r: Result) -> int | None:
     options = r.spec.get("options") or {}
-    value = r.metrics.get("workers", options.get("workers", options.get("num_workers")))
+    value = r.measured.data.workers
+    if value is None:
+        value = options.get("workers", options.get("num_workers"))
     return value if isinstance(value, int) else None
 
 
@@ -137,21 +144,23 @@ def input_cause(r: Result, seconds: float, p: Parts, record: Result | None) -> C
     if contended:
         return Cause("CPU contention starving the input pipeline", f"{wait}; {contended}: free those cores "
                      "or run where no other job shares them", seconds)
-    disk = record.metrics.get("disk_read_gbs") if record else None
+    system = record.measured.system if record else System()
+    disk = system.disk_read_gbs
     if _reads_storage(r) and disk is not None and disk < SLOW_DISK_GBS:
-        where = ((record.metrics.get("ceilings") or {}).get("disk_read_gbs") or {}).get("details", {}).get("path", "?")
+        where = (c.details if (c := system.ceiling("disk_read_gbs")) else {}).get("path", "?")
         return Cause("slow storage", f"{wait}; data read from {_reads_storage(r)}; `dlbench system --disk` measured "
                                      f"{disk:.2f} GB/s on {where} (below {SLOW_DISK_GBS:g} GB/s): copy the data to "
                                      f"local or faster storage", seconds)
     workers, cores = _workers(r), (r.system.get("cpu") or {}).get("cores")
     gpus = max(1, r.spec.get("gpus") or 1)
     decode = (r.spec.get("options") or {}).get("decode")
-    rate, unit = r.metrics.get("throughput"), r.metrics.get("throughput_unit", "")
+    throughput = r.measured.throughput
+    rate, unit = throughput.value, throughput.unit or ""
     if workers and cores and rate and p.step > p.data:
         fed = rate / (workers * gpus)
         needed = rate * p.step / (p.step - p.data)  # the rate with no wait
         want = min(int(cores // gpus) - 1, math.ceil(needed / (fed * gpus)))
-        per_core = record.metrics.get("jpeg_decode_cpu_img_s_per_core") if record else None
+        per_core = system.jpeg_decode_cpu_img_s_per_core
         text = (f"{wait}; {workers} loader workers per GPU delivered {sig(rate)} {unit} ({sig(fed)} per worker"
                 + (f"; JPEG decode alone measured {per_core:,.0f} img/s per core" if per_core else "")
                 + f"); without the wait the GPU would take {sig(needed)} {unit}")
@@ -160,7 +169,7 @@ def input_cause(r: Result, seconds: float, p: Parts, record: Result | None) -> C
             fix += " or `--decode gpu`" if decode == "cpu" else ""
             return Cause("too few loader workers", f"{text}: {fix}", seconds)
         if decode == "cpu":
-            gpu_rate = record.metrics.get("jpeg_decode_gpu_img_s") if record else None
+            gpu_rate = system.jpeg_decode_gpu_img_s
             measured = f" (nvjpeg measured {gpu_rate:,.0f} img/s here)" if gpu_rate else ""
             return Cause("JPEG decoding on the CPU", f"{text}; the cores cannot add workers: `--decode gpu`{measured}",
                          seconds)
@@ -170,7 +179,7 @@ def input_cause(r: Result, seconds: float, p: Parts, record: Result | None) -> C
 # ---- the GPU ------------------------------------------------------------------------------------
 
 def host_gaps(r: Result, seconds: float, p: Parts, base: Against | None) -> Cause:
-    busy = r.metrics.get("gpu_util_mean")
+    busy = r.measured.monitor.gpu_util_mean
     how = (f"the profile measured the GPU idle {percent(p.idle / p.step)} of the step" if p.idle_from == "profile"
            else f"GPU busy {percent((busy or 0) / 100)} of the window by NVML")
     text = f"the GPU waited for the host {ms(p.idle * 1e3)} ms a step apart from data ({how})"
@@ -193,7 +202,7 @@ def host_gaps(r: Result, seconds: float, p: Parts, base: Against | None) -> Caus
 
 
 def neighbour_cause(r: Result, seconds: float) -> Cause:
-    found = [n for n in r.metrics.get("gpu_neighbours") or [] if not n.get("launcher")]
+    found = [n for n in r.measured.neighbours.gpu_neighbours or [] if not n.get("launcher")]
     named = "; ".join(f"PID {n['pid']} `{n.get('command') or '?'}` used {percent(n['sm_share'])} of the SM time"
                       + (f" and held {n['memory_gb']:.1f} GB" if n.get("memory_gb") else "")
                       for n in found[:3])
@@ -204,20 +213,21 @@ def neighbour_cause(r: Result, seconds: float) -> Cause:
 def clock_cause(r: Result, p: Parts, base: Against | None, facts: dict[str, Any]) -> Cause | None:
     """Busy time lost to a lower SM clock than the baseline's (or, without one, than the GPU's
     maximum while a slowdown reason was flagged)."""
+    monitor = r.measured.monitor
     reference = parts(base.other).clock_mhz if base else None
-    if reference is None and r.metrics.get("throttled"):
+    if reference is None and monitor.throttled:
         reference = facts.get("sm_clock_max_mhz")
     if not p.clock_mhz or not reference or p.clock_mhz > (1 - CLOCK_LOSS) * reference:
         return None
     busy = p.step - (p.idle or 0.0) - (p.data or 0.0)
     seconds = busy * (1 - p.clock_mhz / reference)
-    reasons = ", ".join(r.metrics.get("throttle_reasons") or []) or "none reported"
+    reasons = ", ".join(monitor.throttle_reasons or []) or "none reported"
     parts_ = [f"SM clock {p.clock_mhz:.0f} MHz against {reference:.0f} MHz"
               + (f" in {_label(base.other)}" if base else " max"), f"slowdown reasons: {reasons} in "
-              f"{percent(r.metrics.get('throttled_share') or 0)} of the readings"]
-    if r.metrics.get("temperature_max_c") is not None:
-        parts_.append(f"up to {r.metrics['temperature_max_c']:.0f} °C")
-    power, limit = r.metrics.get("power_mean_w"), facts.get("power_limit_w")
+              f"{percent(monitor.throttled_share or 0)} of the readings"]
+    if monitor.temperature_max_c is not None:
+        parts_.append(f"up to {monitor.temperature_max_c:.0f} °C")
+    power, limit = monitor.power_mean_w, facts.get("power_limit_w")
     if power:
         parts_.append(f"{power:.0f} W mean" + (f" against a {limit:.0f} W limit" if limit else ""))
     return Cause("throttled", "; ".join(parts_), seconds)
@@ -227,10 +237,11 @@ def power_note(r: Result, p: Parts, base: Against | None, facts: dict[str, Any])
     """A slowdown flag whose clock matches the baseline's (or the maximum) is said, not blamed; one
     with no clock to compare against is a cause of unknown size, unless it is only the power cap
     that a GPU at full load sits at."""
-    reasons = r.metrics.get("throttle_reasons") or []
+    monitor = r.measured.monitor
+    reasons = monitor.throttle_reasons or []
     if not reasons:
         return None
-    flagged = f"{', '.join(reasons)} flagged in {percent(r.metrics.get('throttled_share') or 0)} of the readings"
+    flagged = f"{', '.join(reasons)} flagged in {percent(monitor.throttled_share or 0)} of the readings"
     reference = (parts(base.other).clock_mhz if base else None) or facts.get("sm_clock_max_mhz")
     clock = f"SM clock {p.clock_mhz:.0f} MHz" if p.clock_mhz else "no clock reading"
     if reference and p.clock_mhz:
@@ -245,7 +256,7 @@ def power_note(r: Result, p: Parts, base: Against | None, facts: dict[str, Any])
 # ---- several GPUs -------------------------------------------------------------------------------
 
 def degraded_path(r: Result) -> str | None:
-    comm = r.metrics.get("communication") or {}
+    comm = r.measured.training.communication or {}
     settings = comm.get("nccl_settings") or {}
     off = [f"{k}={v}" for k, v in settings.items() if TRANSPORT_OFF.get(k) == str(v)]
     if not off:
@@ -263,9 +274,9 @@ def degraded_path(r: Result) -> str | None:
 
 def allreduce_seconds(r: Result, record: Result | None) -> float | None:
     """What the gradients' all-reduce should cost a step at the bandwidth `dlbench system` measured."""
-    comm = r.metrics.get("communication") or {}
+    comm = r.measured.training.communication or {}
     nbytes, world = comm.get("gradient_bytes"), r.spec.get("gpus") or 1
-    busbw = record.metrics.get("allreduce_busbw_gbs") if record else None
+    busbw = record.measured.system.allreduce_busbw_gbs if record else None
     if not nbytes or not busbw or world < 2:
         return None
     return nbytes * 2 * (world - 1) / world / (busbw * 1e9)
@@ -280,30 +291,35 @@ def communication_cause(r: Result, remainder: float, record: Result | None) -> C
 
 def communication_note(r: Result, record: Result | None) -> str | None:
     expected = allreduce_seconds(r, record)
-    comm = r.metrics.get("communication") or {}
-    if expected is None:
+    if expected is None or record is None:
         return None
+    comm = r.measured.training.communication or {}
     return (f"all-reduce of {comm['gradient_bytes'] / 1e6:,.0f} MB of gradients a step should take "
             f"{ms(expected * 1e3)} ms at the all-reduce bandwidth `dlbench system` measured "
-            f"({sig(record.metrics['allreduce_busbw_gbs'])} GB/s)")
+            f"({sig(record.measured.system.allreduce_busbw_gbs)} GB/s)")
 
 
 # ---- what differed -------------------------------------------------------------------------------
 
-_COMPARED = (("SM clock", "sm_clock_mean_mhz", "{:.0f} MHz"), ("power", "power_mean_w", "{:.0f} W"),
-             ("temperature", "temperature_max_c", "{:.0f} °C"), ("GPU busy", "gpu_util_mean", "{:.0f}%"),
-             ("other processes' SM time", "gpu_neighbours_sm_share", "{:.0%}"),
-             ("other processes on the GPU", "other_processes", "{}"),
-             ("other processes' CPU", "cpu_other_cores", "{:.1f} cores"), ("load average", "load_average_1m", "{:.1f}"),
-             ("data wait", "data_share", "{:.1%}"))
+_COMPARED: tuple[tuple[str, Callable[[Measurement], Any], str], ...] = (
+    ("SM clock", lambda m: m.monitor.sm_clock_mean_mhz, "{:.0f} MHz"),
+    ("power", lambda m: m.monitor.power_mean_w, "{:.0f} W"),
+    ("temperature", lambda m: m.monitor.temperature_max_c, "{:.0f} °C"),
+    ("GPU busy", lambda m: m.monitor.gpu_util_mean, "{:.0f}%"),
+    ("other processes' SM time", lambda m: m.neighbours.gpu_neighbours_sm_share, "{:.0%}"),
+    ("other processes on the GPU", lambda m: m.neighbours.other_processes, "{}"),
+    ("other processes' CPU", lambda m: m.neighbours.cpu_other_cores, "{:.1f} cores"),
+    ("load average", lambda m: m.neighbours.load_average_1m, "{:.1f}"),
+    ("data wait", lambda m: m.phase_share("data"), "{:.1%}"))
 _VERSIONS = ("torch", "cuda", "cudnn", "driver", "torchvision")
 
 
 def differences(r: Result, other: Result) -> list[str]:
     """The measured figures and versions in which two runs differ, and those one of them lacks."""
     out, missing = [], []
-    for name, key, fmt in _COMPARED:
-        mine, theirs = r.metrics.get(key), other.metrics.get(key)
+    measured = r.measured, other.measured
+    for name, figure, fmt in _COMPARED:
+        mine, theirs = (figure(m) for m in measured)
         if mine is None or theirs is None:
             if (mine is None) != (theirs is None):
                 missing.append(name)
@@ -315,7 +331,7 @@ def differences(r: Result, other: Result) -> list[str]:
     for key in _VERSIONS:
         if r.system.get(key) != other.system.get(key):
             out.append(f"{key} {r.system.get(key)} against {other.system.get(key)}")
-    mine, theirs = (x.metrics.get("communication", {}).get("nccl_settings") for x in (r, other))
+    mine, theirs = ((m.training.communication or {}).get("nccl_settings") for m in measured)
     if mine != theirs and (mine or theirs):
         out.append(f"NCCL settings {mine or {}} against {theirs or {}}")
     if missing:

@@ -100,7 +100,7 @@ def _seed_setting(r: Result) -> bool:
     from dlbench.report import published
 
     block = published.data()["seed004"]
-    shape = r.metrics.get("input_shape") or [r.spec.get("batch"), *(r.spec.get("input_shape") or [])]
+    shape = r.measured.data.input_shape or [r.spec.get("batch"), *(r.spec.get("input_shape") or [])]
     return list(shape) == [block["batch"], *block["input_shape"]] and r.spec.get("precision", "fp32") == "fp32"
 
 
@@ -108,7 +108,8 @@ def mine_totals(results: Sequence[Result]) -> dict[str, dict[str, float]]:
     """Per dlbench system, per model, Forward + Backward (medians) of its latest run at the seed's setting."""
     out: dict[str, dict[str, float]] = {}
     for r in sorted(results, key=lambda r: r.started):
-        forward, backward = r.metrics.get("forward_ms"), r.metrics.get("backward_ms")
+        m = r.measured
+        forward, backward = m.phase_ms("forward"), m.phase_ms("backward")
         if r.status == "ok" and forward and backward and _seed_setting(r):
             out.setdefault(r.system_label, {})[r.model] = forward + backward
     return out

@@ -174,7 +174,8 @@ def bootstrap_ratio(a: Sequence[float], b: Sequence[float], *, level: float = 0.
 def _step_seconds(r: Result) -> float | None:
     """One step's time when a result has no samples (imported from an older export); an Odd
     where the stored figure it comes from is no valid figure."""
-    total, throughput = r.metrics.get("total_ms"), r.metrics.get("throughput")
+    m = r.measured
+    total, throughput = m.window.total_ms, m.throughput.value
     if total:
         return Odd() if odd(total) else total / 1e3
     if throughput and r.spec.get("batch"):

@@ -27,6 +27,7 @@ from dlbench.report import causes as parts_of, history, profile
 from dlbench.report.causes import Cause
 from dlbench.report.history import Against
 from dlbench.report.markdown import line
+from dlbench.results.measurement import Measurement
 from dlbench.results.record import Result
 from dlbench.system.datasheet import lookup
 from dlbench.system.records import (ceiling_name, ceilings_for, is_system_record, machine_key, matmul_ceiling,
@@ -113,14 +114,17 @@ def references_from_runs(records: list[Result], source: str) -> list[Reference]:
     surveys = [r for r in records if is_system_record(r)]  # looked up once per result below
     refs = []
     for r in records:
-        if is_system_record(r) or r.status != "ok" or "throughput" not in r.metrics:
+        if is_system_record(r) or r.status != "ok":
             continue
-        if not str(r.metrics.get("device", "")).startswith("cuda"):
+        m = r.measured
+        if m.throughput.value is None:
+            continue
+        if not str(m.device or "").startswith("cuda"):
             continue  # a CPU run is never a reference for anything
         refs.append(Reference(
             source=f"{source} {r.id[:8]} ({r.started[:10]})", gpu=machine_key(r)[1], workload=r.workload,
             model=r.model, precision=r.spec.get("precision", "fp32"), metric="throughput",
-            value=float(r.metrics["throughput"]), unit=r.metrics.get("throughput_unit", ""),
+            value=float(m.throughput.value), unit=m.throughput.unit or "",
             gpus=r.spec.get("gpus") or 1, batch=r.spec.get("batch"), input_shape=r.spec.get("input_shape"),
             ceilings=ceilings_for(r, surveys)))
     return refs
@@ -171,7 +175,7 @@ def _ceilings(ref: Reference, r: Result, mine_measured: float | None) -> tuple[f
     """(this machine's ceiling, the reference's, how) for the precision; like with like."""
     precision = r.spec.get("precision", "fp32")
     name = ceiling_name(precision)
-    ref_measured = ref.ceilings.metrics.get(name) if ref.ceilings else None
+    ref_measured = profile.measured_ceiling(ref.ceilings, name)
     if mine_measured and ref_measured:
         return mine_measured, ref_measured, f"measured {precision} matmul"
     mine_sheet, ref_sheet = _peak(machine_key(r)[1], precision), _peak(ref.gpu, precision)
@@ -182,19 +186,31 @@ def _ceilings(ref: Reference, r: Result, mine_measured: float | None) -> tuple[f
     return None
 
 
-def _actual(r: Result, ref: Reference) -> tuple[float | None, str]:
-    """This run's figure in the reference's terms: seconds per step, iterations per minute
-    (3D training: seed 000/001's unit), Mvox/s, or its throughput."""
-    m = r.metrics
+@dataclass(frozen=True)
+class Scaled:
+    """A comparable reference scaled to this machine: its figure as expected here, and how near its
+    machine's ceiling is to this one's (the nearest wins)."""
+    distance: float  # |log| of the ceilings' ratio, less small bonuses for dlbench runs and alike data
+    reference: Reference
+    expected: float
+    how: str  # the scaling, in words
+    actual: float  # this run's figure in the reference's terms
+    unit: str
+
+
+def _actual(r: Result, m: Measurement, ref: Reference) -> tuple[float | None, str]:
+    """This run's figure (`m`: its measurement) in the reference's terms: seconds per step,
+    iterations per minute (3D training: seed 000/001's unit), Mvox/s, or its throughput."""
     if ref.metric == "step_s":
         steps = r.samples.get("step") or []
         return (statistics.median(steps) if steps else None), "s/step"
-    if ref.unit == "iters/min" and (m.get("iters_per_min") or m.get("iteration_mean_s")):
-        return float(m.get("iters_per_min") or 60.0 / m["iteration_mean_s"]), "iters/min"
-    if ref.unit == "Mvox/s" and m.get("mvox_per_s"):
-        return float(m["mvox_per_s"]), "Mvox/s"
-    value = m.get("throughput")
-    return (float(value) if value else None), m.get("throughput_unit", "")
+    training = m.training
+    if ref.unit == "iters/min" and (training.iters_per_min or training.iteration_mean_s):
+        return float(training.iters_per_min or 60.0 / training.iteration_mean_s), "iters/min"
+    if ref.unit == "Mvox/s" and m.volume.mvox_per_s:
+        return float(m.volume.mvox_per_s), "Mvox/s"
+    value = m.throughput.value
+    return (float(value) if value else None), m.throughput.unit or ""
 
 
 def _same_data(ref: Reference, r: Result) -> bool:
@@ -205,8 +221,9 @@ def _same_data(ref: Reference, r: Result) -> bool:
 def expectation(r: Result, refs: list[Reference], measured: float | None) -> Diagnosis:
     """Scale the nearest comparable reference to this machine (`measured`: its matmul ceiling for the
     run's precision, where one was measured); say why where none is."""
-    value = r.metrics.get("throughput")
-    plain = Diagnosis(r, float(value) if value else None, r.metrics.get("throughput_unit", ""))
+    m = r.measured
+    value = m.throughput.value
+    plain = Diagnosis(r, float(value) if value else None, m.throughput.unit or "")
     if not on_gpu(r):
         alike = [ref for ref in refs if (ref.workload, ref.model) == (r.workload, r.model)]
         if alike:
@@ -223,35 +240,34 @@ def expectation(r: Result, refs: list[Reference], measured: float | None) -> Dia
     if not comparable:
         ref = same[0]
         plain.not_comparable = f"{ref.source} ({ref.gpu}): {_batch_problem(ref, r)}"
-        actual, unit = _actual(r, ref)
+        actual, unit = _actual(r, m, ref)
         plain.actual, plain.unit = (actual, unit) if actual is not None else (plain.actual, plain.unit)
         if plain.unit == "s/step" and plain.actual is not None:
             plain.actual, plain.unit = plain.actual * 1e3, "ms/step"
         return plain
-    best: tuple[float, Reference, float, str, float, str] | None = None
+    best: Scaled | None = None
     for ref in comparable:
         scale = _ceilings(ref, r, measured)
-        actual, unit_here = _actual(r, ref)
+        actual, unit_here = _actual(r, m, ref)
         figure = ref.value if ref.metric == "step_s" else _convert(ref.value, ref.unit, unit_here)
         if scale is None or figure is None or actual is None:
             continue
         mine, theirs, how = scale
         # nearest ceiling first; on ties prefer dlbench runs, then the same kind of data
         distance = abs(math.log(mine / theirs)) - (0.01 if ref.ceilings else 0.0) - (0.001 if _same_data(ref, r) else 0.0)
-        if best is None or distance < best[0]:
+        if best is None or distance < best.distance:
             ratio = mine / theirs
             expected = figure / ratio if ref.metric == "step_s" else figure * ratio
             how = f"{how} {sig(mine, grouping=True)} vs {sig(theirs, grouping=True)} TFLOP/s (x{fixed(ratio, 2)})"
-            best = (distance, ref, expected, how, actual, unit_here)
+            best = Scaled(distance, ref, expected, how, actual, unit_here)
     if best is None:
         plain.reason = (f"published figures exist ({comparable[0].source}, {comparable[0].gpu}) but cannot be scaled to "
                         f"{machine_key(r)[1]}: no datasheet entry for it and no `dlbench system` record of this machine. "
                         f"Run `dlbench system` here, then `dlbench doctor` again")
         return plain
-    _, ref, expected, how, actual, unit = best
-    if unit == "s/step":  # steps are read in milliseconds everywhere
-        return Diagnosis(r, actual * 1e3, "ms/step", expected * 1e3, ref, how)
-    return Diagnosis(r, actual, unit, expected, ref, how)
+    if best.unit == "s/step":  # steps are read in milliseconds everywhere
+        return Diagnosis(r, best.actual * 1e3, "ms/step", best.expected * 1e3, best.reference, best.how)
+    return Diagnosis(r, best.actual, best.unit, best.expected, best.reference, best.how)
 
 
 # ---- causes --------------------------------------------------------------------------------
@@ -267,8 +283,8 @@ IDLE_EXPLAINED = frozenset({"CPU contention", "host overhead of several processe
 def _facts(r: Result, record: Result | None) -> dict[str, Any]:
     if record is None:
         return {}
-    index = int(str(r.metrics.get("device", "cuda:0")).partition(":")[2] or 0)
-    facts = record.metrics.get("gpu_facts") or []
+    index = int(str(r.measured.device or "cuda:0").partition(":")[2] or 0)
+    facts = record.measured.system.gpu_facts or []
     return next((f for f in facts if f.get("index") == index), {})
 
 
@@ -277,7 +293,9 @@ def _facts(r: Result, record: Result | None) -> dict[str, Any]:
 def degraded_link(r: Result, record: Result | None) -> Cause | None:
     facts = _facts(r, record)
     problems = []
-    busy = (record.metrics.get("ceilings", {}).get("h2d_pinned_gbs", {}).get("details", {}) if record else {})
+    system = record.measured.system if record else None
+    copy = system.ceiling("h2d_pinned_gbs") if system else None
+    busy = copy.details if copy else {}
     width, width_max = busy.get("pcie_width") or facts.get("pcie_width"), facts.get("pcie_width_max")
     gen_busy = busy.get("pcie_gen")
     if gen_busy and facts.get("pcie_gen_max") and gen_busy < facts["pcie_gen_max"]:
@@ -287,7 +305,7 @@ def degraded_link(r: Result, record: Result | None) -> Cause | None:
     gen_max, gen_gpu = facts.get("pcie_gen_max"), facts.get("pcie_gen_gpu_max")
     if gen_max and gen_gpu and gen_max < gen_gpu:
         problems.append(f"slot allows PCIe gen {gen_max}, the GPU supports gen {gen_gpu}")
-    h2d = record.metrics.get("h2d_pinned_gbs") if record else None
+    h2d = system.h2d_pinned_gbs if system else None
     if h2d and gen_gpu and width_max:
         nominal = PCIE_LANE_GBS.get(gen_gpu, 0) * width_max
         if nominal and h2d < 0.5 * nominal:
@@ -296,17 +314,13 @@ def degraded_link(r: Result, record: Result | None) -> Cause | None:
     return Cause("degraded link", "; ".join(problems)) if problems else None
 
 
-def _holders(r: Result, count_key: str, memory_key: str) -> tuple[int, float]:
-    """How many processes the monitor saw on the GPU under `count_key`, and the GB they held."""
-    return r.metrics.get(count_key) or 0, r.metrics.get(memory_key) or 0.0
-
-
 def own_launcher(r: Result, record: Result | None) -> Cause | None:
-    count, memory = _holders(r, "launcher_processes", "launcher_memory_gb")
+    seen = r.measured.neighbours
+    count, memory = seen.launcher_processes or 0, seen.launcher_memory_gb or 0.0
     if not count:
         return None
     # Results stored before the command was recorded only had dlbench's own launchers marked
-    commands = "; ".join(r.metrics.get("launcher_commands") or ["a dlbench suite or torchrun"])
+    commands = "; ".join(seen.launcher_commands or ["a dlbench suite or torchrun"])
     return Cause("the run's launcher on the GPU", f"the process that started this run ({commands}) held {memory:.1f} GB "
                                                   f"of GPU memory during it, memory the run could not use")
 
@@ -315,7 +329,7 @@ def low_ceiling(r: Result, record: Result | None) -> Cause | None:
     if record is None:
         return None
     precision = r.spec.get("precision", "fp32")
-    measured = record.metrics.get(ceiling_name(precision))
+    measured = profile.measured_ceiling(record, ceiling_name(precision))
     peak = _peak(machine_key(r)[1], precision)
     if not measured or not peak or measured >= LOW_CEILING_SHARE * peak:
         return None
@@ -369,8 +383,8 @@ def measured_causes(r: Result, base: Against | None, record: Result | None) -> t
     neighbours = grew(p.neighbours, theirs.neighbours if theirs else None)
     if neighbours is not None and neighbours > 0 and p.neighbours >= parts_of.NEIGHBOUR_SHARE * p.step:
         found.append(parts_of.neighbour_cause(r, neighbours))
-    elif p.neighbours is None and r.metrics.get("other_processes"):
-        count, memory = r.metrics.get("other_processes"), r.metrics.get("other_processes_memory_gb") or 0.0
+    elif p.neighbours is None and (seen := r.measured.neighbours).other_processes:
+        count, memory = seen.other_processes, seen.other_processes_memory_gb or 0.0
         found.append(Cause("other processes on the GPU", f"{count} other compute process(es) held {memory:.1f} GB of "
                            "GPU memory during the run; their share of the GPU's time was not recorded (stored by an "
                            "earlier dlbench)"))
@@ -445,7 +459,8 @@ def _diagnose(r: Result, refs: list[Reference], surveys: list[Result],
     ceiling, ceiling_record = found if found else (None, None)
     d = expectation(r, refs, ceiling)
     # what the run's own line said; figured from the store for results stored without it
-    d.utilisation = utilisation_text(r.metrics) or utilisation_text(utilisation(r, surveys))
+    m = r.measured
+    d.utilisation = utilisation_text(m.utilisation.to_metrics()) or utilisation_text(utilisation(r, surveys))
     if r.status == "ok" and r.samples.get("step"):
         d.history = history.best_other(r, by_configuration.get(history.configuration(r), []))
         d.one_gpu = history.one_gpu(r, by_configuration)
@@ -467,9 +482,9 @@ def _diagnose(r: Result, refs: list[Reference], surveys: list[Result],
                        "it is not compared with other runs")
     if record is None and on_gpu(r) and "dlbench system" not in d.reason:
         d.hints.append(_survey_hint(r, ceiling_record))
-    if r.metrics.get("gpu_util_mean") is None and on_gpu(r):
+    if m.monitor.gpu_util_mean is None and on_gpu(r):
         d.hints.append("no GPU monitor readings in this result (NVML missing?)")
-    elif on_gpu(r) and r.metrics.get("gpu_neighbours_sm_share") is None and r.samples.get("step"):
+    elif on_gpu(r) and m.neighbours.gpu_neighbours_sm_share is None and r.samples.get("step"):
         d.hints.append("other processes' share of the GPU was not recorded (stored by an earlier dlbench)")
     return d
 
@@ -573,7 +588,7 @@ def render(diagnoses: list[Diagnosis]) -> str:
             ref = d.reference
             lines.append(f"reference: {ref.gpu}, {_reference_value(ref)} ({ref.source}); scaled by {d.scaling}")
         if d.utilisation:
-            lines.append(f"FLOP utilisation: {sig(r.metrics['achieved_tflops'])} TFLOP/s, {d.utilisation}")
+            lines.append(f"FLOP utilisation: {sig(r.measured.utilisation.achieved_tflops)} TFLOP/s, {d.utilisation}")
         if d.causes:
             lines.append("causes, largest first (share of the step" +
                          ("; of the time lost against the comparison):" if d.baseline else "):"))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from dlbench.report.compare import benchmark_key, bootstrap_ratio
+from dlbench.results.measurement import Measurement, Run
 from dlbench.results.record import Result
 from dlbench.system.records import is_system_record, machine_key
 
@@ -87,7 +88,8 @@ def one_gpu(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> A
     gpus = r.spec.get("gpus") or 1
     if gpus <= 1:
         return None
-    single = Result(spec={**r.spec, "gpus": 1}, system=r.system, metrics={"device": r.metrics.get("device", "")})
+    single = Result(spec={**r.spec, "gpus": 1}, system=r.system,
+                    metrics=Measurement(run=Run(device=r.measured.device or "")).to_metrics())
     found = [o for o in results_by_configuration.get(configuration(single)) or [] if o.samples.get("step")]
     return against(r, fastest(found), "one GPU") if found and r.samples.get("step") else None
 

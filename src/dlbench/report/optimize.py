@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dlbench.report.tables import Table, model_title
 from dlbench.figures import fixed, percent
+from dlbench.results.measurement import Measurement
 from dlbench.results.record import Result
 
 LEVELS = ("eager", "compile", "graphs", "max")
@@ -22,11 +23,11 @@ NOTES = ["How much each optimisation level (compiled, CUDA graphs, fused kernels
 
 
 def level_of(r: Result) -> str:
-    return r.spec.get("optimize") or r.metrics.get("optimize") or "eager"
+    return r.spec.get("optimize") or r.measured.run.optimize or "eager"
 
 
 def _benchmark(r: Result) -> tuple:
-    shape = r.metrics.get("input_shape") or [r.spec.get("batch"), *(r.spec.get("input_shape") or [])]
+    shape = r.measured.data.input_shape or [r.spec.get("batch"), *(r.spec.get("input_shape") or [])]
     return (r.workload, r.model, "x".join(map(str, shape)), r.spec.get("precision", "fp32"),
             int(r.spec.get("gpus", 1) or 1), r.system_label)
 
@@ -38,28 +39,28 @@ def _cell(r: Result | None, eager: Result | None) -> str:
         return "OOM"
     if r.status != "ok":
         return "mismatch" if "does not match eager" in (r.error or "") else r.status
-    value = r.metrics.get("throughput")
+    throughput = r.measured.throughput
+    value = throughput.value
     if value is None:
         return "-"
-    text = f"{fixed(value, 1, grouping=True)} {r.metrics.get('throughput_unit', '')}".strip()
-    base = eager.metrics.get("throughput") if eager is not None and eager.status == "ok" else None
+    text = f"{fixed(value, 1, grouping=True)} {throughput.unit or ''}".strip()
+    base = eager.measured.throughput.value if eager is not None and eager.status == "ok" else None
     if base and level_of(r) != "eager":
         text += f" (x{value / base:.2f})"
     return text
 
 
 def _best(by_level: dict[str, Result]) -> Result | None:
-    ok = [r for r in by_level.values() if r.status == "ok" and r.metrics.get("throughput")]
-    return max(ok, key=lambda r: r.metrics["throughput"]) if ok else None
+    ok = [(value, r) for r in by_level.values() if r.status == "ok" and (value := r.measured.throughput.value)]
+    return max(ok, key=lambda found: found[0])[1] if ok else None
 
 
 def _row(key: tuple, by_level: dict[str, Result]) -> list[str]:
     workload, _, shape, precision, gpus, system = key
     eager = by_level.get("eager")
     best = _best(by_level)
-    compile_s = best.metrics.get("compile_s") if best else None
-    tflops = best.metrics.get("achieved_tflops") if best else None
-    fraction = best.metrics.get("ceiling_fraction") if best else None
+    m = best.measured if best else Measurement()
+    compile_s, tflops, fraction = m.window.compile_s, m.utilisation.achieved_tflops, m.utilisation.ceiling_fraction
     label = f"{workload} {model_title(next(iter(by_level.values())))} {shape} {precision}"
     return [label, system + (f" (x{gpus})" if gpus > 1 else ""), *(_cell(by_level.get(lvl), eager) for lvl in LEVELS),
             level_of(best) if best else "-", fixed(compile_s, 1),

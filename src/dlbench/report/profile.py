@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlbench.figures import ms, percent, sig
+from dlbench.results.measurement import Measurement
 from dlbench.results.record import Result
 from dlbench.system.records import ceiling_name
 
@@ -43,21 +44,32 @@ class Placement:
 
 
 def profile_of(r: Result) -> dict[str, Any] | None:
-    p = r.metrics.get("profile")
+    return profile_in(r.measured)
+
+
+def profile_in(m: Measurement) -> dict[str, Any] | None:
+    """The profile's summary where it has its classes (not where the profiled steps failed)."""
+    p = m.profile
     return p if isinstance(p, dict) and isinstance(p.get("classes"), dict) else None
+
+
+def measured_ceiling(record: Result | None, name: str) -> float | None:
+    """What a system record measured for the ceiling `name` (a field of `System`: ceiling_name's
+    names, copy_gbs, h2d_pinned_gbs, ...)."""
+    return getattr(record.measured.system, name, None) if record else None
 
 
 def compute_ceiling(cls: str, precision: str, record: Result | None) -> tuple[float | None, str]:
     """FLOP/s the machine reaches for a class (tensor cores: the run's precision, else fp32)."""
     # Tensor-core kernels in an fp32 run are TF32 ones; the other matmuls run at the plain fp32 rate.
     name = ceiling_name(("tf32" if precision == "fp32" else precision) if cls == "tensor_core" else "fp32")
-    value = record.metrics.get(name) if record else None
+    value = measured_ceiling(record, name)
     return (value * 1e12 if value else None), name
 
 
 def memory_ceiling(cls: str, record: Result | None) -> tuple[float | None, str]:
     name = MEMORY_CEILING.get(cls, "copy_gbs")
-    value = record.metrics.get(name) if record else None
+    value = measured_ceiling(record, name)
     return (value * 1e9 if value else None), name
 
 
@@ -130,7 +142,7 @@ def _advice(p: Placement, r: Result, on_cpu: bool) -> str:
                 f"`--optimize graphs` (CUDA graphs) or a larger batch")
     if p.cls in ("elementwise", "reduction", "other"):
         fuse = "`--kernels fused`, `--optimize compile`" if r.workload == "volume" else "`--optimize compile`"
-        done = level in ("compile", "max") or (r.metrics or {}).get("kernels") == "fused"  # what ran, not what was asked
+        done = level in ("compile", "max") or r.measured.volume.kernels == "fused"  # what ran, not what was asked
         return "memory-bound; " + ("already fused: what is left is the passes fusion cannot join" if done else
                                    f"fusing them ({fuse}) removes most of it")
     if p.cls == "matmul":
@@ -188,10 +200,10 @@ def causes(r: Result, record: Result | None, idle_advice: bool = True) -> list[t
 
 def profile_note(r: Result) -> str | None:
     """How long profiling took and whether the classes add up to the measured step (why not, if not)."""
-    failed = (r.metrics.get("profile") or {}).get("error") if isinstance(r.metrics.get("profile"), dict) else None
-    if failed:
+    m = r.measured
+    if failed := (m.profile or {}).get("error"):
         return f"profile: the profiled steps failed ({failed}); the measured figures stand"
-    profile = profile_of(r)
+    profile = profile_in(m)
     if not profile:
         return None
     took = sig(profile.get("wall_s") or 0)

@@ -144,6 +144,9 @@ class Neighbours(Group):
     cpu_other_busy_processes: int | None = None
     cpu_other_top: list[Any] | None = None
     load_average_1m: float | None = None
+    launcher_processes: int | None = None  # the process(es) that started the run, holding GPU memory
+    launcher_memory_gb: float | None = None
+    launcher_commands: list[str] | None = None
 
 
 @dataclass(frozen=True)
