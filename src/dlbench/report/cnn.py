@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from dlbench.report import rows as rowinfo
 from dlbench.report.tables import Table, model_title
 from dlbench.figures import DASH, add, ms
+from dlbench.results.measurement import Measurement
 from dlbench.results.record import Result
 from dlbench.results.titles import TITLES
 
@@ -38,7 +39,7 @@ def tables(results: list[Result], published: bool = False) -> list[Table]:
     chosen = [r for r in results if r.workload == "fwdbwd" and r.status in ("ok", "oom")]
     chosen.sort(key=lambda r: (order.get(r.model, len(order)), r.model, r.started))
     for r in chosen:
-        shape = r.metrics.get("input_shape") or [r.spec["batch"], *(r.spec.get("input_shape") or [])]
+        shape = r.measured.data.input_shape or [r.spec["batch"], *(r.spec.get("input_shape") or [])]
         groups.setdefault((r.model, tuple(shape)), {})[_row_key(r)] = r
     shapes: dict[str, int] = {}
     for model, _ in groups:
@@ -103,16 +104,16 @@ def _order(failed: bool, total: object) -> tuple:
 def _cells(r: Result) -> list[str]:
     if r.status == "oom":
         return ["OOM"] * 4
-    m = r.metrics
-    forward, backward = ms(m.get("forward_ms")), ms(m.get("backward_ms"))
-    return [forward, backward, add(forward, backward), ms(_median_step_ms(r))]
+    m = r.measured
+    forward, backward = ms(m.phase_ms("forward")), ms(m.phase_ms("backward"))
+    return [forward, backward, add(forward, backward), ms(_median_step_ms(m))]
 
 
-def _median_step_ms(r: Result) -> float | None:
-    stats = (r.metrics.get("stats") or {}).get("total") or {}
-    if stats.get("median") is not None:
-        return stats["median"] * 1e3
-    return r.metrics.get("total_ms")
+def _median_step_ms(m: Measurement) -> float | None:
+    total = m.stats.get("total")  # fwdbwd's step: forward + backward
+    if total is not None and total.median is not None:
+        return total.median * 1e3
+    return m.window.total_ms
 
 
 def _published(model: str, shape: tuple) -> list[_Entry]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from dlbench.report.tables import Table
 from dlbench.figures import fixed
+from dlbench.results.measurement import System
 from dlbench.results.record import Result
 from dlbench.system.records import is_survey
 
@@ -56,23 +57,23 @@ def ceilings(r: Result) -> dict[str, float]:
     """Measured ceilings of a `dlbench system` record, named by column; {} for other results."""
     if r.workload != "system" or r.status != "ok":
         return {}
+    system = r.measured.system
     found: dict[str, float] = {}
     for p in PRECISIONS:
-        value = _value(r, f"matmul_{p}_tflops")
+        value = _value(system, f"matmul_{p}_tflops")
         if value is not None:
             found[f"Measured {p.upper()} TFLOPS"] = value
-    copy = _value(r, "copy_gbs")
+    copy = _value(system, "copy_gbs")
     if copy is not None:
         found["Measured copy GB/s"] = copy
     return found
 
 
-def _value(r: Result, name: str) -> float | None:
-    # System records hold each ceiling flat in metrics, and with its method under "ceilings".
-    value: Any = r.metrics.get(name)
-    if value is None and isinstance(r.metrics.get("ceilings"), dict):
-        entry = r.metrics["ceilings"].get(name)
-        value = entry.get("value") if isinstance(entry, dict) else entry
+def _value(system: System, name: str) -> float | None:
+    # System records hold each ceiling flat, and with its method under `ceilings`.
+    value: Any = getattr(system, name)
+    if value is None and (ceiling := system.ceiling(name)) is not None:
+        value = ceiling.value
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -81,7 +82,7 @@ def measured_by_gpu(results: list[Result]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for r in sorted(results, key=lambda r: (is_survey(r), r.started)):  # a `dlbench system` survey wins
         found = ceilings(r)
-        if found and str(r.metrics.get("device", "")).startswith("cuda"):  # CPU ceilings are no GPU's
+        if found and str(r.measured.run.device or "").startswith("cuda"):  # CPU ceilings are no GPU's
             out.setdefault(r.system_label, {}).update(found)
     return out
 

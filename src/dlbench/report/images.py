@@ -167,8 +167,9 @@ def throughput_tables(results: list[Result], published: bool = False) -> list[Ta
     efficiency (÷ N)."""
     groups: dict[tuple, list[Result]] = {}
     for r in results:
-        if r.status == "ok" and r.workload in ("train", "infer") and r.metrics.get("throughput"):
-            unit = r.metrics.get("throughput_unit", "img/s")
+        throughput = r.measured.throughput
+        if r.status == "ok" and r.workload in ("train", "infer") and throughput.value:
+            unit = throughput.unit or "img/s"
             groups.setdefault((r.workload, r.model, unit), []).append(r)
     out = []
     for (workload, model, unit), rs in groups.items():
@@ -249,7 +250,7 @@ def _names_column(note: str, columns: list[str]) -> bool:
 def _throughput_row(points: dict, gpus: int, batch: int, single: dict, precisions: list[str], fulls: list[str],
                     mixeds: list[str]) -> _Row:
     """One system, GPU count and batch: throughput per precision, speed-up, weak scaling, efficiency."""
-    value = {p: points[(gpus, batch, p)].metrics["throughput"] for p in precisions if (gpus, batch, p) in points}
+    value = {p: points[(gpus, batch, p)].measured.throughput.value for p in precisions if (gpus, batch, p) in points}
     any_result = next(points[(gpus, batch, p)] for p in precisions if (gpus, batch, p) in points)
     cells = [rowinfo.system(any_result, gpus=False, precision=False), gpus, batch]
     cells += [fixed(value.get(p)) for p in precisions]
@@ -278,7 +279,7 @@ def _one_gpu(latest: dict, run: tuple, batch: int) -> dict[str, float]:
     setup, tag = run
     found = sorted(((t == tag, r.started, p, r) for ((s, t), g, b, p), r in latest.items()
                     if s == setup and g == 1 and b == batch), key=lambda x: x[:2])
-    return {p: r.metrics["throughput"] for _, _, p, r in found}
+    return {p: r.measured.throughput.value for _, _, p, r in found}
 
 
 def _count_terms(results: list[Result], seeds: bool) -> tuple[str, str, str, str]:
@@ -294,7 +295,7 @@ def _count_terms(results: list[Result], seeds: bool) -> tuple[str, str, str, str
 
 def _input(r: Result) -> str:
     """The input without the batch (the model's default where the spec gives none)."""
-    return rowinfo.shape_text(r.spec.get("input_shape") or (r.metrics.get("input_shape") or [None])[1:])
+    return rowinfo.shape_text(r.spec.get("input_shape") or (r.measured.data.input_shape or [None])[1:])
 
 
 def _setup(r: Result) -> tuple:
@@ -361,7 +362,7 @@ def latency_tables(results: list[Result], published: bool = False) -> list[Table
     """Seed 003: inference throughput and latency per batch size, one table per model and precision."""
     groups: dict[tuple, list[Result]] = {}
     for r in results:
-        if r.status == "ok" and r.workload == "infer" and r.spec.get("gpus", 1) == 1 and r.metrics.get("throughput"):
+        if r.status == "ok" and r.workload == "infer" and r.spec.get("gpus", 1) == 1 and r.measured.throughput.value:
             groups.setdefault((r.model, r.spec.get("precision", "fp32")), []).append(r)
     out = []
     for (model, precision), rs in groups.items():
@@ -369,12 +370,12 @@ def latency_tables(results: list[Result], published: bool = False) -> list[Table
         rows = []
         for key in sorted(latest, key=lambda k: (str(k[0]), k[1])):
             r = latest[key]
-            m = r.metrics
-            shape = (m.get("input_shape") or [r.spec["batch"]])[1:]
-            latencies = [fixed(m.get(k), 3) for k in ("latency_avg_ms", "latency_p90_ms", "latency_p95_ms", "latency_p99_ms")]
+            m = r.measured
+            shape = (m.data.input_shape or [r.spec["batch"]])[1:]
+            latencies = [fixed(v, 3) for v in (m.latency.avg_ms, m.latency.p90_ms, m.latency.p95_ms, m.latency.p99_ms)]
             waiting = data_bound(r)
             cells = [rowinfo.system(r, gpus=False, precision=False), r.spec["batch"],
-                     "x".join(map(str, shape[1:] + shape[:1])), fixed(m["throughput"]),
+                     "x".join(map(str, shape[1:] + shape[:1])), fixed(m.throughput.value),
                      latencies[0] + (DATA_BOUND if waiting else ""), *latencies[1:]]
             rows.append(_Row(cells, {"Data": dataset(r), "Tag": r.tag, "waiting": waiting}))
         notes = ["How long one batch takes to infer, on average and in the slow tail, at each batch size.",
@@ -398,12 +399,13 @@ DATA_SHARE = 0.25  # waiting for data above this share of the mean batch: the lo
 def data_bound(r: Result) -> tuple[float, float, float | None] | None:
     """(data wait, mean batch, median batch) in ms where the run waited for its data loader for more
     than DATA_SHARE of the mean batch: its latencies are the loader's stalls, not the model's time."""
-    stats = r.metrics.get("stats") or {}
-    wait = sum(float((stats.get(p) or {}).get("mean") or 0.0) for p in ("data", "h2d"))
-    step = (stats.get("step") or {}).get("mean")
+    stats = r.measured.stats
+    wait = sum(float(s.mean or 0.0) for p in ("data", "h2d") if (s := stats.get(p)) is not None)
+    whole = stats.get("step")
+    step = whole.mean if whole else None
     if not step or wait <= DATA_SHARE * float(step):
         return None
-    median = (stats.get("step") or {}).get("median")
+    median = whole.median
     return wait * 1e3, float(step) * 1e3, None if median is None else float(median) * 1e3
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from dlbench.report import rows as rowinfo
 from dlbench.report.tables import Table, model_title
 from dlbench.figures import DASH, fixed
+from dlbench.results.measurement import Convergence
 from dlbench.results.record import Result
 from dlbench.units import SEED003_ITERATIONS
 
@@ -55,13 +56,15 @@ class _Row:
 
 
 def _group_key(r: Result) -> tuple:
-    m, options = r.metrics, r.spec.get("options") or {}
-    return r.model, m.get("target_dice", options.get("target_dice")), m.get("folds", options.get("folds"))
+    c, options = r.measured.convergence, r.spec.get("options") or {}
+    return (r.model, options.get("target_dice") if c.target_dice is None else c.target_dice,
+            options.get("folds") if c.folds is None else c.folds)
 
 
 def _row_key(r: Result) -> tuple:
-    return (rowinfo.system(r, gpus=False, precision=False), r.tag or "", str(r.metrics.get("data")),
-            int(r.metrics.get("gpus") or r.spec.get("gpus") or 1), int(r.spec.get("batch", 0)))
+    m = r.measured
+    return (rowinfo.system(r, gpus=False, precision=False), r.tag or "", str(m.data.source),
+            int(m.convergence.gpus or r.spec.get("gpus") or 1), int(r.spec.get("batch", 0)))
 
 
 def tables(results: list[Result], published: bool = False) -> list[Table]:
@@ -148,27 +151,28 @@ NAMES_SHORT = {"fp32": "FP32", "tf32": "TF32"}
 
 def _row(system: str, gpus: int, batch: int, precision: str, r: Result, tag: str) -> _Row:
     cells: dict[str, object] = {"System": system, "GPUs": gpus, "Batch size / GPU": batch, "Precision": precision}
-    extra: dict[str, object] = {"Data": r.metrics.get("data"), "Tag": tag or None}
+    m = r.measured
+    extra: dict[str, object] = {"Data": m.data.source, "Tag": tag or None}
     if r.status == "oom":
         cells.update({"Accuracy (mean DICE)": "OOM", FIXED_TIME: "OOM", "to_target": "OOM"})
         return _Row(cells, extra)
-    m = r.metrics
-    cells["Accuracy (mean DICE)"] = fixed(m.get("mean_dice"), 4)
-    cells["DICE per fold"] = ", ".join(fixed(d, 4) for d in m.get("dice_per_fold") or []) or DASH
-    step_s = _step_seconds(m)
+    c = m.convergence
+    cells["Accuracy (mean DICE)"] = fixed(c.mean_dice, 4)
+    cells["DICE per fold"] = ", ".join(fixed(d, 4) for d in c.dice_per_fold or []) or DASH
+    step_s = _step_seconds(c)
     if step_s is not None:
         extra["minutes"] = SEED003_ITERATIONS * step_s / 60  # time per fold
-        steps = max((f.get("steps") or 0 for f in m.get("per_fold") or []), default=0)
+        steps = max((f.get("steps") or 0 for f in c.per_fold or []), default=0)
         cells[FIXED_TIME] = fixed(extra["minutes"], 1) + (
             "" if steps >= SEED003_ITERATIONS else f" (extrapolated from {steps:,} steps)")
-    to_target = m.get("time_to_train_s")
-    cells["to_target"] = DASH if to_target is None else fixed(to_target / 60, 1) + ("" if m.get("target_reached") else "*")
-    return _Row(cells, extra, folds=list(m.get("dice_per_fold") or []))
+    to_target = c.time_to_train_s
+    cells["to_target"] = DASH if to_target is None else fixed(to_target / 60, 1) + ("" if c.target_reached else "*")
+    return _Row(cells, extra, folds=list(c.dice_per_fold or []))
 
 
-def _step_seconds(metrics: dict) -> float | None:
+def _step_seconds(convergence: Convergence) -> float | None:
     """Mean seconds per training step over the folds (training time only)."""
-    folds = [f for f in metrics.get("per_fold") or [] if f.get("steps")]
+    folds = [f for f in convergence.per_fold or [] if f.get("steps")]
     if not folds:
         return None
     return sum(f["train_s"] / f["steps"] for f in folds) / len(folds)

@@ -21,6 +21,7 @@ from decimal import Decimal
 from dlbench.report import rows as rowinfo
 from dlbench.report.tables import Table, model_title
 from dlbench.figures import DASH, add, fixed
+from dlbench.results.measurement import Measurement
 from dlbench.results.record import Result
 
 BENCHMARK = {"infer": "Inference", "train": "Train", "smooth": "Smooth Inference"}
@@ -56,30 +57,30 @@ def workers(r: Result) -> object:
     options = r.spec.get("options") or {}
     if str(options.get("data", "synthetic")) == "synthetic":
         return 0
-    found = r.metrics.get("workers", options.get("workers"))
+    found = r.measured.data.workers
+    found = options.get("workers") if found is None else found
     return int(found) if isinstance(found, (int, float)) else DASH
 
 
-def _mean_s(r: Result, phase: str) -> float | None:
-    stats = (r.metrics.get("stats") or {}).get(phase) or {}
-    if stats.get("mean") is not None:
-        return float(stats["mean"])
-    median = r.metrics.get(f"{phase}_ms")
+def _mean_s(m: Measurement, phase: str) -> float | None:
+    stats = m.stats.get(phase)
+    if stats is not None and stats.mean is not None:
+        return float(stats.mean)
+    median = m.phase_ms(phase)
     return None if median is None else median / 1e3
 
 
-def has_means(r: Result) -> bool:
-    return bool((r.metrics.get("stats") or {}).get("step", {}).get("mean"))
+def has_means(m: Measurement) -> bool:
+    return bool(m.step and m.step.mean)
 
 
-def wall_s(r: Result) -> float | None:
+def wall_s(m: Measurement) -> float | None:
     """The wall time per batch: the mean whole step (the window over its steps on one process)."""
-    m = r.metrics
-    if has_means(r):
-        return float(m["stats"]["step"]["mean"])
-    if m.get("window_s") and m.get("steps"):
-        return m["window_s"] / m["steps"]
-    return None if m.get("step_ms") is None else m["step_ms"] / 1e3
+    if has_means(m):
+        return float(m.step.mean)
+    if m.window.window_s and m.window.steps:
+        return m.window.window_s / m.window.steps
+    return None if m.window.step_ms is None else m.window.step_ms / 1e3
 
 
 def _ms(seconds: float | None) -> str:
@@ -90,24 +91,24 @@ def phase_cells(r: Result) -> list[str]:
     """The eight figures after the row's head; OOM where the run ran out of memory."""
     if r.status == "oom":
         return ["OOM"] * len(PHASES)
+    m = r.measured
     loading = None
-    if _mean_s(r, "data") is not None:
-        loading = _mean_s(r, "data") + (_mean_s(r, "h2d") or 0.0)
-    shown = [_ms(loading), _ms(_mean_s(r, "noise")), _ms(_mean_s(r, "forward")), _ms(_mean_s(r, "backward")),
-             _ms(_mean_s(r, "optimizer"))]
+    if _mean_s(m, "data") is not None:
+        loading = _mean_s(m, "data") + (_mean_s(m, "h2d") or 0.0)
+    shown = [_ms(loading), _ms(_mean_s(m, "noise")), _ms(_mean_s(m, "forward")), _ms(_mean_s(m, "backward")),
+             _ms(_mean_s(m, "optimizer"))]
     parts = [p for p in shown if p != DASH]
-    total = _ms(wall_s(r))
-    if not has_means(r):  # medians do not add up to the wall time: no Other, and the row says so
+    total = _ms(wall_s(m))
+    if not has_means(m):  # medians do not add up to the wall time: no Other, and the row says so
         total = (add(*parts) if total == DASH and parts else total) + " (medians)"
-        return shown + [DASH, total, _ms(_median_s(r))]
-    return shown + [rest(total, parts), total, _ms(_median_s(r))]
+        return shown + [DASH, total, _ms(_median_s(m))]
+    return shown + [rest(total, parts), total, _ms(_median_s(m))]
 
 
-def _median_s(r: Result) -> float | None:
-    stats = (r.metrics.get("stats") or {}).get("step") or {}
-    if stats.get("median") is not None:
-        return float(stats["median"])
-    return None if r.metrics.get("step_ms") is None else r.metrics["step_ms"] / 1e3
+def _median_s(m: Measurement) -> float | None:
+    if m.step is not None and m.step.median is not None:
+        return float(m.step.median)
+    return None if m.window.step_ms is None else m.window.step_ms / 1e3
 
 
 def rest(total: str, parts: list[str]) -> str:

@@ -138,13 +138,13 @@ def _svg(fig) -> bytes:
 def throughput_of(r: Result) -> tuple[float, str] | None:
     """The figure people plan with, in its unit: 3D training in iterations per minute (seeds
     000/001), never patches or images per second."""
-    m = r.metrics
-    if r.workload == "train" and (m.get("iters_per_min") or m.get("iteration_mean_s")):
-        return float(m.get("iters_per_min") or 60.0 / m["iteration_mean_s"]), "iters/min"
-    if m.get("throughput"):
-        return float(m["throughput"]), str(m.get("throughput_unit") or "img/s")
-    if m.get("images_per_s"):
-        return float(m["images_per_s"]), "img/s"
+    m = r.measured
+    if r.workload == "train" and (m.training.iters_per_min or m.training.iteration_mean_s):
+        return float(m.training.iters_per_min or 60.0 / m.training.iteration_mean_s), "iters/min"
+    if m.throughput.value:
+        return float(m.throughput.value), str(m.throughput.unit or "img/s")
+    if m.data.images_per_s:
+        return float(m.data.images_per_s), "img/s"
     steps = r.samples.get("step")
     if steps and r.spec.get("batch"):
         return r.spec["batch"] * len(steps) / float(np.sum(steps)), "img/s"
@@ -162,7 +162,7 @@ def latest_ok(results: list[Result]) -> list[Result]:
 
 
 def _input(r: Result) -> str:
-    return rowinfo.shape_text(r.spec.get("input_shape") or (r.metrics.get("input_shape") or [None])[1:])
+    return rowinfo.shape_text(r.spec.get("input_shape") or (r.measured.data.input_shape or [None])[1:])
 
 
 def _count(r: Result) -> str:
@@ -174,7 +174,7 @@ def _count(r: Result) -> str:
 
 
 def _level(r: Result) -> str:
-    return str(r.spec.get("optimize") or r.metrics.get("optimize") or "eager")
+    return str(r.spec.get("optimize") or r.measured.run.optimize or "eager")
 
 
 def _parts(r: Result, among: list[Result]) -> list[tuple[str, str]]:
@@ -482,16 +482,18 @@ def trace_plots(results: list[Result]) -> list[Plot]:
 
 
 def ceiling_plots(results: list[Result]) -> list[Plot]:
-    runs = [r for r in latest_ok(results) if isinstance(r.metrics.get("ceiling_fraction"), (int, float))]
+    shares = [(r, r.measured.utilisation) for r in latest_ok(results)]
+    shares = [(r, u) for r, u in shares if isinstance(u.ceiling_fraction, (int, float))]
+    runs = [r for r, _ in shares]
     if not runs:
         return []
     plt = _pyplot()
     labels = [_label(_run_label(r, runs)) for r in runs]
     fig, ax = plt.subplots(figsize=(8, 0.8 + _row_height(labels) * len(runs)))
-    values = [100.0 * float(r.metrics["ceiling_fraction"]) for r in runs]
+    values = [100.0 * float(u.ceiling_fraction) for _, u in shares]
     bars = ax.barh(range(len(runs)), values)
-    for bar, r in zip(bars, runs):
-        achieved = r.metrics.get("achieved_tflops", r.metrics.get("tflops_achieved"))
+    for bar, (_, u) in zip(bars, shares):
+        achieved = u.achieved_tflops
         if isinstance(achieved, (int, float)):
             ax.annotate(f" {sig(achieved)} TFLOP/s", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
                         va="center", fontsize="small")
@@ -571,7 +573,7 @@ def roofline_plots(results: list[Result]) -> list[Plot]:
     by_system: dict[str, list[tuple[Result, Result]]] = defaultdict(list)
     for r in _profiled(results):
         record = ceilings_for(r, results)
-        if record is not None and record.metrics.get("copy_gbs"):
+        if record is not None and record.measured.system.copy_gbs:
             by_system[r.system_label].append((r, record))
     return [_roofline(system, pairs[-MAX_ROOFLINE_RUNS:]) for system, pairs in sorted(by_system.items())]
 
@@ -580,7 +582,7 @@ def _roofline(system: str, pairs: list[tuple[Result, Result]]) -> Plot:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
     record = pairs[-1][1]
-    bandwidth = float(record.metrics["copy_gbs"]) * 1e9
+    bandwidth = float(record.measured.system.copy_gbs) * 1e9
     x = np.logspace(-2, 4, 200)
     roofs = {}
     for r, rec in pairs:

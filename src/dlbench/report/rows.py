@@ -17,7 +17,8 @@ def on_gpu(r: Result) -> bool:
 
 
 def processes(r: Result) -> int:
-    return int(r.metrics.get("world_size") or r.metrics.get("gpus") or r.spec.get("gpus") or 1)
+    m = r.measured  # volume prediction stores its processes as world_size, converge as gpus
+    return int(m.volume.world_size or m.convergence.gpus or r.spec.get("gpus") or 1)
 
 
 def count(r: Result) -> str:
@@ -36,7 +37,7 @@ def variant(r: Result, *, precision: bool = True) -> list[str]:
         parts.append(str(spec["precision"]))
     if spec.get("channels_last"):
         parts.append("channels-last")
-    level = spec.get("optimize") or r.metrics.get("optimize")
+    level = spec.get("optimize") or r.measured.run.optimize
     if level and level != "eager":
         parts.append(str(level))
     return parts
@@ -88,7 +89,7 @@ def data_source(r: Result) -> str:
     options = r.spec.get("options") or {}
     if r.workload == "volume":  # blockwise prediction reads --input, else a volume it generates
         return Path(str(options["input"]).split(":")[0].rstrip("/")).name if options.get("input") else "Generated volume"
-    stored = str(options.get("data") or r.metrics.get("data") or "synthetic")
+    stored = str(options.get("data") or r.measured.data.source or "synthetic")
     folder = stored.startswith("folder:")  # the path the run read, resolved below, has no prefix
     source = _resolved(stored, r)
     if _VARIABLE.search(source):  # a record from before runs stored the path they read
@@ -113,7 +114,7 @@ def _resolved(source: str, r: Result) -> str:
     """`source` as stored, or, where it names an environment variable ('$DLBENCH_TRAIN_VOLUME'),
     the path the run read (`data_path`, stored by train) when the record holds one. Never this
     machine's environment: the report may be read far from where the run was."""
-    path = r.metrics.get("data_path")
+    path = r.measured.data.path
     if _VARIABLE.search(source) and isinstance(path, str) and path and not _VARIABLE.search(path):
         return path
     return source

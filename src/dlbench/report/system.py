@@ -48,25 +48,27 @@ def _facts_line(facts: dict[str, Any]) -> str:
 
 def ceilings_table(record: Result) -> Table:
     host, label = machine_key(record)
-    sheet = record.metrics.get("datasheet", {})
+    system = record.measured.system
+    sheet = system.datasheet or {}
     rows = []
-    stored = record.metrics.get("ceilings", {})
+    stored = system.ceilings or {}
     order = [*(n for n in _LABELS if n in stored), *sorted(n for n in stored if n not in _LABELS)]
-    for name, ceiling in ((n, stored[n]) for n in order):  # not the record's key order: an export sorts keys
-        peak = sheet.get(name)
-        ratio = percent(ceiling["value"] / peak) if peak else "-"
-        rows.append([_LABELS.get(name, name), _number(ceiling["value"]), ceiling["unit"],
-                     _number(peak) if peak else "-", ratio, ceiling["method"]])
+    for ceiling in (system.ceiling(n) for n in order):  # not the record's key order: an export sorts keys
+        peak = sheet.get(ceiling.name)
+        ratio = percent(ceiling.value / peak) if peak else "-"
+        rows.append([_LABELS.get(ceiling.name, ceiling.name), _number(ceiling.value), ceiling.unit,
+                     _number(peak) if peak else "-", ratio, ceiling.method])
     notes = [f"How fast this machine's parts are on their own (matrix multiply, memory, copies, JPEG decoding), "
              f"beside the datasheet: the ceilings the benchmarks above can approach.",
              f"Measured {record.started[:16].replace('T', ' ')} UTC, record {record.id[:8]}."]
     if not is_survey(record):
         notes.append("Measured by a benchmark that needed it for FLOP utilisation; `dlbench system` measures them all.")
-    notes += [_facts_line(f) for f in record.metrics.get("gpu_facts", [])]
-    busy = record.metrics.get("ceilings", {}).get("h2d_pinned_gbs", {}).get("details", {})
+    notes += [_facts_line(f) for f in system.gpu_facts or []]
+    h2d = system.ceiling("h2d_pinned_gbs")
+    busy = h2d.details if h2d else {}
     if busy.get("pcie_gen"):
         notes.append(f"PCIe link during the host-to-device copies: gen {busy['pcie_gen']} x{busy.get('pcie_width')}")
-    notes += [f"Not measured: {_LABELS.get(k, k)}: {why}" for k, why in record.metrics.get("unmeasured", {}).items()]
+    notes += [f"Not measured: {_LABELS.get(k, k)}: {why}" for k, why in (system.unmeasured or {}).items()]
     return Table(f"Ceilings: {label}{_on(host)}",
                  ["Ceiling", "Measured", "Unit", "Datasheet", "Measured/datasheet", "Method"],
                  "lrlrrl", rows, [n + "  " for n in notes])

@@ -51,19 +51,21 @@ def is_3d(r: Result) -> bool:
 def _mean_step(r: Result) -> float | None:
     """Mean seconds per iteration: the workload's figure (under DDP an iteration lasts as long as
     its slowest process), else the mean of the stored step samples."""
-    if r.metrics.get("iteration_mean_s"):
-        return float(r.metrics["iteration_mean_s"])
+    mean = r.measured.training.iteration_mean_s
+    if mean:
+        return float(mean)
     steps = r.samples.get("step")
     return float(np.mean(steps)) if steps else None
 
 
 def _patch(r: Result) -> str:
-    shape = r.metrics.get("patch") or (r.metrics.get("input_shape") or [])[2:] or r.spec.get("input_shape") or []
+    m = r.measured
+    shape = m.training.patch or (m.data.input_shape or [])[2:] or r.spec.get("input_shape") or []
     return "x".join(map(str, shape))
 
 
 def _volume(r: Result) -> str:
-    shape = r.metrics.get("volume_shape")
+    shape = r.measured.volume.volume_shape
     if not shape:
         return DASH
     voxels = int(np.prod(shape))
@@ -157,7 +159,7 @@ def _training_table(trains: list[Result], published: bool) -> Table:
 
 def _prediction_table(volumes: list[Result], published: bool) -> Table:
     ok = [v for v in volumes if v.status == "ok"]
-    targets = [v.metrics.get("extrapolate_voxels") or PLATYNEREIS for v in ok]
+    targets = [v.measured.volume.extrapolate_voxels or PLATYNEREIS for v in ok]
     target = max(set(targets), key=targets.count) if targets else PLATYNEREIS
     single = _one_gpu(volumes)
     rows = [_prediction_row(v, single.get(_base(v)), target) for v in sorted(volumes, key=_order)]
@@ -181,7 +183,7 @@ def _training_row(train: Result, single: Result | None) -> _Row:
     if train.status == "oom":
         return _Row(head + ["OOM", "OOM", DASH, "OOM", _software(train), rowinfo.data_source(train)], extra)
     step = _mean_step(train)
-    rate = train.metrics.get("iters_per_min") or derived.iters_per_min(1, step)
+    rate = train.measured.training.iters_per_min or derived.iters_per_min(1, step)
     base = _mean_step(single) if single is not None and single is not train else None
     growth = f"{fixed(step / base, 2)}x" if step and base else DASH
     return _Row(head + [training_cell(train), fixed(rate, 1), growth, fixed(derived.days_to(TARGET, rate), 1),
@@ -194,18 +196,19 @@ def _prediction_row(volume: Result, single: Result | None, target: float) -> _Ro
     extra = {"Tag": volume.tag, "cpu": not rowinfo.on_gpu(volume)}
     if volume.status != "ok":
         return _Row(head + ["OOM", DASH, DASH, DASH, DASH, _software(volume)], extra)
-    m = volume.metrics
+    m = volume.measured
+    rate = m.volume.mvox_per_s
     several = rowinfo.processes(volume) > 1  # a 1-GPU row is the base, whatever its tag
-    base = single.metrics.get("mvox_per_s") if several and single is not None else None
-    speedup = f"{fixed(m['mvox_per_s'] / base, 2)}x" if base and m.get("mvox_per_s") else DASH
-    wall = m.get("wall_to_result_s")
-    return _Row(head + [inference_cell(volume), fixed(m.get("mvox_per_s"), 1), speedup,
-                        DASH if wall is None else fixed(wall, 1), fixed(derived.hours_for(target, m.get("mvox_per_s")), 1),
+    base = single.measured.volume.mvox_per_s if several and single is not None else None
+    speedup = f"{fixed(rate / base, 2)}x" if base and rate else DASH
+    wall = m.window.wall_to_result_s
+    return _Row(head + [inference_cell(volume), fixed(rate, 1), speedup,
+                        DASH if wall is None else fixed(wall, 1), fixed(derived.hours_for(target, rate), 1),
                         _software(volume)], extra)
 
 
 def iterations(r: Result) -> int:
-    return int(r.metrics.get("steps") or len(r.samples.get("step") or []))
+    return int(r.measured.window.steps or len(r.samples.get("step") or []))
 
 
 def training_cell(r: Result) -> str:
@@ -226,13 +229,13 @@ def training_cell(r: Result) -> str:
 def inference_cell(r: Result) -> str:
     """Seconds to predict the publications' padded CREMI volume (200x3072x3072): measured where the
     run predicted a volume of that size, else its rate over those voxels, marked as extrapolated."""
-    m = r.metrics
-    shape = m.get("volume_shape")
+    m = r.measured
+    shape = m.volume.volume_shape
     if shape and tuple(shape) == CREMI_SHAPE:
-        return fixed(m.get("total_s"), 1)
-    if not m.get("mvox_per_s"):
+        return fixed(m.window.total_s, 1)
+    if not m.volume.mvox_per_s:
         return DASH
-    seconds = float(np.prod(CREMI_SHAPE)) / (m["mvox_per_s"] * 1e6)
+    seconds = float(np.prod(CREMI_SHAPE)) / (m.volume.mvox_per_s * 1e6)
     return f"{fixed(seconds, 1)} (extrapolated from {'x'.join(map(str, shape or []))})"
 
 
@@ -249,9 +252,9 @@ def _prediction_notes(volumes: list[Result], target: float) -> str:
     text = ("Inference [s]: prediction of the publications' 200x3072x3072 volume (1.89 Gvox), measured where the run "
             "predicted one that size, else extrapolated at the measured rate")
     if volumes:
-        first = volumes[0].metrics
+        first = volumes[0].measured.volume
         text += (f" (volumes run: {', '.join(dict.fromkeys(_volume(v) for v in volumes))}; block "
-                 f"{rowinfo.shape_text(first.get('block'))}, halo {rowinfo.shape_text(first.get('halo'))})")
+                 f"{rowinfo.shape_text(first.block)}, halo {rowinfo.shape_text(first.halo)})")
     return (text + "; Megavox / s: the run's voxels over its time, all GPUs together; Speed-up vs 1 GPU: that rate "
             "over the rate of one GPU of the same system and precision (perfect: the GPU count); Wall time to "
             "result [s]: from the command's start (Python, CUDA and the model loading included) to the stored "

@@ -287,6 +287,7 @@ class Ceiling:
     value: float | None = None
     method: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    unit: str | None = None  # TFLOP/s, GB/s, img/s, ...
 
 
 @dataclass(frozen=True)
@@ -315,7 +316,8 @@ class System(Group):
         entry = (self.ceilings or {}).get(name)
         if not isinstance(entry, Mapping):
             return None
-        return Ceiling(name, entry.get("value"), entry.get("method"), dict(entry.get("details") or {}))
+        return Ceiling(name, entry.get("value"), entry.get("method"), dict(entry.get("details") or {}),
+                       entry.get("unit"))
 
 
 @dataclass(frozen=True)

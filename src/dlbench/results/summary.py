@@ -11,20 +11,26 @@ from typing import Any
 from dlbench.errors import UserError
 from dlbench.paths import write_failure
 from dlbench.measure.stats import summarize
+from dlbench.results.measurement import Measurement
 from dlbench.results.record import Result
 
 _SPEC = ("workload", "model", "batch", "input_shape", "precision", "channels_last", "optimize", "gpus")
-_METRICS = ("throughput", "throughput_unit", "parameters", "flops_per_step", "achieved_tflops", "peak_memory_mb",
-            "peak_host_rss_mb", "device")
+
+
+def _measured(m: Measurement) -> dict[str, Any]:
+    return {"throughput": m.throughput.value, "throughput_unit": m.throughput.unit,
+            "parameters": m.utilisation.parameters, "flops_per_step": m.utilisation.flops_per_step,
+            "achieved_tflops": m.utilisation.achieved_tflops, "peak_memory_mb": m.monitor.peak_memory_mb,
+            "peak_host_rss_mb": m.monitor.peak_host_rss_mb, "device": m.run.device}
 
 
 def summary(result: Result) -> dict[str, Any]:
-    system = result.system or {}
+    system, m = result.system or {}, result.measured
     gpus = system.get("gpus") or []
     row: dict[str, Any] = {"id": result.id, "started": result.started, "status": result.status,
                            **{key: result.spec.get(key) for key in _SPEC},
-                           **{key: result.metrics.get(key) for key in _METRICS}}
-    row["input_shape"] = result.metrics.get("input_shape") or row["input_shape"]
+                           **_measured(m)}
+    row["input_shape"] = m.data.input_shape or row["input_shape"]
     samples = result.samples if isinstance(result.samples, dict) else {}
     # fwdbwd's step is forward + backward (the cnn-benchmarks method), as its one-line result says
     steps = samples.get("total") or samples.get("step")

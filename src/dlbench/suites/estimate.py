@@ -90,9 +90,8 @@ class Known:
 
 def known(results: list[Result], host: str | None, gpu: str | None) -> Known:
     """`gpu`: the name of the GPU a spec on device auto or cuda runs on (NVML's), None without one."""
-    flops = {_work(r.spec): float(r.metrics["flops_per_step"]) for r in results
-             if r.status == "ok" and isinstance(r.metrics.get("flops_per_step"), (int, float))
-             and r.metrics["flops_per_step"] > 0}
+    counted = ((r, r.measured.utilisation.flops_per_step) for r in results if r.status == "ok")
+    flops = {_work(r.spec): float(f) for r, f in counted if isinstance(f, (int, float)) and f > 0}
     return Known(history(results, host), flops, _known_rates(results, host, gpu), _overhead(results, host))
 
 
@@ -115,9 +114,10 @@ def _known_rates(results: list[Result], host: str | None, gpu: str | None) -> di
         if peak:
             rates[("cuda", precision)] = peak * 1e12
     for record in sorted(here(results, {"host": host}), key=lambda r: r.started):  # the newest wins
-        kind = "cuda" if str(record.metrics.get("device", "")).startswith("cuda") else "cpu"
+        m = record.measured
+        kind = "cuda" if str(m.run.device or "").startswith("cuda") else "cpu"
         for precision in ("fp32", "tf32", "fp16", "bf16", "fp8"):
-            value = record.metrics.get(ceiling_name(precision))
+            value = getattr(m.system, ceiling_name(precision))
             if isinstance(value, (int, float)) and value > 0:
                 rates[(kind, precision)] = value * 1e12
     return rates
@@ -134,7 +134,8 @@ def _overhead(results: list[Result], host: str | None) -> float | None:
 
 def _timed_seconds(result: Result) -> float | None:
     """Warm-up and measured window of a stored result (the window: its steps where it names none)."""
-    warmup, window = result.metrics.get("warmup_s"), result.metrics.get("window_s")
+    timed = result.measured.window
+    warmup, window = timed.warmup_s, timed.window_s
     steps = result.samples.get("step") if isinstance(result.samples, dict) else None
     if not isinstance(window, (int, float)) and isinstance(steps, list) and steps:
         window = sum(s for s in steps if isinstance(s, (int, float)))

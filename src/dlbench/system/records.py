@@ -10,9 +10,10 @@ measured (a CPU in half precision), and then it says so.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from dlbench.figures import percent, sig
+from dlbench.results.measurement import Utilisation
 from dlbench.results.record import Result, system_label
 from dlbench.system.datasheet import lookup
 
@@ -36,7 +37,8 @@ def is_survey(result: Result) -> bool:
 
 def machine_key(result: Result) -> tuple[str, str]:
     """(host, device label): the machine and the GPU (or CPU) a result ran on."""
-    device = str(result.metrics.get("device", result.spec.get("device", "")))
+    device = result.measured.run.device
+    device = str(result.spec.get("device", "") if device is None else device)
     return result.system.get("host", ""), system_label(result.system, device)
 
 
@@ -65,12 +67,12 @@ def matmul_ceiling(result: Result, candidates: Iterable[Result]) -> tuple[float,
     """The measured matmul ceiling (TFLOP/s) for the precision `result` ran in, on its machine, and
     its record: the newest `dlbench system` survey that has it, else the newest quick one."""
     name = ceiling_name(precision_of(result))
-    matching = [r for r in _on_machine(result, candidates)
-                if isinstance(r.metrics.get(name), (int, float)) and r.metrics[name] > 0]
-    if not matching:
+    found = [(value, r) for r in _on_machine(result, candidates)
+             if isinstance(value := getattr(r.measured.system, name), (int, float)) and value > 0]
+    if not found:
         return None
-    best = max(matching, key=lambda r: (is_survey(r), r.started))
-    return float(best.metrics[name]), best
+    value, best = max(found, key=lambda pair: (is_survey(pair[1]), pair[1].started))
+    return float(value), best
 
 
 def datasheet_tflops(result: Result) -> float | None:
@@ -81,37 +83,37 @@ def datasheet_tflops(result: Result) -> float | None:
 
 def utilisation(result: Result, candidates: Iterable[Result]) -> dict[str, Any]:
     """Achieved TFLOP/s as a fraction of the measured ceiling (and of the datasheet peak) for the
-    precision the result ran in. Empty where a figure is missing."""
-    achieved = result.metrics.get("achieved_tflops")
+    precision the result ran in, in the stored form. Empty where a figure is missing."""
+    achieved = result.measured.utilisation.achieved_tflops
     if not achieved:
         return {}
-    out: dict[str, Any] = {"ceiling_precision": precision_of(result)}
     found = matmul_ceiling(result, candidates)
-    if found is not None:
-        ceiling, record = found
-        out.update({"ceiling_tflops": ceiling, "ceiling_fraction": achieved / ceiling, "ceiling_record": record.id})
+    ceiling, record = found if found is not None else (None, None)
     peak = datasheet_tflops(result)
-    if peak:
-        out.update({"datasheet_tflops": peak, "datasheet_fraction": achieved / peak})
-    return out if len(out) > 1 else {}
+    if ceiling is None and not peak:
+        return {}
+    return Utilisation(ceiling_precision=precision_of(result), ceiling_tflops=ceiling,
+                       ceiling_fraction=None if ceiling is None else achieved / ceiling,
+                       ceiling_record=None if record is None else record.id,
+                       datasheet_tflops=peak or None, datasheet_fraction=achieved / peak if peak else None).to_metrics()
 
 
-def utilisation_text(metrics: dict[str, Any]) -> str | None:
+def utilisation_text(share: Utilisation | Mapping[str, Any]) -> str | None:
     """'16% of the measured bf16 matmul ceiling of 703 TFLOP/s': the same words in result lines,
-    reports and doctor; the datasheet only where nothing was measured, named as such."""
-    precision = metrics.get("ceiling_precision")
-    kind = f"{precision} " if precision else ""
-    if isinstance(metrics.get("ceiling_fraction"), (int, float)):
-        ceiling = metrics.get("ceiling_tflops")
-        value = f" of {sig(ceiling)} TFLOP/s" if ceiling else ""
-        text = f"{percent(metrics['ceiling_fraction'])} of the measured {kind}matmul ceiling{value}"
-        if metrics["ceiling_fraction"] > 1.0:  # the run beat the ceiling: the ceiling is what is wrong
+    reports and doctor; the datasheet only where nothing was measured, named as such. `share` is a
+    result's `measured.utilisation`, or the stored form that `utilisation` returns."""
+    u = share if isinstance(share, Utilisation) else Utilisation.read(share)
+    kind = f"{u.ceiling_precision} " if u.ceiling_precision else ""
+    if isinstance(u.ceiling_fraction, (int, float)):
+        value = f" of {sig(u.ceiling_tflops)} TFLOP/s" if u.ceiling_tflops else ""
+        text = f"{percent(u.ceiling_fraction)} of the measured {kind}matmul ceiling{value}"
+        if u.ceiling_fraction > 1.0:  # the run beat the ceiling: the ceiling is what is wrong
             text += (" (above it: that measurement was low, taken under load, at a lower clock or, on a CPU, "
                      "with torch.mm alone; `dlbench system` measures it again)")
         return text
-    if isinstance(metrics.get("datasheet_fraction"), (int, float)):
-        return (f"{percent(metrics['datasheet_fraction'])} of the datasheet {kind}peak of "
-                f"{sig(metrics['datasheet_tflops'])} TFLOP/s (no ceiling measured here)")
+    if isinstance(u.datasheet_fraction, (int, float)):
+        return (f"{percent(u.datasheet_fraction)} of the datasheet {kind}peak of "
+                f"{sig(u.datasheet_tflops)} TFLOP/s (no ceiling measured here)")
     return None
 
 
@@ -119,14 +121,14 @@ def annotate(result: Result, candidates: Iterable[Result], measure: Measure | No
     """Add utilisation metrics to a workload result (in place) from the stored ceilings. Where its
     machine has no measured ceiling for its precision, `measure` (given only in the process that
     measured the run) measures one; that new quick system record is returned, for storing."""
-    if result.status != "ok" or is_system_record(result) or not result.metrics.get("achieved_tflops"):
+    if result.status != "ok" or is_system_record(result) or not result.measured.utilisation.achieved_tflops:
         return None
     known = list(candidates)
     new = None
     if measure is not None and matmul_ceiling(result, known) is None:
         new = measure(precision_of(result))
         known += [new] if new is not None else []
-    result.metrics.update(utilisation(result, known))
+    result.metrics.update(utilisation(result, known))  # the boundary: the stored form
     return new
 
 
