@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from dlbench.launch.suiterun import SuiteRequest, suite_command
+from dlbench.commands.suite import SuiteRequest, suite_command
 from dlbench.launch.view import Terminal
 from dlbench.results.store import Store
 from dlbench.suites import estimate
@@ -76,7 +76,8 @@ def test_planning_the_default_gpu_suite_never_initialises_cuda(no_cuda_here):
     # What `dlbench` does before its first benchmark: checks every spec (devices, shapes, data)
     # and estimates the time from what the store holds (here: nothing), measuring nothing.
     from dlbench import suites
-    from dlbench.launch.suiterun import _runnable, default_suite, make_plan
+    from dlbench.commands.suite import _runnable, default_suite
+    from dlbench.launch.suiterun import make_plan
 
     view = Terminal()
     loaded = suites.load(default_suite(view))

@@ -9,9 +9,10 @@ import sys
 import pytest
 
 from dlbench import plugins, suites
+from dlbench.commands.suite import announce
 from dlbench.errors import UserError
 from dlbench.launch import isolated, slurm
-from dlbench.launch.suiterun import announce, make_plan
+from dlbench.launch.suiterun import make_plan
 from dlbench.results.record import Result
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
@@ -157,7 +158,8 @@ def refused(*args, **kwargs):
     raise AssertionError("planning started a process")
 subprocess.run = subprocess.Popen = refused
 from dlbench import suites
-from dlbench.launch.suiterun import announce, make_plan
+from dlbench.commands.suite import announce
+from dlbench.launch.suiterun import make_plan
 plan = make_plan(suites.load("quick"), None, "here")
 print(announce(plan))
 print(sorted(name for name in ("torch", "torchvision") if name in sys.modules))
