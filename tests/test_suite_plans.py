@@ -12,6 +12,7 @@ from dlbench import plugins, suites
 from dlbench.commands.suite import announce
 from dlbench.errors import UserError
 from dlbench.launch import isolated, slurm
+from dlbench.launch.speed import machine
 from dlbench.launch.suiterun import make_plan
 from dlbench.results.record import Result
 from dlbench.results.store import Store
@@ -105,10 +106,10 @@ def test_estimates_from_earlier_runs_else_a_guess():
     a, b = _suite(2).specs
     times = history([_stored(a, "r", wall=10.0), _stored(a, "r", wall=30.0), _stored(a, "r", wall=20.0),
                      _stored(a, "r", status="error", wall=999.0), _stored(a, "r", host="other", wall=999.0)], "here")
-    measured = estimate(a, times)
+    measured = estimate(a, times, machine)
     assert (measured.seconds, measured.measured, measured.source) == (20.0, 3, "from 3 earlier runs")
-    guessed = estimate(b, times)
-    assert guessed.measured == 0 and guessed.source == "guess" and guessed.seconds == guess(b) > 0
+    guessed = estimate(b, times, machine)
+    assert guessed.measured == 0 and guessed.source == "guess" and guessed.seconds == guess(b, machine()) > 0
 
 
 def _flops_of(spec, host, flops):

@@ -20,6 +20,7 @@ from rich.console import Console
 from dlbench.errors import UserError
 from dlbench.launch.interrupts import OWNER, Interrupts, pending
 from dlbench.launch.interrupts import kept as interrupts_kept
+from dlbench.launch.speed import machine
 from dlbench.launch.view import SuiteView
 from dlbench.results.record import Result, now
 from dlbench.results.store import Store
@@ -76,7 +77,7 @@ def make_plan(suite: Suite, store: Store | None, host: str | None, *, resume: bo
     done = [s for s in suite.specs if resumed and spec_key(s) in ok]
     times = history(earlier, host)
     if measure:
-        return Plan(suite, run, todo, done, [estimate(s, times) for s in todo], resumed)
+        return Plan(suite, run, todo, done, [estimate(s, times, machine) for s in todo], resumed)
     facts = known(earlier, host, _gpu_name(todo, times))
     return Plan(suite, run, todo, done, [estimate_known(s, facts) for s in todo], resumed)
 
