@@ -96,7 +96,7 @@ def _run_app(workload: workloads.Workload) -> typer.Typer:
         from dlbench.commands.run import run_command
 
         given = {k: v for k, v in values.items() if v is not None}
-        raise typer.Exit(run_command(workload.name, given, view=view))
+        raise typer.Exit(run_command(workload, given, view=view))
 
     command.__signature__ = inspect.Signature(params)
     command.__doc__ = workload.help

@@ -38,9 +38,10 @@ class RunExtras(Options):
                                             "parameters, FLOPs, peak memory, system.", flag="--results-file")
 
 
-def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int:
+def run_command(workload: workloads.Workload, values: dict[str, Any], *, view: Terminal) -> int:
     """Run what a `dlbench run` command asks for; the exit status (1 when a run failed: error or oom).
-    With --results-file, every result is also written there as it ends."""
+    `workload`: the one the command line looked up by its name. With --results-file, every result
+    is also written there as it ends."""
     extras = RunExtras(**{f: values.pop(f) for f in RunExtras.names() if f in values})
     spec, plan, sweep = _plan(workload, dict(values), extras.max_batch)
     check_writable(extras.db)  # the store, the results file and the spec are checked before anything runs
@@ -132,11 +133,12 @@ def _results_to(path: Path | None, several: bool, view: Terminal) -> Iterator[Ca
             view.message(f"wrote {path}")
 
 
-def _plan(workload: str, values: dict[str, Any], limit: int) -> tuple[BenchmarkSpec, str | list[BenchmarkSpec], bool]:
+def _plan(workload: workloads.Workload, values: dict[str, Any],
+          limit: int) -> tuple[BenchmarkSpec, str | list[BenchmarkSpec], bool]:
     """The spec; 'auto' or the specs of every batch to run (all made, so all checked, now); whether it is a sweep."""
     batch = values.pop("batch", None)
-    plan = batchsize.parse(batch) if workloads.get(workload).batch_plans and batch is not None else [batch]
-    spec = BenchmarkSpec.from_dict({"workload": workload, **values, "batch": 1 if isinstance(plan, str) else plan[0]})
+    plan = batchsize.parse(batch) if workload.batch_plans and batch is not None else [batch]
+    spec = BenchmarkSpec.from_dict({"workload": workload.name, **values, "batch": 1 if isinstance(plan, str) else plan[0]})
     if plan == "auto":
         return spec, plan, False
     sizes = batchsize.sweep_sizes(limit) if plan == "sweep" else plan
@@ -170,7 +172,7 @@ def preflight(spec: BenchmarkSpec, view: Terminal, batches: Sequence[int] | None
     from dlbench.models import registry
 
     check_devices(spec)
-    workload = workloads.get(spec.workload)
+    workload = spec.declared
     if "input_shape" in workload.general:
         training = workload.trains and batches != ()
         registry.check_fits(spec.model, spec.input_shape, min(batches or [spec.batch]), training=training)
