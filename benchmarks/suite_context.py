@@ -44,7 +44,7 @@ def role(pid: int, suite_pid: int) -> str:
         return "suite process"
     if "dlbench.launch.worker" in cmd:
         return "measuring worker"
-    if "dlbench.suites.estimate" in cmd:
+    if "dlbench.launch.speed" in cmd:
         return "estimate helper"
     if "dlbench" in cmd:
         return "other dlbench"

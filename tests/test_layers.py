@@ -1,8 +1,12 @@
 """Layers import downwards only (docs: DESIGN.md); checked in fresh processes, since a test
 process has long imported everything."""
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
+
+import dlbench
 
 WORKLOADS = """
 import importlib, sys
@@ -70,3 +74,51 @@ def test_reading_the_store_from_the_command_line_loads_no_torch(tmp_path):
     done = subprocess.run([sys.executable, "-c", READ_STORE, str(tmp_path / "results.db")],
                           capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+# What each layer may never import (DESIGN.md, "Layers"), checked on the source: an import inside
+# a function counts as much as one at the top, since it runs the same code when it is called.
+NEVER = {
+    "measure": {"system", "launch", "commands", "report", "suites", "cli", "workloads", "spec"},
+    "models": {"system", "launch", "commands", "report", "suites", "cli", "workloads", "spec"},
+    "data": {"system", "launch", "commands", "report", "suites", "cli", "workloads", "spec"},
+    "workloads": {"spec", "suites", "launch", "commands", "report", "cli"},
+    "suites": {"launch", "commands", "cli"},
+    "launch": {"commands", "cli"},
+    "results": {"report", "launch", "commands", "suites", "cli"},
+    "report": {"launch", "commands", "suites", "cli"},
+    "system": {"launch", "commands", "report", "suites", "cli"},
+    "commands": {"cli"},
+}
+
+
+def _imported(tree: ast.AST) -> list[tuple[str, int]]:
+    """The dlbench packages a module imports, wherever the import stands: (package, line)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # `from dlbench import cli` names the package in the alias, `from dlbench.cli import x` in the module
+            modules = [f"dlbench.{a.name}" for a in node.names] if node.module == "dlbench" else [node.module]
+        else:
+            continue
+        found += [(m.split(".")[1], node.lineno) for m in modules if m.startswith("dlbench.")]
+    return found
+
+
+def test_no_module_imports_a_layer_above_it():
+    root = Path(dlbench.__file__).parent
+    wrong = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).parts
+        layer = parts[0] if len(parts) > 1 else path.stem
+        never = NEVER.get(layer, set()) | ({"cli"} if layer not in ("cli", "__main__") else set())
+        wrong += [f"{path.relative_to(root)}:{line} imports dlbench.{package}"
+                  for package, line in _imported(ast.parse(path.read_text(encoding="utf-8"))) if package in never]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_layer_check_sees_imports_inside_functions():
+    tree = ast.parse("def f():\n    from dlbench.launch import worker\n    import dlbench.cli\nfrom dlbench import suites\n")
+    assert sorted(_imported(tree)) == [("cli", 3), ("launch", 2), ("suites", 4)]

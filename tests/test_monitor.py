@@ -7,7 +7,7 @@ import torch
 
 from dlbench.measure.loop import run_steps
 from dlbench.measure.monitor import Monitor, summarize_readings, window_energy_j
-from dlbench.system import nvml
+from dlbench.measure import nvml
 
 READINGS = json.loads((Path(__file__).parent / "data" / "nvml_readings.json").read_text())
 

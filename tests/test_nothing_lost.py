@@ -243,7 +243,7 @@ def test_out_of_memory_in_a_suite_exits_1(tmp_path, db):
 
 
 def test_the_oom_that_ends_a_sweep_is_its_end_not_a_failure():
-    from dlbench.launch.runs import _failed
+    from dlbench.commands.run import _failed
 
     assert not _failed(["ok", "ok", "oom"], sweep=True)
     assert _failed(["oom"], sweep=True)  # nothing measured

@@ -6,7 +6,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from dlbench.measure.monitor import Monitor
-from dlbench.system import nvml
+from dlbench.measure import nvml
 
 READINGS = json.loads((Path(__file__).parent / "data" / "nvml_readings.json").read_text())
 
@@ -124,7 +124,7 @@ def test_the_launcher_is_named_not_counted_as_another_process(tmp_path):
     import sys
 
     child = ("import json, os, sys; sys.path[:0] = sys.argv[1:]; from test_nvml import FakeNvml, READINGS; "
-             "from types import SimpleNamespace as P; from dlbench.system import nvml; "
+             "from types import SimpleNamespace as P; from dlbench.measure import nvml; "
              "fake = FakeNvml(READINGS[0]); fake.nvmlDeviceGetComputeRunningProcesses = lambda h: "
              "[P(pid=os.getppid(), usedGpuMemory=7e8), P(pid=4242424, usedGpuMemory=1e9), "
              "P(pid=os.getpid(), usedGpuMemory=5e9)]; "

@@ -9,10 +9,10 @@ import sys
 import pytest
 import torch
 
-from dlbench.launch.suiterun import SuiteRequest, suite_command
+from dlbench.commands.suite import SuiteRequest, suite_command
+from dlbench.launch import speed
 from dlbench.launch.view import Terminal
 from dlbench.results.store import Store
-from dlbench.suites import estimate
 
 
 class CudaTouched(AssertionError):
@@ -34,9 +34,9 @@ def no_cuda_here(monkeypatch):
     monkeypatch.setattr(torch._C, "_cuda_init", guard, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    estimate.machine.cache_clear()
+    speed.machine.cache_clear()
     yield touched
-    estimate.machine.cache_clear()
+    speed.machine.cache_clear()
 
 
 @pytest.mark.slow
@@ -55,7 +55,7 @@ def test_a_suite_never_initialises_cuda_in_its_own_process(tmp_path, db, no_cuda
     # the first worker measured the fp32 matmul ceiling it lacked, the suite stored it, the second reused it
     assert ceiling.spec["quick"] and [r.metrics["ceiling_record"] for r in ran] == [ceiling.id] * 2
     assert all("new_ceiling" not in r.traces for r in ran)
-    assert estimate.machine.cache_info().misses == 0  # a run measures nothing for its estimates
+    assert speed.machine.cache_info().misses == 0  # a run measures nothing for its estimates
 
 
 def test_launcher_gpus_follow_cuda_visible_devices(monkeypatch):
@@ -76,7 +76,8 @@ def test_planning_the_default_gpu_suite_never_initialises_cuda(no_cuda_here):
     # What `dlbench` does before its first benchmark: checks every spec (devices, shapes, data)
     # and estimates the time from what the store holds (here: nothing), measuring nothing.
     from dlbench import suites
-    from dlbench.launch.suiterun import _runnable, default_suite, make_plan
+    from dlbench.commands.suite import _runnable, default_suite
+    from dlbench.launch.suiterun import make_plan
 
     view = Terminal()
     loaded = suites.load(default_suite(view))
@@ -84,5 +85,5 @@ def test_planning_the_default_gpu_suite_never_initialises_cuda(no_cuda_here):
     loaded.specs = _runnable(loaded.specs, view)
     plan = make_plan(loaded, None, "here")
     assert len(plan.todo) == len(loaded.specs) == 5 and all(e.seconds is None for e in plan.estimates)
-    assert estimate.machine.cache_info().misses == 0  # no child measured this machine's speed
+    assert speed.machine.cache_info().misses == 0  # no child measured this machine's speed
     assert not no_cuda_here and not torch.cuda.is_initialized()

@@ -9,9 +9,11 @@ import sys
 import pytest
 
 from dlbench import plugins, suites
+from dlbench.commands.suite import announce
 from dlbench.errors import UserError
 from dlbench.launch import isolated, slurm
-from dlbench.launch.suiterun import announce, make_plan
+from dlbench.launch.speed import machine
+from dlbench.launch.suiterun import make_plan
 from dlbench.results.record import Result
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
@@ -104,10 +106,10 @@ def test_estimates_from_earlier_runs_else_a_guess():
     a, b = _suite(2).specs
     times = history([_stored(a, "r", wall=10.0), _stored(a, "r", wall=30.0), _stored(a, "r", wall=20.0),
                      _stored(a, "r", status="error", wall=999.0), _stored(a, "r", host="other", wall=999.0)], "here")
-    measured = estimate(a, times)
+    measured = estimate(a, times, machine)
     assert (measured.seconds, measured.measured, measured.source) == (20.0, 3, "from 3 earlier runs")
-    guessed = estimate(b, times)
-    assert guessed.measured == 0 and guessed.source == "guess" and guessed.seconds == guess(b) > 0
+    guessed = estimate(b, times, machine)
+    assert guessed.measured == 0 and guessed.source == "guess" and guessed.seconds == guess(b, machine()) > 0
 
 
 def _flops_of(spec, host, flops):
@@ -157,7 +159,8 @@ def refused(*args, **kwargs):
     raise AssertionError("planning started a process")
 subprocess.run = subprocess.Popen = refused
 from dlbench import suites
-from dlbench.launch.suiterun import announce, make_plan
+from dlbench.commands.suite import announce
+from dlbench.launch.suiterun import make_plan
 plan = make_plan(suites.load("quick"), None, "here")
 print(announce(plan))
 print(sorted(name for name in ("torch", "torchvision") if name in sys.modules))

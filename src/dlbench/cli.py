@@ -2,7 +2,7 @@
 
 Every command is made from typed options: `dlbench run <workload>` from the workload's
 options and the general spec fields it takes, the other commands from their request
-classes (launch/stored.py, launch/datasets.py, ...). So a value is checked in one place
+classes (commands/results.py, commands/data.py, ...). So a value is checked in one place
 however it arrives, and a new option or workload needs no change here.
 """
 
@@ -25,8 +25,8 @@ except ImportError:  # pragma: no cover - typer with click installed beside it
 
 from dlbench import workloads
 from dlbench.errors import UserError
-from dlbench.launch import datasets, runs, stored
-from dlbench.launch.suiterun import SuiteRequest, suite_command
+from dlbench.commands import data, doctor, models, report, results, system
+from dlbench.commands.suite import SuiteRequest, suite_command
 from dlbench.launch.view import Terminal
 from dlbench.options import Field, Options, fields_of
 from dlbench.results.store import GLOBAL_DB
@@ -81,7 +81,7 @@ BATCH_PLANS = (" --batch also takes a list 1,2,4 (one result each), 'sweep' (pow
 
 def _run_app(workload: workloads.Workload) -> typer.Typer:
     """A one-command app whose options are the workload's general fields and typed options."""
-    from dlbench.launch.runs import RunExtras
+    from dlbench.commands.run import RunExtras
     from dlbench.spec import BenchmarkSpec
 
     general = [f for f in fields_of(BenchmarkSpec) if f.name in workload.general]
@@ -93,10 +93,10 @@ def _run_app(workload: workloads.Workload) -> typer.Typer:
     params += [_parameter(f, aliases=aliases.get(f.name, ())) for f in extras]
 
     def command(**values) -> None:
-        from dlbench.launch.runs import run_command
+        from dlbench.commands.run import run_command
 
         given = {k: v for k, v in values.items() if v is not None}
-        raise typer.Exit(run_command(workload.name, given, view=view))
+        raise typer.Exit(run_command(workload, given, view=view))
 
     command.__signature__ = inspect.Signature(params)
     command.__doc__ = workload.help
@@ -143,29 +143,20 @@ def _command(group: typer.Typer, name: str, request: type[Options], handler) -> 
 
 data_app = typer.Typer(help="Write synthetic datasets to benchmark real input pipelines anywhere.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
-_command(data_app, "images", datasets.ImagesRequest, datasets.images)
-_command(data_app, "volume", datasets.VolumeRequest, datasets.volume)
-_command(data_app, "seg", datasets.SegRequest, datasets.seg)
+_command(data_app, "images", data.ImagesRequest, data.images)
+_command(data_app, "volume", data.VolumeRequest, data.volume)
+_command(data_app, "seg", data.SegRequest, data.seg)
 _command(app, "suite", SuiteRequest, suite_command)
-_command(app, "report", stored.ReportRequest, stored.report)
-_command(app, "compare", stored.CompareRequest, stored.compare)
-_command(app, "results", stored.ResultsRequest, stored.results)
-_command(app, "export", stored.ExportRequest, stored.export)
-_command(app, "import", stored.ImportRequest, stored.import_)
+_command(app, "report", report.ReportRequest, report.report)
+_command(app, "compare", report.CompareRequest, report.compare)
+_command(app, "results", results.ResultsRequest, results.results)
+_command(app, "export", results.ExportRequest, results.export)
+_command(app, "import", results.ImportRequest, results.import_)
 
 
-@app.command()
-def models() -> None:
-    """List the registered models (any torchvision classifier and timm:<name> work too)."""
-    from dlbench.models import registry
-
-    for name in registry.names():
-        entry = registry.MODELS[name]
-        view.text(f"{name:12s} {entry.title:14s} input {'x'.join(map(str, entry.input_shape))}")
-
-
-_command(app, "system", runs.SystemRequest, runs.system_command)
-_command(app, "doctor", stored.DoctorRequest, stored.doctor)
+_command(app, "models", models.ModelsRequest, models.models)
+_command(app, "system", system.SystemRequest, system.system_command)
+_command(app, "doctor", doctor.DoctorRequest, doctor.doctor)
 
 
 def main() -> None:

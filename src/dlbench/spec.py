@@ -9,6 +9,7 @@ files build specs through `BenchmarkSpec.from_dict`, which fills the workload's 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,7 +66,7 @@ class BenchmarkSpec:
     def __post_init__(self) -> None:
         from dlbench.models import registry
 
-        workload = workloads.get(self.workload)
+        workload = self.declared
         if self.gpus == "all":  # every GPU of this machine (1 without GPUs)
             object.__setattr__(self, "gpus", _all_gpus())
         if not isinstance(self.model, str):
@@ -87,6 +88,16 @@ class BenchmarkSpec:
         if not isinstance(self.options, dict):
             raise UserError(f"options must be a mapping, got {shown(self.options)}")
         object.__setattr__(self, "_opts", workload.options.from_dict(self.options, f"workload {self.workload!r} "))
+
+    @functools.cached_property
+    def declared(self) -> workloads.Workload:
+        """The workload this spec runs (its registry entry: options, run, describe, preflight,
+        tuning), looked up once; the launchers and commands take it from here."""
+        return workloads.get(self.workload)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A workload's functions need not pickle (a plug-in's may be closures): a copy looks it up again.
+        return {k: v for k, v in self.__dict__.items() if k != "declared"}
 
     @property
     def opts(self) -> Options:

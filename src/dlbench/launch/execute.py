@@ -26,7 +26,7 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
     """`tuned`: what an earlier run tuned for this spec on this machine (launch/tuning.py), for the workload."""
     device = resolve_device(spec.device)
     optimize.check_level(spec.optimize, device)
-    workload = workloads.get(spec.workload)
+    workload = spec.declared
     result = Result(spec=spec.to_dict(), system=system, suite=suite, tag=tag, title=registry.title(spec.model))
     result.metrics.update(device=str(device), parameters=parameter_count(spec.model))
     if device.type == "cuda":
@@ -102,23 +102,26 @@ def peak_memory(device: torch.device) -> dict:
     return {"peak_memory_mb": gpu_mb, "peak_host_rss_mb": rss_mb}
 
 
-def _batch(result: Result) -> str:
+def _batch(result: Result, workload: workloads.Workload | None) -> str:
     """' batch N' where the workload takes a batch: the lines of a sweep differ only by it."""
     batch = result.spec.get("batch")
-    if batch is None or result.workload not in workloads.names():
+    if batch is None or workload is None:
         return ""  # a failed run of a workload this process never loaded still gets its line
-    return f" batch {batch}" if "batch" in workloads.get(result.workload).general else ""
+    return f" batch {batch}" if "batch" in workload.general else ""
 
 
 def describe(result: Result) -> str:
-    """One line about a result, for the terminal."""
+    """One line about a result, for the terminal. A record names its workload, looked up here once:
+    it may come from a child process or another machine, with no spec beside it."""
+    known = result.status == "ok" or result.workload in workloads.names()
+    workload = workloads.get(result.workload) if known else None
     if result.status == "ok":
-        line = workloads.get(result.workload).describe(result.metrics)
-        return f"ok {result.spec['workload']} {result.model}{_batch(result)} on {result.system_label}: {line}" + \
-            common_suffix(result.metrics)
+        line = workload.describe(result.metrics)
+        return f"ok {result.spec['workload']} {result.model}{_batch(result, workload)} on {result.system_label}: " \
+            f"{line}" + common_suffix(result.metrics)
     if result.status == "oom":
         return f"oom {result.workload} {result.model}: out of memory at batch {result.metrics.get('batch_tried')}"
-    return f"{result.status} {result.workload} {result.model}{_batch(result)}: {result.error or ''}"
+    return f"{result.status} {result.workload} {result.model}{_batch(result, workload)}: {result.error or ''}"
 
 
 ITEM_LABELS = {"mvox": "Mvox"}  # the unit as the run's throughput names it

@@ -16,7 +16,6 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from dlbench import workloads
 from dlbench.errors import UserError
 from dlbench.results.record import Result
 from dlbench.results.store import Store
@@ -39,7 +38,7 @@ def _text(key: dict) -> str:
 def workload_key(spec, system: dict) -> str | None:
     """The key of what the workload itself tunes for `spec` (volume's block, precision, layout); None
     where it tunes nothing."""
-    facts = workloads.get(spec.workload).tuning
+    facts = spec.declared.tuning
     found = facts(spec) if facts is not None else None
     if found is None:
         return None

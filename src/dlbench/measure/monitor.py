@@ -20,7 +20,7 @@ from typing import Any, Callable
 import torch
 
 from dlbench.measure.host import HostSampler, command_line
-from dlbench.system import nvml as nvml_api
+from dlbench.measure import nvml as nvml_api
 
 DEFAULT_INTERVAL = 0.1
 # A window is flagged throttled when this share of its readings carry a slowdown reason.

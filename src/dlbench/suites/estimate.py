@@ -7,24 +7,17 @@ matmul ceilings or else the datasheet peak of its GPU (by the name NVML gives), 
 here costs beyond its warm-up and measured window (its earlier runs). Where one of these is
 missing the time is not known, and the suite says so: the first benchmark must not wait for a
 measurement. `dlbench suite NAME --list`, asked for estimates, measures this machine's speed in
-a child process (`machine`) and counts FLOPs on the meta device for specs never run here.
+a child process (launch/speed.py) and counts FLOPs on the meta device for specs never run here.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
-import time
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from dlbench.results.record import Result
 from dlbench.results.titles import TITLES
@@ -72,11 +65,13 @@ def wall_seconds(result: Result) -> float | None:
         return None
 
 
-def estimate(spec: BenchmarkSpec, times: dict[str, list[float]]) -> Estimate:
+def estimate(spec: BenchmarkSpec, times: dict[str, list[float]], machine: Callable[[], Machine]) -> Estimate:
+    """`machine`: this machine's start-up time and speed (launch/speed.py), asked for only where a
+    spec was never run here."""
     earlier = times.get(spec_key(spec))
     if earlier:
         return Estimate(statistics.median(earlier), len(earlier))
-    return Estimate(guess(spec), 0)
+    return Estimate(guess(spec, machine()), 0)
 
 
 @dataclass(frozen=True)
@@ -163,13 +158,13 @@ def _stepping(spec: BenchmarkSpec, step: float) -> float:
     return 2 * step + max(spec.warmup * step, spec.warmup_seconds) + max(spec.steps * step, spec.min_seconds)
 
 
-def guess(spec: BenchmarkSpec) -> float:
+def guess(spec: BenchmarkSpec, machine: Machine) -> float:
     """Process start, the FLOP-count step (slower than the others: every op goes through Python),
     warm-up and measurement of a spec never run here."""
-    return machine().startup_s + _stepping(spec, _step_guess(spec))
+    return machine.startup_s + _stepping(spec, _step_guess(spec, machine))
 
 
-def _step_guess(spec: BenchmarkSpec) -> float:
+def _step_guess(spec: BenchmarkSpec, machine: Machine) -> float:
     import torch
 
     from dlbench.models import registry
@@ -179,7 +174,7 @@ def _step_guess(spec: BenchmarkSpec) -> float:
     entry = registry.resolve(spec.model)
     shape = spec.input_shape or entry.input_shape
     flops = _forward_flops(spec.model, (spec.batch, *shape)) * PASSES.get(spec.workload, 3.0)
-    rate = machine().matmul_flops(kind) * CONV_EFFICIENCY[kind]
+    rate = machine.matmul_flops(kind) * CONV_EFFICIENCY[kind]
     if spec.precision in ("fp16", "bf16", "tf32") and on_gpu:
         rate *= 4  # tensor cores; a rough guess is all this is
     if not flops:  # a rough stand-in: the input's size
@@ -219,79 +214,6 @@ class Machine:
 
 FALLBACK_FLOPS = 1e10  # what a guess assumes when not even the CPU's matmul rate came back
 
-# A benchmark of next to no work, run like any other: its wall time is what every isolated run
-# costs besides its steps (interpreter, imports, the machine's fingerprint, monitor, record).
-_EMPTY_RUN = {"workload": "fwdbwd", "model": "resnet18", "batch": 2, "input_shape": [3, 32, 32], "device": "cpu",
-              "warmup": 0, "warmup_seconds": 0.0, "steps": 1, "min_seconds": 0.0}
-
-
-@lru_cache(maxsize=1)
-def machine() -> Machine:
-    """This machine's start-up time and speed, measured once (several seconds) for the guesses.
-    Both are measured in a child process: a suite's own process must never hold a GPU context,
-    or every benchmark of the suite would run beside it (and the monitor would see it)."""
-    with tempfile.TemporaryDirectory(prefix="dlbench-estimate-") as folder:
-        spec_file = Path(folder) / "spec.json"
-        spec_file.write_text(json.dumps({"spec": _EMPTY_RUN}), encoding="utf-8")
-        start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "dlbench.suites.estimate", str(spec_file),
-                               str(Path(folder) / "r.json")], capture_output=True, text=True, check=False)
-        wall = time.perf_counter() - start
-    found = _last_json(proc.stdout)
-    return Machine(max(0.0, wall - found.get("rates_s", 0.0)), found.get("rates", {}))
-
-
-def _last_json(text: str) -> dict:
-    for line in reversed(text.splitlines()):
-        try:
-            found = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(found, dict):
-            return found
-    return {}
-
-
-def _matmul_rate(kind: str) -> float:
-    import torch
-
-    n = 2048 if kind == "cuda" else 512
-    a = torch.randn(n, n, device=kind)
-    torch.mm(a, a)
-    count, start = 0, time.perf_counter()
-    while time.perf_counter() - start < 0.2:
-        torch.mm(a, a)
-        count += 1
-        if kind == "cuda":
-            torch.cuda.synchronize()
-    return 2 * n**3 * count / (time.perf_counter() - start)
-
-
-def _rates() -> dict[str, float]:
-    import torch
-
-    kinds = ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
-    rates = {}
-    for kind in kinds:
-        try:
-            rates[kind] = _matmul_rate(kind)
-        except Exception:  # noqa: BLE001 - a kind that cannot multiply is guessed from the others
-            continue
-    return rates
-
-
-def main(argv: list[str]) -> int:
-    """The child of `machine()`: an empty worker run (what every isolated run costs), then the
-    matmul rates, printed as one JSON line with the seconds they took."""
-    from dlbench.launch import worker
-
-    worker.main(argv)
-    start = time.perf_counter()
-    rates = _rates()
-    print(json.dumps({"rates": rates, "rates_s": time.perf_counter() - start}))
-    return 0
-
-
 def format_seconds(seconds: float) -> str:
     seconds = max(0, round(seconds))
     hours, rest = divmod(seconds, 3600)
@@ -300,6 +222,3 @@ def format_seconds(seconds: float) -> str:
         return f"{hours} h {minutes:02d} min"
     return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 
 from dlbench.errors import UserError
-from dlbench.system import nvml
+from dlbench.measure import nvml
 
 GPU_MATMUL_SIZES = (4096, 8192, 16384)
 CPU_MATMUL_SIZES = (256, 512, 1024, 2048)

@@ -17,7 +17,7 @@ import torch
 from dlbench.errors import UserError
 from dlbench.results.record import Result, now
 from dlbench.system import ceilings as c
-from dlbench.system import nvml
+from dlbench.measure import nvml
 from dlbench.system.datasheet import lookup
 from dlbench.system.records import QUICK, SYSTEM_WORKLOAD
 

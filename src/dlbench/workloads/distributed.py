@@ -165,7 +165,7 @@ def communication_facts(group: Group, model: torch.nn.Module) -> dict[str, Any]:
     }
     if group.device.type != "cuda":
         return facts
-    from dlbench.system import nvml
+    from dlbench.measure import nvml
 
     count = torch.cuda.device_count()
     with contextlib.suppress(Exception):

@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from dlbench import scratch, workloads
+from dlbench.commands.results import output_file
 from dlbench.errors import UserError
 from dlbench.launch import batchsize, interrupts
-from dlbench.launch.stored import output_file
 from dlbench.launch.view import Heartbeat, Terminal
 from dlbench.options import MAX_BATCH, Options, option
 from dlbench.results.record import FAILED, Result
 from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, one_store
-from dlbench.spec import BenchmarkSpec, check_device
+from dlbench.spec import BenchmarkSpec
 from dlbench.suites.estimate import format_seconds
 
 
@@ -38,9 +38,10 @@ class RunExtras(Options):
                                             "parameters, FLOPs, peak memory, system.", flag="--results-file")
 
 
-def run_command(workload: str, values: dict[str, Any], *, view: Terminal) -> int:
+def run_command(workload: workloads.Workload, values: dict[str, Any], *, view: Terminal) -> int:
     """Run what a `dlbench run` command asks for; the exit status (1 when a run failed: error or oom).
-    With --results-file, every result is also written there as it ends."""
+    `workload`: the one the command line looked up by its name. With --results-file, every result
+    is also written there as it ends."""
     extras = RunExtras(**{f: values.pop(f) for f in RunExtras.names() if f in values})
     spec, plan, sweep = _plan(workload, dict(values), extras.max_batch)
     check_writable(extras.db)  # the store, the results file and the spec are checked before anything runs
@@ -132,11 +133,12 @@ def _results_to(path: Path | None, several: bool, view: Terminal) -> Iterator[Ca
             view.message(f"wrote {path}")
 
 
-def _plan(workload: str, values: dict[str, Any], limit: int) -> tuple[BenchmarkSpec, str | list[BenchmarkSpec], bool]:
+def _plan(workload: workloads.Workload, values: dict[str, Any],
+          limit: int) -> tuple[BenchmarkSpec, str | list[BenchmarkSpec], bool]:
     """The spec; 'auto' or the specs of every batch to run (all made, so all checked, now); whether it is a sweep."""
     batch = values.pop("batch", None)
-    plan = batchsize.parse(batch) if workloads.get(workload).batch_plans and batch is not None else [batch]
-    spec = BenchmarkSpec.from_dict({"workload": workload, **values, "batch": 1 if isinstance(plan, str) else plan[0]})
+    plan = batchsize.parse(batch) if workload.batch_plans and batch is not None else [batch]
+    spec = BenchmarkSpec.from_dict({"workload": workload.name, **values, "batch": 1 if isinstance(plan, str) else plan[0]})
     if plan == "auto":
         return spec, plan, False
     sizes = batchsize.sweep_sizes(limit) if plan == "sweep" else plan
@@ -170,7 +172,7 @@ def preflight(spec: BenchmarkSpec, view: Terminal, batches: Sequence[int] | None
     from dlbench.models import registry
 
     check_devices(spec)
-    workload = workloads.get(spec.workload)
+    workload = spec.declared
     if "input_shape" in workload.general:
         training = workload.trains and batches != ()
         registry.check_fits(spec.model, spec.input_shape, min(batches or [spec.batch]), training=training)
@@ -241,50 +243,3 @@ def _unstored(spec: BenchmarkSpec) -> Result:
     if spec.gpus > 1:
         return torchrun.run(spec, launcher_fingerprint())
     return execute(spec, fingerprint())
-
-
-def _existing(path: str) -> None:
-    if not Path(path).exists():
-        raise UserError(f"--disk {path}: no such file or folder")
-
-
-@dataclass(frozen=True, kw_only=True)
-class SystemRequest(Options):
-    """Measure this machine's ceilings (matmul TFLOP/s per precision, memory, host<->device,
-    all-reduce, JPEG decode, disk) next to datasheet figures, and store them."""
-    device: str = option("auto", "Device whose ceilings to measure: auto, cpu, cuda or cuda:N.", parse=check_device)
-    disk: str | None = option(None, "Also measure the read bandwidth of this file or folder (e.g. your dataset).",
-                              parse=_existing)
-    db: str | None = option(None, DB_HELP, parse=one_store)
-    store: bool = option(True, "Store the record (reports and doctor use it).")
-    fingerprint_only: bool = option(False, "Only print the fingerprint as JSON; measure nothing.",
-                                    flag="--fingerprint")
-
-
-def system_command(request: SystemRequest, view: Terminal) -> None:
-    """Measure this machine's ceilings, show them beside the datasheet and (with --store) store them."""
-    from dlbench.report.system import ceilings_table
-    from dlbench.report.tables import markdown
-    from dlbench.system.info import fingerprint
-    from dlbench.system.survey import survey
-    from dlbench.workloads.runtime import resolve_device
-
-    if request.fingerprint_only:
-        view.json(fingerprint())
-        return
-    target = resolve_device(request.device)
-    disk = Path(request.disk) if request.disk else None
-    store = Store(request.db) if request.store else None  # a bad --db fails before minutes of measuring
-    try:
-        with view.status("measuring") as status:
-            def progress(stage: str, done: int, total: int) -> None:
-                if done < total:  # the last call only says all is measured; the table says that
-                    status(f"measuring {stage} ({done + 1}/{total})")
-
-            record = survey(fingerprint(), target, disk=disk, progress=progress)
-        if store is not None:
-            store.add(record)
-    finally:
-        if store is not None:
-            store.close()
-    view.text(markdown([ceilings_table(record)]))

@@ -1,0 +1,99 @@
+"""`dlbench report` and `dlbench compare`: tables and comparisons of the stored results.
+
+Both open the store read-only and check their output path (and format) before anything is
+read or rendered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass
+from pathlib import Path
+
+from dlbench.commands.results import OUTPUT_HELP, output_file
+from dlbench.errors import UserError
+from dlbench.launch.view import Terminal
+from dlbench.options import Options, option
+from dlbench.report import FORMATS
+from dlbench.results.store import DB_HELP, Store, one_store
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportRequest(Options):
+    """Every report table (in the published reports' layouts: GPUs, per-model fwd/bwd, training, images, volumes,
+    machine) from the results in the store; missing cells show `-`, out-of-memory runs `OOM`."""
+    suite_name: str | None = option(None, "Only results of this suite.", flag="--suite")
+    systems: list[str] | None = option(None, "Only results of this system (GPU name as shown in the tables, or "
+                                             "host name); repeatable.", flag="--system")
+    format: str | None = option(None, "md (Markdown, in the published reports' layouts; the default), csv or "
+                                      "json (one record per table cell, numbers as numbers), or html (one "
+                                      "self-contained file with plots; needs --output). Without it, --output's "
+                                      "suffix (.md, .csv, .json, .html) chooses.", choices=FORMATS)
+    db: str | None = option(None, DB_HELP, parse=one_store)
+    output: str | None = option(None, OUTPUT_HELP, short="-o")
+    with_references: bool = option(False, "Add the published reports' own rows, labelled with their source and "
+                                          "their arithmetic checked, to the tables.")
+
+
+SUFFIXES = {f".{f}": f for f in FORMATS} | {".markdown": "md", ".htm": "html"}
+
+
+def report_format(given: str | None, output: str | None) -> str:
+    """The format --format names, else the one --output's suffix names, else Markdown. A suffix
+    that names no format, or another one than --format, is refused: `-o r.html` silently
+    holding Markdown is a file no browser shows right. A name without a suffix takes any format."""
+    suffix = Path(output).suffix.lower() if output is not None else ""
+    if not suffix:
+        return given or "md"
+    implied = SUFFIXES.get(suffix)
+    if implied is None:
+        raise UserError(f"--output {output}: {suffix} names no report format; name it .md, .csv, .json or .html")
+    if given is not None and given != implied:
+        raise UserError(f"--output {output} names {implied}, but --format is {given}: drop one or make them agree")
+    return implied
+
+
+def report(request: ReportRequest, view: Terminal) -> None:
+    from dlbench.report import filter_systems, render
+
+    fmt = report_format(request.format, request.output)
+    if fmt == "html" and request.output is None:
+        raise UserError("--format html writes a file: add --output report.html")
+    output = output_file(request.output, request.db, "report")
+    with Store(request.db, read_only=True) as store:
+        chosen = filter_systems(store.results(suite=request.suite_name), request.systems or [])
+    title = f"dlbench report: {request.suite_name}" if request.suite_name else "dlbench report"
+    view.write(render(chosen, fmt, title=title, with_references=request.with_references), output)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareRequest(Options):
+    """Relative speed of systems or runs on the benchmarks they share, with bootstrap confidence
+    intervals over the per-step samples. Exit status: 0, 1 when --fail-above finds a regression,
+    2 for a usage error."""
+    sides: list[str] = option(MISSING, "Two or more systems (GPU name or host), tags, or run id prefixes; with "
+                                       "--fail-above: the baseline, then the candidate.", argument=True)
+    fail_above: float | None = option(None, "Regression check: exit 1 when the candidate is slower than the "
+                                            "baseline by more than this and by more than the noise.",
+                                      unit="%", low=0, high=1000)
+    confidence: float = option(0.95, "Level of the bootstrap intervals.", low=0, low_open=True, high=0.999)
+    suite_name: str | None = option(None, "Only results of this suite.", flag="--suite")
+    format: str = option("md", "md or json.", choices=("md", "json"))
+    db: str | None = option(None, DB_HELP, parse=one_store)
+    output: str | None = option(None, OUTPUT_HELP, short="-o")
+
+
+def compare(request: CompareRequest, view: Terminal) -> int:
+    from dlbench.report import compare as cmp
+
+    if request.fail_above is not None:
+        cmp.check_regression_args(len(request.sides), request.fail_above)
+    output = output_file(request.output, request.db, "comparison")
+    with Store(request.db, read_only=True) as store:
+        comparison = cmp.compare(store.results(suite=request.suite_name), request.sides, level=request.confidence)
+    failed = cmp.regressions(comparison, request.fail_above) if request.fail_above is not None else []
+    view.write(cmp.render(comparison, request.format, failed), output)
+    for line in failed:
+        view.message(f"regression: {line}")
+    if request.fail_above is not None and not failed:
+        view.message(f"no regression above {request.fail_above:g}% beyond noise")
+    return 1 if failed else 0
