@@ -460,7 +460,7 @@ def _diagnose(r: Result, refs: list[Reference], surveys: list[Result],
     d = expectation(r, refs, ceiling)
     # what the run's own line said; figured from the store for results stored without it
     m = r.measured
-    d.utilisation = utilisation_text(m.utilisation.to_metrics()) or utilisation_text(utilisation(r, surveys))
+    d.utilisation = utilisation_text(m.utilisation) or utilisation_text(utilisation(r, surveys))
     if r.status == "ok" and r.samples.get("step"):
         d.history = history.best_other(r, by_configuration.get(history.configuration(r), []))
         d.one_gpu = history.one_gpu(r, by_configuration)
