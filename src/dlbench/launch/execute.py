@@ -10,7 +10,7 @@ import torch
 from dlbench import workloads
 from dlbench.errors import BenchmarkFailed, UserError
 from dlbench.figures import sig
-from dlbench.measure.loop import Progress, _no_progress
+from dlbench.measure.loop import Progress, _no_progress, combine
 from dlbench.measure.profile import headline
 from dlbench.models import registry
 from dlbench.results.record import Result, now
@@ -34,11 +34,11 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
         torch.cuda.reset_peak_memory_stats(device)
     try:
         with precision(spec.precision, device), optimize.switches(spec.optimize, progress), tuning.given(tuned):
-            metrics, samples = workload.run(optimize.effective_spec(spec), device, progress)
-            metrics.update(optimize.recorded_switches(spec.optimize))
-        result.traces.update(metrics.pop("traces", {}))
-        _settle(result, metrics.pop("settled", {}))
-        result.metrics.update(metrics)
+            figures, samples = workload.run(optimize.effective_spec(spec), device, progress)
+            measured = combine(workloads.measurement(figures), optimize.recorded_switches(spec.optimize))
+        result.traces.update(measured.traces)
+        _settle(result, measured.settled)
+        result.metrics.update(measured.to_metrics())
         result.samples = samples
     except UserError:
         raise
@@ -113,7 +113,7 @@ def _batch(result: Result) -> str:
 def describe(result: Result) -> str:
     """One line about a result, for the terminal."""
     if result.status == "ok":
-        line = workloads.get(result.workload).describe(result.metrics)
+        line = workloads.get(result.workload).describe(result.measured)
         return f"ok {result.spec['workload']} {result.model}{_batch(result)} on {result.system_label}: {line}" + \
             common_suffix(result.metrics)
     if result.status == "oom":

@@ -144,6 +144,9 @@ class Neighbours(Group):
     cpu_other_busy_processes: int | None = None
     cpu_other_top: list[Any] | None = None
     load_average_1m: float | None = None
+    launcher_processes: int | None = None  # the processes that started this one (torchrun), apart
+    launcher_memory_gb: float | None = None
+    launcher_commands: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,10 @@ class Data(Group):
     input_shape: list[int] | None = None
     augment: str | None = None
     ranks: list[Any] | None = None  # one line per rank of a multi-GPU run
+    cpu_share: float | None = None  # the share of JPEGs decoded on the CPU beside the GPU's decoder
+    cuda_max_connections: str | None = None  # CUDA_DEVICE_MAX_CONNECTIONS as the decoder ran under it
+    prefetch_priority: Any = None
+    warnings: list[str] | None = None  # what the data checks warned of before the run
 
 
 @dataclass(frozen=True)
@@ -321,6 +328,17 @@ class Run(Group):
     device: str | None = None
     optimize: Any = None  # the optimisation level, or what it did
     batch_tried: int | None = None  # the batch an out-of-memory run tried
+    # --optimize: the optimised model checked against eager (workloads/optimize.py)
+    compile_log: str | None = None
+    compile_cache: dict[str, Any] | None = None  # how warm the compiler's caches were
+    check_error: dict[str, float] | None = None  # relative error of outputs, loss, gradients
+    check_noise: dict[str, float] | None = None
+    check_allowed: dict[str, float] | None = None
+    check_tolerance: float | None = None
+    check_update_error: float | None = None
+    step_graphs: list[str] | None = None  # the step's phases captured as CUDA graphs
+    rewrites: Any = None  # the layers --optimize max rewrote
+    cudnn_benchmark_limit: int | None = None
 
 
 _GROUPS = {"throughput": Throughput, "window": Window, "monitor": Monitor, "neighbours": Neighbours,
@@ -349,6 +367,11 @@ class Measurement:
     run: Run = field(default_factory=Run)
     profile: dict[str, Any] | None = None  # measure/profile.py's summary of the profiled steps
     extra: dict[str, Any] = field(default_factory=dict)  # keys no record knows
+    # Not metrics, so neither stored in them nor read back: what a workload hands the runner beside
+    # its figures (launch/execute.py) — traces for Result.traces (the GPU monitor's), and spec
+    # fields it chose itself (volume's --block auto: precision, layout) for Result.spec.
+    traces: dict[str, Any] = field(default_factory=dict, compare=False)
+    settled: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
     def read(cls, metrics: Mapping[str, Any]) -> "Measurement":
