@@ -90,6 +90,14 @@ def combine(*parts: Measurement) -> Measurement:
     return Measurement(**joined)
 
 
+def with_nulls(measured: Measurement, group: str) -> Measurement:
+    """`measured` with the unset fields of one of its groups stored as nulls (in `extra`), where the
+    stored form has always said 'none' rather than left the figure out (converge's steps to target)."""
+    record = getattr(measured, group)
+    nulls = {key: None for name, key in record.keys().items() if getattr(record, name) is None}
+    return dataclasses.replace(measured, extra={**nulls, **measured.extra})
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from dlbench.data import segmentation
 from dlbench.errors import UserError
 from dlbench.figures import fixed, ms, sig
-from dlbench.measure.loop import Progress, synchronize
+from dlbench.measure.loop import Progress, synchronize, with_nulls
 from dlbench.measure.profile import compact, profile_steps
 from dlbench.models import registry
 from dlbench.results.measurement import Convergence, Data, Measurement, Run, Throughput, Window
@@ -304,7 +304,7 @@ def run(spec, device: torch.device, progress: Progress):
     measured = _metrics(spec, opts, runs, raw, geo, group.world)
     if runs and runs[-1].profile:
         measured = dataclasses.replace(measured, profile=runs[-1].profile)
-    return measured, _samples(runs)
+    return with_nulls(measured, "convergence"), _samples(runs)
 
 
 def _mean(values: list[float]) -> float | None:

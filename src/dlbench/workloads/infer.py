@@ -43,7 +43,7 @@ def run(spec, device: torch.device, progress: Progress):
     own = Measurement(latency=latency(samples["step"]),
                       window=Window(warmup_steps=measured.warmup_steps, warmup_s=measured.warmup_s),
                       data=Data(input_shape=[spec.batch, *shape], batch_per_process=spec.batch))
-    return combine(figures, data_metrics(loader, warnings, spec.opts.data), own, Measurement.read(optimized),
+    return combine(figures, Measurement(data=data_metrics(loader, warnings, spec.opts.data)), own, Measurement.read(optimized),
                    measured.common_metrics(spec.batch, "img")), samples  # rank 0's GPU under DDP
 
 

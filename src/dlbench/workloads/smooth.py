@@ -55,7 +55,7 @@ def run(spec, device: torch.device, progress: Progress):
                       data=Data(input_shape=[1, *shape]),
                       smoothing=Smoothing(sigma=sigma, noise_copies=spec.batch,
                                           noisy_per_s=figures.throughput.value * spec.batch))
-    return combine(figures, data_metrics(loader, warnings, spec.opts.data), own, Measurement.read(optimized),
+    return combine(figures, Measurement(data=data_metrics(loader, warnings, spec.opts.data)), own, Measurement.read(optimized),
                    measured.common_metrics(1, "img")), samples  # rank 0's GPU under DDP
 
 

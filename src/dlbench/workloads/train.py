@@ -191,7 +191,7 @@ def run(spec, device: torch.device, progress: Progress):
         own = combine(own, Measurement(throughput=Throughput(unit="patch/s"),
                                        training=Training(patches_per_s=figures.throughput.value, patch=list(shape[-3:])),
                                        data=Data(augment=getattr(loader, "augment", None))))
-    return combine(figures, data_metrics(loader, warnings, spec.opts.data), own, Measurement.read(optimized),
+    return combine(figures, Measurement(data=data_metrics(loader, warnings, spec.opts.data)), own, Measurement.read(optimized),
                    measured.common_metrics(spec.batch, unit)), samples  # rank 0's GPU under DDP
 
 
