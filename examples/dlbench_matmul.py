@@ -1,11 +1,12 @@
 """A dlbench plug-in: a model and a workload. `DLBENCH_PLUGINS=dlbench_matmul dlbench run matmul`."""
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from dlbench.measure.loop import run_steps
 from dlbench.models.registry import ModelEntry, register as register_model
 from dlbench.options import Options, option
+from dlbench.results.measurement import Throughput
 from dlbench.workloads import Workload, register
 
 register_model(ModelEntry("tiny-cnn", "Tiny CNN", lambda: torch.nn.Sequential(
@@ -21,9 +22,10 @@ def run(spec, device, progress):
     a = torch.randn(spec.opts.size, spec.opts.size, device=device)
     measured = run_steps(lambda timer: torch.mm(a, a), device, warmup=spec.warmup, warmup_seconds=0.0,
                          steps=spec.steps, min_seconds=0.0, progress=progress)
-    metrics = measured.common_metrics(items_per_step=1, unit="matmul")  # counted FLOPs and GPU monitor, as built-ins
-    return {**metrics, "throughput": metrics["achieved_tflops"], "throughput_unit": "TFLOP/s"}, measured.samples
+    common = measured.common_metrics(items_per_step=1, unit="matmul")  # counted FLOPs and GPU monitor, as built-ins
+    return replace(common, throughput=Throughput(common.utilisation.achieved_tflops, "TFLOP/s")), measured.samples
 
 
-register(Workload("matmul", "Square matrix products in TFLOP/s.", run, lambda m: f"{m['flops_per_step']:.3g} FLOP each",
+register(Workload("matmul", "Square matrix products in TFLOP/s.", run,
+                  lambda m: f"{m.utilisation.flops_per_step:.3g} FLOP each",
                   MatmulOptions, general=("device", "warmup", "steps", "seed")))

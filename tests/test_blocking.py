@@ -70,11 +70,12 @@ def test_fill_and_kept_shares_count_cut_blocks_and_halos():
 
 
 def test_a_run_with_cut_blocks_says_how_much_work_they_waste():
+    from dlbench.results.measurement import Measurement
     from dlbench.workloads.volume import describe
 
     metrics = {"voxels": 2e6, "total_s": 1.0, "mvox_per_s": 2.0, "blocks": 7, "blocks_skipped": 0}
-    assert "11% of the model's work is outside the volume" in describe({**metrics, "block_fill": 200 / 224})
-    assert "outside" not in describe({**metrics, "block_fill": 1.0})
+    assert "11% of the model's work is outside the volume" in describe(Measurement.read({**metrics, "block_fill": 200 / 224}))
+    assert "outside" not in describe(Measurement.read({**metrics, "block_fill": 1.0}))
 
 
 def random_blockings(rng: np.random.Generator, tries: int):

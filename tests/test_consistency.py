@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 
 from conftest import cli, make_result
+from dlbench.results.measurement import Measurement
 from dlbench.report import derived, published, render
 from dlbench.report import cnn, images, medical, training3d
 from dlbench.report.doctor import diagnose, load_references, render as render_doctor
@@ -84,9 +85,9 @@ def test_train_phase_table_of_a_record_without_means_says_its_phases_are_medians
 def test_one_line_results_add_up():
     from dlbench.workloads import fwdbwd as fb, train
 
-    line = fb.describe(fwdbwd().metrics)
+    line = fb.describe(fwdbwd().measured)
     assert "forward 5.57 + backward 9.52 = 15.09 ms" in line and "median step 16.13 ms" in line
-    line = train.describe(_train().metrics)
+    line = train.describe(_train().measured)
     assert "data 0.070 + h2d 0.030 + forward 19.65 + backward 42.56 + optimizer 0.38 = 62.69 ms" in line
     assert "median step 62.76 ms" in line and "4657 img/s" in line
 
@@ -367,6 +368,6 @@ def test_cpu_rows_in_cpu_terms():
     assert [r["cuDNN"] for r in _rows(table) if r["GPU or CPU"].startswith("CPU")] == ["None"]  # beside a GPU, as the publication writes a CPU's
     from dlbench.workloads import volume
 
-    line = volume.describe({"device": "cpu", "voxels": 1e6, "total_s": 2.0, "mvox_per_s": 0.5, "blocks": 1,
-                            "blocks_skipped": 0, "extrapolate_voxels": 8.1e12, "extrapolate_hours": {"1": 4500.0}})
+    line = volume.describe(Measurement.read({"device": "cpu", "voxels": 1e6, "total_s": 2.0, "mvox_per_s": 0.5, "blocks": 1,
+                            "blocks_skipped": 0, "extrapolate_voxels": 8.1e12, "extrapolate_hours": {"1": 4500.0}}))
     assert "on this CPU" in line and "GPU" not in line

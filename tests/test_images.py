@@ -187,8 +187,8 @@ def test_device_decoder_on_the_cpu(jpegs):
     out = decoder.decode_batch(encoded + [bad], ["a", "b", "c", "bad.jpg"])
     assert out.shape == (4, 3, 32, 48)
     assert decoder.corrupt.paths == ["bad.jpg"]
-    metrics = data_metrics(decoder, [])
-    assert metrics["cpu_share"] == 0.0 and metrics["cuda_max_connections"] == os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")
+    figures = data_metrics(decoder, [])
+    assert figures.cpu_share == 0.0 and figures.cuda_max_connections == os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")
     eval_config = images.ImageConfig(size=(32, 32), batch=2, train=False, workers=0, prefetch=1, seed=0, max_corrupt=0)
     assert images.DeviceDecoder(host, eval_config, torch.device("cpu")).decode_batch(encoded[:2], ["a", "b"]).shape == (2, 3, 32, 32)
 

@@ -87,10 +87,10 @@ def test_run_steps_reports_common_metrics_on_the_cpu():
 
     measured = run_steps(step, torch.device("cpu"), warmup=1, warmup_seconds=0.0, steps=3, min_seconds=0.0)
     assert measured.flops_per_step == 2 * 8 * 64 * 64
-    metrics = measured.common_metrics(items_per_step=8)
-    assert metrics["achieved_tflops"] > 0
-    assert metrics["traces"]["monitor"]["available"] is False
-    assert "energy_j" not in metrics  # nothing measured, nothing claimed
+    common = measured.common_metrics(items_per_step=8)
+    assert common.utilisation.achieved_tflops > 0
+    assert common.traces["monitor"]["available"] is False
+    assert "energy_j" not in common.to_metrics()  # nothing measured, nothing claimed
     off = run_steps(step, torch.device("cpu"), warmup=0, warmup_seconds=0.0, steps=1, min_seconds=0.0,
                     flops=False, monitor=False)
     assert off.flops_per_step is None and off.monitor is None

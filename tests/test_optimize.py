@@ -384,14 +384,14 @@ def test_max_times_as_many_cudnn_algorithms_as_the_internal_setting_says(monkeyp
     monkeypatch.setattr(torch.backends.cudnn, "benchmark_limit", 10, raising=False)
     with optimize.switches("max"):  # unset: as torch has it
         assert torch.backends.cudnn.benchmark_limit == 10
-        assert optimize.recorded_switches("max") == {"cudnn_benchmark_limit": 10}
+        assert optimize.recorded_switches("max").to_metrics() == {"cudnn_benchmark_limit": 10}
     monkeypatch.setenv(optimize.CUDNN_LIMIT_ENV, "0")
     with optimize.switches("max"):
         assert torch.backends.cudnn.benchmark_limit == 0
-        assert optimize.recorded_switches("max") == {"cudnn_benchmark_limit": 0}
+        assert optimize.recorded_switches("max").to_metrics() == {"cudnn_benchmark_limit": 0}
     with optimize.switches("compile"):
         assert torch.backends.cudnn.benchmark_limit == 10
-        assert optimize.recorded_switches("compile") == {}
+        assert optimize.recorded_switches("compile").to_metrics() == {}
     assert torch.backends.cudnn.benchmark_limit == 10
     monkeypatch.setenv(optimize.CUDNN_LIMIT_ENV, "all")
     with pytest.raises(UserError, match="count of algorithms"):

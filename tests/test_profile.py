@@ -201,7 +201,7 @@ def test_a_real_cpu_run_profiles_after_the_measured_window(tmp_path):
     # the file is a Chrome trace, as Perfetto and TensorBoard read it
     written = json.loads(trace.read_text())
     assert any(e.get("cat") == "cpu_op" for e in written["traceEvents"])
-    assert "profile" in measured.common_metrics(4)
+    assert "profile" in measured.common_metrics(4).to_metrics()
 
 
 def test_profile_trace_without_profile_is_a_user_error(tmp_path):

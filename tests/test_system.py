@@ -5,6 +5,7 @@ from conftest import assert_user_error, cli, make_result
 from dlbench.errors import UserError
 from dlbench.report import render_markdown
 from dlbench.results import exchange
+from dlbench.results.measurement import Utilisation
 from dlbench.results.record import Result
 from dlbench.results.store import Store
 from dlbench.system import ceilings as c
@@ -81,12 +82,12 @@ def test_ceilings_are_found_by_host_and_gpu():
                       metrics={"device": "cuda:0", "achieved_tflops": 300.0})
     assert ceilings_for(run, [old, new, *others]) is new
     u = utilisation(run, [old, new, *others])
-    assert u["ceiling_fraction"] == pytest.approx(0.4) and u["ceiling_tflops"] == 750.0
-    assert u["ceiling_precision"] == "bf16" and u["ceiling_record"] == new.id
-    assert u["datasheet_fraction"] == pytest.approx(300 / 989.4)
+    assert u.ceiling_fraction == pytest.approx(0.4) and u.ceiling_tflops == 750.0
+    assert u.ceiling_precision == "bf16" and u.ceiling_record == new.id
+    assert u.datasheet_fraction == pytest.approx(300 / 989.4)
     annotate(run, [old])
     assert run.metrics["ceiling_fraction"] == pytest.approx(300 / 700)
-    assert utilisation(make_result(), [new]) == {}  # nothing achieved recorded, nothing claimed
+    assert utilisation(make_result(), [new]) == Utilisation()  # nothing achieved recorded, nothing claimed
 
 
 def test_system_command_measures_stores_and_reports(db, tmp_path):

@@ -74,14 +74,14 @@ def test_tiny_volume_training_is_stored_with_iteration_metrics(volumes, tmp_path
 def test_iteration_metrics_reproduce_the_seed():
     # Seed 000: 1001 iterations in 1754.2 s on a 1080 Ti -> 34.2 iterations/min -> 2.0 days to 100k.
     step = 1754.2 / 1001
-    m = iteration_metrics([{"samples": {"step": [step] * 1001}}], 100_000)
+    m = iteration_metrics([{"samples": {"step": [step] * 1001}}], 100_000).to_metrics()
     assert round(m["iters_per_min"], 1) == 34.2 and round(m["days_to_extrapolate"], 1) == 2.0
     assert m["iteration_std_s"] == pytest.approx(0, abs=1e-12)
 
 
 def test_an_iteration_lasts_as_long_as_its_slowest_process():
     ranks = [{"samples": {"step": [1.0, 3.0, 2.0]}}, {"samples": {"step": [2.0, 1.0, 2.0]}}]
-    m = iteration_metrics(ranks, 60)
+    m = iteration_metrics(ranks, 60).to_metrics()
     assert (m["iteration_mean_s"], m["iteration_min_s"], m["iteration_max_s"]) == (7 / 3, 2.0, 3.0)
     assert m["iters_per_min"] == pytest.approx(60 * 3 / 7) and m["days_to_extrapolate"] == pytest.approx(7 / 3 / 1440)
     assert m["iteration_std_s"] == pytest.approx(np.std([2.0, 3.0, 2.0], ddof=1))

@@ -13,6 +13,7 @@ from dlbench.report.doctor import diagnose, render
 from dlbench.results.record import Result
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
+from dlbench.results.measurement import Utilisation
 from dlbench.system.records import annotate, carried_ceiling, matmul_ceiling, utilisation_text
 from dlbench.system.survey import quick_ceiling
 
@@ -34,7 +35,7 @@ def test_the_precision_that_ran_picks_the_ceiling_and_a_missing_one_is_measured(
     settled = run("bf16", asked={"precision": "fp32"})  # a volume run asked fp32 and settled on bf16
     assert annotate(settled, [survey]) is None
     assert settled.metrics["ceiling_tflops"] == 700.0 and settled.metrics["ceiling_precision"] == "bf16"
-    assert utilisation_text(settled.metrics) == "20% of the measured bf16 matmul ceiling of 700 TFLOP/s"
+    assert utilisation_text(settled.measured.utilisation) == "20% of the measured bf16 matmul ceiling of 700 TFLOP/s"
 
     asked = []
     fp16 = run("fp16")
@@ -61,7 +62,7 @@ def test_without_a_measurable_ceiling_the_datasheet_is_named_as_such():
     result = run("bf16")
     annotate(result, [], lambda precision: None)  # nothing could be measured for it
     assert "ceiling_fraction" not in result.metrics
-    assert utilisation_text(result.metrics) == "14% of the datasheet bf16 peak of 989 TFLOP/s (no ceiling measured here)"
+    assert utilisation_text(result.measured.utilisation) == "14% of the datasheet bf16 peak of 989 TFLOP/s (no ceiling measured here)"
 
 
 def test_quick_ceiling_on_the_cpu():
@@ -83,7 +84,7 @@ def test_measured_once_through_the_store_and_named_alike_everywhere(db):
     assert ceiling.spec["quick"] and ceiling.metrics["matmul_fp32_tflops"] > 0
     assert first.metrics["ceiling_record"] == second.metrics["ceiling_record"] == ceiling.id
     assert [r.metrics["ceiling_record"] for r in stored] == [ceiling.id] * 2
-    words = utilisation_text(second.metrics)
+    words = utilisation_text(second.measured.utilisation)
     assert re.fullmatch(r"[\d.]+% of the measured fp32 matmul ceiling of [\d.]+ TFLOP/s", words), words
     assert f", {words};" in describe(second) or describe(second).endswith(f", {words}")
     doctor = render(diagnose([*stored, ceiling]))
@@ -117,7 +118,7 @@ def test_the_doctor_asks_for_a_survey_in_words_that_fit_what_is_stored():
 
 
 def test_a_run_above_its_measured_ceiling_says_the_ceiling_is_stale():
-    text = utilisation_text({"ceiling_fraction": 1.05, "ceiling_tflops": 0.0682, "ceiling_precision": "fp32"})
+    text = utilisation_text(Utilisation(ceiling_fraction=1.05, ceiling_tflops=0.0682, ceiling_precision="fp32"))
     assert text.startswith("105% of the measured fp32 matmul ceiling of 0.0682 TFLOP/s (above it: that measurement was low")
     assert "`dlbench system` measures it again" in text
-    assert "above it" not in utilisation_text({"ceiling_fraction": 0.4, "ceiling_tflops": 700.0})
+    assert "above it" not in utilisation_text(Utilisation(ceiling_fraction=0.4, ceiling_tflops=700.0))

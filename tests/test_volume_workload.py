@@ -174,13 +174,14 @@ def test_hours_on_one_gpu_are_one_gpus_and_eight_gpus_come_from_a_rate_measured_
 
 
 def test_the_summary_gives_hours_where_they_were_measured():
+    from dlbench.results.measurement import Measurement
     from dlbench.workloads.volume import _hours, describe
 
     def line(world, mvox_s, device="cuda", **extra):
         metrics = {"device": device, "world_size": world, "voxels": 1e9, "total_s": 1e3 / mvox_s, "mvox_per_s": mvox_s,
                    "blocks": 9, "blocks_skipped": 0, "extrapolate_voxels": 8.1e12,
                    **_hours(8.1e12, mvox_s, world, torch.device(device)), **extra}
-        return describe(metrics)
+        return describe(Measurement.read(metrics))
 
     one = line(1, 100.0)
     assert "8.10 Tvox in 22.5 h on 1 GPU" in one and "8 GPUs" not in one
@@ -195,9 +196,9 @@ def test_the_summary_gives_hours_where_they_were_measured():
     # results stored before: hours on 1, N and 8 GPUs from the rate per GPU; only N's were measured
     old = {"device": "cuda", "voxels": 1e9, "total_s": 10.0, "mvox_per_s": 100.0, "blocks": 9, "blocks_skipped": 0,
            "extrapolate_voxels": 8.1e12}
-    two_old = describe({**old, "world_size": 2, "extrapolate_hours": {"1": 25.0, "2": 12.5, "8": 3.1}})
+    two_old = describe(Measurement.read({**old, "world_size": 2, "extrapolate_hours": {"1": 25.0, "2": 12.5, "8": 3.1}}))
     assert "12.5 h on 2 GPUs" in two_old and "8 GPUs" not in two_old
-    one_old = describe({**old, "world_size": 1, "extrapolate_hours": {"1": 22.5, "8": 2.8}})
+    one_old = describe(Measurement.read({**old, "world_size": 1, "extrapolate_hours": {"1": 22.5, "8": 2.8}}))
     assert "22.5 h on 1 GPU" in one_old and "8 GPUs" not in one_old
 
 

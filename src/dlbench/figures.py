@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal, InvalidOperation
-from typing import Any, Mapping
 
 from dlbench.results.measurement import Measurement
 
@@ -104,11 +103,10 @@ def add(*cells: str) -> str:
     return str(rounded)
 
 
-def phase_sum(measured: Measurement | Mapping[str, Any], phases: tuple[str, ...]) -> str:
+def phase_sum(m: Measurement, phases: tuple[str, ...]) -> str:
     """'data 0.03 + forward 4.80 = 4.83 ms (phase medians; median step 4.81 ms': the shown phases
     add up to the shown total; the median whole step, which is not that sum, stands apart. The
-    caller closes the parenthesis, after anything it adds. `measured` may still be the stored form."""
-    m = measured if isinstance(measured, Measurement) else Measurement.read(measured)
+    caller closes the parenthesis, after anything it adds."""
     values = [ms(m.phase_ms(p)) for p in phases]
     named = " + ".join(f"{p} {v}" for p, v in zip(phases, values))
     return f"{named} = {add(*values)} ms (phase medians; median step {ms(m.window.step_ms)} ms"

@@ -16,6 +16,7 @@ from dlbench.errors import UserError
 from dlbench.launch import batchsize, interrupts
 from dlbench.launch.view import Heartbeat, Terminal
 from dlbench.options import MAX_BATCH, Options, option
+from dlbench.results.measurement import Run
 from dlbench.results.record import FAILED, Result
 from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, one_store
 from dlbench.spec import BenchmarkSpec
@@ -180,7 +181,7 @@ def preflight(spec: BenchmarkSpec, view: Terminal, batches: Sequence[int] | None
         view.warning(warning)
 
 
-def _run(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal, extra: dict | None = None,
+def _run(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal, extra: Run | None = None,
          ranks: Any = None) -> Result:
     """`ranks`: the ranks started for `spec` already (`_head_start`)."""
     from dlbench.launch.inprocess import run_specs
@@ -206,7 +207,7 @@ def _search(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal
     if tuned is not None:
         view.message(f"batch {tuned.choice['batch']} {tuned.said('searches again')}")
         return _run(dataclasses.replace(spec, batch=tuned.choice["batch"]), store, extras, view,
-                    {"tuned_from": tuned.source()})
+                    Run(tuned_from=tuned.source()))
 
     budget = batchsize.CPU_BUDGET_S if resolve_device(spec.device).type == "cpu" else None
     bound = f"; on a CPU no probe starts that would end after {format_seconds(budget)}" if budget else ""
@@ -226,7 +227,7 @@ def _search(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal
     view.message(f"batch search: largest {found['largest']}, best throughput at {found['best_throughput_batch']} "
                  f"({len(found['tried'])} probes{timed_out})")
     final = spec if found["largest"] is None else dataclasses.replace(spec, batch=found["largest"])
-    result = _run(final, store, extras, view, {"batch_search": found})
+    result = _run(final, store, extras, view, Run(batch_search=found))
     if found["largest"] is not None and not found.get("stopped"):  # a search cut short found no largest batch
         note = tuning.keep(result, {"batch": found["largest"]})
         if note:

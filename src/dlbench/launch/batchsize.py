@@ -114,6 +114,6 @@ def probe_with(run: Callable[[BenchmarkSpec], Result], spec: BenchmarkSpec) -> P
 
     def probe(batch: int) -> tuple[str, float | None]:
         result = run(dataclasses.replace(spec, batch=batch, **PROBE))
-        return result.status, result.metrics.get("throughput")
+        return result.status, result.measured.throughput.value
 
     return probe

@@ -13,6 +13,7 @@ from dlbench.figures import sig
 from dlbench.measure.loop import Progress, _no_progress
 from dlbench.measure.profile import headline
 from dlbench.models import registry
+from dlbench.results.measurement import Measurement, Monitor, Run, Utilisation, combine
 from dlbench.results.record import Result, now
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.records import NEW_CEILING, annotate, utilisation_text
@@ -28,17 +29,17 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
     optimize.check_level(spec.optimize, device)
     workload = spec.declared
     result = Result(spec=spec.to_dict(), system=system, suite=suite, tag=tag, title=registry.title(spec.model))
-    result.metrics.update(device=str(device), parameters=parameter_count(spec.model))
+    result.add(Run(device=str(device)), Utilisation(parameters=parameter_count(spec.model)))
     if device.type == "cuda":
         torch.cuda.init()  # the memory statistics refuse a device before CUDA has started
         torch.cuda.reset_peak_memory_stats(device)
     try:
         with precision(spec.precision, device), optimize.switches(spec.optimize, progress), tuning.given(tuned):
-            metrics, samples = workload.run(optimize.effective_spec(spec), device, progress)
-            metrics.update(optimize.recorded_switches(spec.optimize))
-        result.traces.update(metrics.pop("traces", {}))
-        _settle(result, metrics.pop("settled", {}))
-        result.metrics.update(metrics)
+            figures, samples = workload.run(optimize.effective_spec(spec), device, progress)
+            measured = combine(workloads.measurement(figures), optimize.recorded_switches(spec.optimize))
+        result.traces.update(measured.traces)
+        _settle(result, measured.settled)
+        result.add(measured)
         result.samples = samples
     except UserError:
         raise
@@ -47,14 +48,14 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
     except Exception as error:  # noqa: BLE001 - every failure becomes a stored result
         if is_oom(error):
             result.status = "oom"
-            result.metrics["batch_tried"] = spec.batch
+            result.add(Run(batch_tried=spec.batch))
             result.error = str(error).splitlines()[0][:500]
         else:
             result.status = "error"
             result.error = "".join(traceback.format_exception_only(type(error), error)).strip()[:2000]
             result.traces["traceback"] = traceback.format_exc()[-8000:]
     finally:
-        result.metrics.update(peak_memory(device))
+        result.add(peak_memory(device))
         release_memory(device)
     result.finished = now()
     return result
@@ -67,7 +68,7 @@ def with_utilisation(result: Result, known: list[Result], *, carry: bool = False
     result's traces for the launcher to store."""
     from dlbench.system.survey import quick_ceiling
 
-    device = torch.device(str(result.metrics.get("device") or "cpu"))
+    device = torch.device(str(result.measured.device or "cpu"))
     new = annotate(result, known, lambda precision: quick_ceiling(result.system, device, precision))
     if new is not None and carry:
         result.traces[NEW_CEILING] = new.to_dict()
@@ -80,7 +81,7 @@ def _settle(result: Result, chosen: dict) -> None:
     asked = {k: result.spec.get(k) for k, v in chosen.items() if result.spec.get(k) != v}
     if asked:
         result.spec.update(chosen)
-        result.metrics["asked"] = asked
+        result.add(Run(asked=asked))
 
 
 def parameter_count(model: str) -> int | None:
@@ -93,13 +94,13 @@ def parameter_count(model: str) -> int | None:
         return None
 
 
-def peak_memory(device: torch.device) -> dict:
+def peak_memory(device: torch.device) -> Monitor:
     """Peak device memory the run allocated (MiB), and this process's peak resident host memory."""
     import resource
 
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
     gpu_mb = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
-    return {"peak_memory_mb": gpu_mb, "peak_host_rss_mb": rss_mb}
+    return Monitor(peak_memory_mb=gpu_mb, peak_host_rss_mb=rss_mb)
 
 
 def _batch(result: Result, workload: workloads.Workload | None) -> str:
@@ -116,44 +117,41 @@ def describe(result: Result) -> str:
     known = result.status == "ok" or result.workload in workloads.names()
     workload = workloads.get(result.workload) if known else None
     if result.status == "ok":
-        line = workload.describe(result.metrics)
+        m = result.measured
         return f"ok {result.spec['workload']} {result.model}{_batch(result, workload)} on {result.system_label}: " \
-            f"{line}" + common_suffix(result.metrics)
+            f"{workload.describe(m)}" + common_suffix(m)
     if result.status == "oom":
-        return f"oom {result.workload} {result.model}: out of memory at batch {result.metrics.get('batch_tried')}"
+        return f"oom {result.workload} {result.model}: out of memory at batch {result.measured.run.batch_tried}"
     return f"{result.status} {result.workload} {result.model}{_batch(result, workload)}: {result.error or ''}"
 
 
 ITEM_LABELS = {"mvox": "Mvox"}  # the unit as the run's throughput names it
 
 
-def _energy_per_item(metrics: dict) -> str:
+def _energy_per_item(m: Measurement) -> str:
     """' (0.22 J/Mvox)': energy in the unit the user counts in (a volume's step is a tile)."""
-    for key, value in metrics.items():
-        unit = key.removeprefix("energy_j_per_")
-        if unit != key and unit != "step" and value is not None:
-            return f" ({sig(value)} J/{ITEM_LABELS.get(unit, unit)})"
-    return ""
+    found = m.energy_per_item()
+    return f" ({sig(found[1])} J/{ITEM_LABELS.get(found[0], found[0])})" if found else ""
 
 
-def common_suffix(metrics: dict) -> str:
+def common_suffix(m: Measurement) -> str:
     """FLOP utilisation, energy and throttling, where measured: the same for every workload."""
     parts = []
-    if metrics.get("compile_s") is not None:
-        warm = {True: " (cache warm)", False: " (cache cold)"}.get((metrics.get("compile_cache") or {}).get("warm"), "")
-        log = f", compiler output in {metrics['compile_log']}" if metrics.get("compile_log") else ""
-        parts.append(f"--optimize {metrics.get('optimize')}: compile {sig(metrics['compile_s'])} s{warm}, matches eager{log}")
-    if metrics.get("achieved_tflops"):
-        share = utilisation_text(metrics)
-        parts.append(f"{sig(metrics['achieved_tflops'])} TFLOP/s" + (f", {share}" if share else ""))
-    if metrics.get("energy_j_per_step") is not None:
-        parts.append(f"{sig(metrics['energy_j_per_step'])} J/step" + _energy_per_item(metrics))
-    if metrics.get("throttled"):
-        parts.append("THROTTLED: " + ", ".join(metrics.get("throttle_reasons") or []))
-    if metrics.get("profile"):
-        parts.append(headline(metrics["profile"]))
-    if metrics.get("tuned_from") and not metrics.get("block_choice"):  # volume's choice says it itself
-        parts.append(f"batch {Tuned({}, **metrics['tuned_from']).said('searches again')}")
-    if metrics.get("wall_to_result_s") is not None:
-        parts.append(f"{sig(metrics['wall_to_result_s'])} s from start to result")
+    if m.window.compile_s is not None:
+        warm = {True: " (cache warm)", False: " (cache cold)"}.get((m.run.compile_cache or {}).get("warm"), "")
+        log = f", compiler output in {m.run.compile_log}" if m.run.compile_log else ""
+        parts.append(f"--optimize {m.run.optimize}: compile {sig(m.window.compile_s)} s{warm}, matches eager{log}")
+    if m.utilisation.achieved_tflops:
+        share = utilisation_text(m.utilisation)
+        parts.append(f"{sig(m.utilisation.achieved_tflops)} TFLOP/s" + (f", {share}" if share else ""))
+    if m.monitor.energy_j_per_step is not None:
+        parts.append(f"{sig(m.monitor.energy_j_per_step)} J/step" + _energy_per_item(m))
+    if m.monitor.throttled:
+        parts.append("THROTTLED: " + ", ".join(m.monitor.throttle_reasons or []))
+    if m.profile:
+        parts.append(headline(m.profile))
+    if m.run.tuned_from and not m.volume.block_choice:  # volume's choice says it itself
+        parts.append(f"batch {Tuned({}, **m.run.tuned_from).said('searches again')}")
+    if m.window.wall_to_result_s is not None:
+        parts.append(f"{sig(m.window.wall_to_result_s)} s from start to result")
     return "; " + "; ".join(parts) if parts else ""

@@ -17,6 +17,7 @@ from dlbench.errors import UserError
 from dlbench.launch import interrupts, torchrun
 from dlbench.launch.view import Heartbeat
 from dlbench.models import registry
+from dlbench.results.measurement import Run, Window
 from dlbench.results.record import Result, now
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
@@ -47,7 +48,7 @@ def check_devices(spec: BenchmarkSpec) -> None:
 
 def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None = None,
               tag: str | None = None, on_result: Callback | None = None,
-              console: Console | None = None, extra_metrics: dict | None = None,
+              console: Console | None = None, extra_metrics: Run | None = None,
               retune: bool = False, ranks: torchrun.Ranks | None = None) -> list[Result]:
     """`extra_metrics`: metrics added to every result before it is stored (e.g. a batch search). What a
     workload tunes itself is looked up before its run and kept after it (launch/tuning.py); `retune`
@@ -91,8 +92,7 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                 if ceiling is not None:  # measured once here; later runs find it in the store
                     store.add(ceiling)
                     known.append(ceiling)
-                result.metrics.update(extra_metrics or {})
-                result.metrics["wall_to_result_s"] = round(since_start(), 2)
+                result.add(extra_metrics or Run(), Window(wall_to_result_s=round(since_start(), 2)))
                 store.add(result)
                 settle()
                 note = tuning.keep(result)

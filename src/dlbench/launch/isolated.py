@@ -25,6 +25,7 @@ from dlbench import scratch
 from dlbench.launch import torchrun
 from dlbench.launch.interrupts import Interrupts
 from dlbench.models import registry
+from dlbench.results.measurement import Window
 from dlbench.results.record import Result, now
 from dlbench.spec import BenchmarkSpec
 
@@ -147,7 +148,7 @@ def _outcome(spec: BenchmarkSpec, system: dict, returncode: int, reason: str | N
     where = _where(progress)
     if reason == "timeout":
         result.status, result.error = "timeout", f"no result after {timeout:g} s{where}; stopped"
-        result.metrics["timeout_s"] = timeout
+        result.add(Window(timeout_s=timeout))
     elif reason == "interrupted":
         result.status, result.error = "interrupted", f"stopped by the user{where}"
     else:

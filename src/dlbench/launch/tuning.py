@@ -65,9 +65,9 @@ class Tuning:
         return Tuned.from_dict(self.store.tuned(self.key))
 
     def keep(self, result: Result, choice: dict | None = None) -> str | None:
-        """Store what `result` tuned (`choice`, else its metrics["tuned"]); a line to show where it
+        """Store what `result` tuned (`choice`, else what its run says it tuned); a line to show where it
         could not be kept. The result itself is stored already: failing here loses no measurement."""
-        choice = choice or result.metrics.get("tuned")
+        choice = choice or result.measured.run.tuned
         if self.key is None or result.status != "ok" or not choice:
             return None
         try:

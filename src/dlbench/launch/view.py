@@ -48,7 +48,8 @@ def median_step_ms(r: Result) -> float | None:
     """The median step time a record holds, in ms: the pipelines' `step_ms`; fwdbwd's median of
     per-step forward + backward (what its one-line result calls the median step); else the
     median of the raw `step` samples (volume, converge, older exports). None where none is stored."""
-    for value in (r.metrics.get("step_ms"), r.metrics.get("total_ms")):
+    window = r.measured.window
+    for value in (window.step_ms, window.total_ms):
         if odd(value):
             return Odd()  # shown as `?`: the stored figure is none
         if isinstance(value, (int, float)) and value > 0:

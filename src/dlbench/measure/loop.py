@@ -7,11 +7,13 @@ from the PhaseTimer after one synchronize.
 Before warm-up one extra step runs under the FLOP counter (once per spec); during the
 measured window the GPU monitor samples NVML; with `profile` steps, that many more run under
 torch.profiler after the window (measure/profile.py), so profiling never touches the timing.
-`common_metrics` (or `Measured.common_metrics`) turns them into the metrics every workload reports.
+`common_metrics` (or `Measured.common_metrics`) turns them into the figures every workload reports,
+as a Measurement the workload `combine`s (results/measurement.py) with its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
@@ -22,6 +24,7 @@ from dlbench.measure.flops import achieved_tflops, count_flops
 from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.measure.profile import profile_steps
 from dlbench.measure.timer import NullTimer, PhaseTimer
+from dlbench.results.measurement import Measurement, Monitor as MonitorFigures, Neighbours, Utilisation
 
 
 class Progress(Protocol):
@@ -42,30 +45,33 @@ class Measured:
     monitor: MonitorData | None = None
     profile: dict[str, Any] | None = None  # measure/profile.py's summary of the profiled steps
 
-    def common_metrics(self, items_per_step: float, unit: str = "img") -> dict[str, Any]:
+    def common_metrics(self, items_per_step: float, unit: str = "img") -> Measurement:
         return common_metrics(self.samples.get("step", []), self.flops_per_step, self.monitor, items_per_step, unit,
                               self.profile)
 
 
 def common_metrics(step_seconds: Sequence[float], flops_per_step: int | None, monitor: MonitorData | None,
-                   items_per_step: float, unit: str = "img", profile: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Metrics every workload reports: FLOPs and TFLOP/s, GPU monitor figures, energy per
-    step and per item (`unit`: img, mvox, ...). The monitor trace rides along under
-    'traces'; `workloads.execute` moves it into Result.traces. A workload that measures its
-    own way (volume's pipeline) calls this with its per-step seconds."""
-    metrics: dict[str, Any] = {"flops_per_step": flops_per_step,
-                               "achieved_tflops": achieved_tflops(flops_per_step or 0, list(step_seconds))}
+                   items_per_step: float, unit: str = "img", profile: dict[str, Any] | None = None) -> Measurement:
+    """What every workload reports: FLOPs and TFLOP/s (utilisation), the GPU monitor's figures
+    (monitor, neighbours), energy per step and per item (`unit`: img, mvox, ...; one no record
+    knows, a plug-in's, rides in `extra`). The monitor trace goes in `traces`, which the runner
+    moves into Result.traces. A workload that measures its own way (volume's pipeline) calls
+    this with its per-step seconds."""
+    utilisation = Utilisation(flops_per_step=flops_per_step,
+                              achieved_tflops=achieved_tflops(flops_per_step or 0, list(step_seconds)))
     data = monitor or MonitorData(available=False, reason="monitor off")
     summary = data.summary()
-    metrics.update(summary)
-    if summary.get("energy_j") is not None and step_seconds:
-        metrics["energy_j_per_step"] = summary["energy_j"] / len(step_seconds)
-        if items_per_step:
-            metrics[f"energy_j_per_{unit}"] = summary["energy_j"] / (len(step_seconds) * items_per_step)
-    metrics["traces"] = {"monitor": data.trace()}
-    if profile:
-        metrics["profile"] = profile
-    return metrics
+    figures = MonitorFigures.read(summary)
+    extra = {k: v for k, v in summary.items() if k not in {*MonitorFigures.keys().values(), *Neighbours.keys().values()}}
+    if figures.energy_j is not None and step_seconds:
+        per_step = figures.energy_j / len(step_seconds)
+        per_item = {unit: figures.energy_j / (len(step_seconds) * items_per_step)} if items_per_step else {}
+        typed = {u: v for u, v in per_item.items() if f"energy_j_per_{u}" in MonitorFigures.keys()}
+        figures = dataclasses.replace(figures, energy_j_per_step=per_step,
+                                      **{f"energy_j_per_{u}": v for u, v in typed.items()})
+        extra.update({f"energy_j_per_{u}": v for u, v in per_item.items() if u not in typed})
+    return Measurement(monitor=figures, neighbours=Neighbours.read(summary), utilisation=utilisation,
+                       profile=profile or None, extra=extra, traces={"monitor": data.trace()})
 
 
 def synchronize(device: torch.device) -> None:

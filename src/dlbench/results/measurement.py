@@ -89,6 +89,7 @@ class Window(Group):
     timeout_s: float | None = None  # the limit a timed-out run hit
 
 
+ENERGY_PER = "energy_j_per_"  # + the item a run counts, for a plug-in's own unit (in `extra`)
 PHASES = ("data", "h2d", "forward", "backward", "optimizer", "noise")
 
 
@@ -190,6 +191,10 @@ class Data(Group):
     input_shape: list[int] | None = None
     augment: str | None = None
     ranks: list[Any] | None = None  # one line per rank of a multi-GPU run
+    cpu_share: float | None = None  # the share of JPEGs decoded on the CPU beside the GPU's decoder
+    cuda_max_connections: str | None = None  # CUDA_DEVICE_MAX_CONNECTIONS as the decoder ran under it
+    prefetch_priority: Any = None
+    warnings: list[str] | None = None  # what the data checks warned of before the run
 
 
 @dataclass(frozen=True)
@@ -252,10 +257,7 @@ class Volume(Group):
     block_choice: str | None = None  # the chosen block, in words
     block_probe: list[dict[str, Any]] | None = None
     choice_asked: dict[str, Any] | None = None
-    asked: dict[str, Any] | None = None
     precision_check: list[dict[str, Any]] | None = None
-    tuned: dict[str, Any] | None = None  # what the run tuned, for the next
-    tuned_from: str | None = None  # the earlier run whose tuning this one reused
 
 
 @dataclass(frozen=True)
@@ -326,6 +328,21 @@ class Run(Group):
     device: str | None = None
     optimize: Any = None  # the optimisation level, or what it did
     batch_tried: int | None = None  # the batch an out-of-memory run tried
+    # --optimize: the optimised model checked against eager (workloads/optimize.py)
+    compile_log: str | None = None
+    compile_cache: dict[str, Any] | None = None  # how warm the compiler's caches were
+    check_error: dict[str, float] | None = None  # relative error of outputs, loss, gradients
+    check_noise: dict[str, float] | None = None
+    check_allowed: dict[str, float] | None = None
+    check_tolerance: float | None = None
+    check_update_error: float | None = None
+    step_graphs: list[str] | None = None  # the step's phases captured as CUDA graphs
+    rewrites: Any = None  # the layers --optimize max rewrote
+    cudnn_benchmark_limit: int | None = None
+    asked: dict[str, Any] | None = None  # spec fields the workload chose itself, as they were asked
+    tuned: dict[str, Any] | None = None  # what the run tuned (volume's block, a batch), for the next run
+    tuned_from: Any = None  # the earlier run whose tuning this one reused
+    batch_search: dict[str, Any] | None = None  # --batch auto: the probes and what they found
 
 
 _GROUPS = {"throughput": Throughput, "window": Window, "monitor": Monitor, "neighbours": Neighbours,
@@ -354,6 +371,11 @@ class Measurement:
     run: Run = field(default_factory=Run)
     profile: dict[str, Any] | None = None  # measure/profile.py's summary of the profiled steps
     extra: dict[str, Any] = field(default_factory=dict)  # keys no record knows
+    # Not metrics, so neither stored in them nor read back: what a workload hands the runner beside
+    # its figures (launch/execute.py) — traces for Result.traces (the GPU monitor's), and spec
+    # fields it chose itself (volume's --block auto: precision, layout) for Result.spec.
+    traces: dict[str, Any] = field(default_factory=dict, compare=False)
+    settled: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
     def read(cls, metrics: Mapping[str, Any]) -> "Measurement":
@@ -384,6 +406,15 @@ class Measurement:
         phase = self.phases.get(name)
         return phase.share if phase else None
 
+    def energy_per_item(self) -> tuple[str, float] | None:
+        """(unit, joules) per item the run counts: img, patch, mvox, or a plug-in workload's own."""
+        for unit in ("img", "patch", "mvox"):
+            value = self.monitor.energy_per(unit)
+            if value is not None:
+                return unit, value
+        return next(((k.removeprefix(ENERGY_PER), v) for k, v in self.extra.items()
+                     if k.startswith(ENERGY_PER) and v is not None), None)
+
     def to_metrics(self) -> dict[str, Any]:
         """The stored form: the flat mapping that `read` reads back to an equal Measurement."""
         metrics: dict[str, Any] = dict(self.extra)
@@ -399,3 +430,27 @@ class Measurement:
         if self.profile is not None:
             metrics["profile"] = dict(self.profile)
         return metrics
+
+
+def combine(*parts: Measurement) -> Measurement:
+    """One Measurement of the parts' figures: each group's fields that are set, a later part's over
+    an earlier's; phases, statistics, extra figures, traces and settled fields joined."""
+    joined: dict[str, Any] = {}
+    for f in dataclasses.fields(Measurement):
+        values = [getattr(part, f.name) for part in parts]
+        if f.name == "profile":
+            joined[f.name] = next((v for v in reversed(values) if v is not None), None)
+        elif isinstance(values[0], Group):
+            fields = {k: v for group in values for k, v in vars(group).items() if v is not None}
+            joined[f.name] = type(values[0])(**fields)
+        else:
+            joined[f.name] = {k: v for value in values for k, v in value.items()}
+    return Measurement(**joined)
+
+
+def with_nulls(measured: Measurement, group: str) -> Measurement:
+    """`measured` with the unset fields of one of its groups stored as nulls (in `extra`), where the
+    stored form has always said 'none' rather than left the figure out (converge's steps to target)."""
+    record = getattr(measured, group)
+    nulls = {key: None for name, key in record.keys().items() if getattr(record, name) is None}
+    return dataclasses.replace(measured, extra={**nulls, **measured.extra})

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Iterator
 
 from dlbench.figures import Odd
 from dlbench.options import MAX_BATCH, shown
-from dlbench.results.measurement import Measurement, Run
+from dlbench.results.measurement import Group, Measurement, Run
 from dlbench.results.titles import legacy_title
 
 # 2: status 'timeout' and the suite-run id `run`; records of schema 1 load unchanged.
@@ -76,6 +76,11 @@ class Result:
     def measured(self) -> Measurement:
         """The metrics as typed records (results/measurement.py)."""
         return Measurement.read(self.metrics)
+
+    def add(self, *parts: Measurement | Group) -> None:
+        """Write the figures set in `parts` into the stored metrics."""
+        for part in parts:
+            self.metrics.update(part.to_metrics())
 
     # Derived labels used by the store's index columns and by reports.
     @property

@@ -10,7 +10,7 @@ measured (a CPU in half precision), and then it says so.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from typing import Callable, Iterable
 
 from dlbench.figures import percent, sig
 from dlbench.results.measurement import Utilisation
@@ -81,28 +81,26 @@ def datasheet_tflops(result: Result) -> float | None:
     return spec.peak_tflops(precision_of(result)) if spec else None
 
 
-def utilisation(result: Result, candidates: Iterable[Result]) -> dict[str, Any]:
+def utilisation(result: Result, candidates: Iterable[Result]) -> Utilisation:
     """Achieved TFLOP/s as a fraction of the measured ceiling (and of the datasheet peak) for the
-    precision the result ran in, in the stored form. Empty where a figure is missing."""
+    precision the result ran in. Empty where a figure is missing."""
     achieved = result.measured.utilisation.achieved_tflops
     if not achieved:
-        return {}
+        return Utilisation()
     found = matmul_ceiling(result, candidates)
     ceiling, record = found if found is not None else (None, None)
     peak = datasheet_tflops(result)
     if ceiling is None and not peak:
-        return {}
+        return Utilisation()
     return Utilisation(ceiling_precision=precision_of(result), ceiling_tflops=ceiling,
                        ceiling_fraction=None if ceiling is None else achieved / ceiling,
                        ceiling_record=None if record is None else record.id,
-                       datasheet_tflops=peak or None, datasheet_fraction=achieved / peak if peak else None).to_metrics()
+                       datasheet_tflops=peak or None, datasheet_fraction=achieved / peak if peak else None)
 
 
-def utilisation_text(share: Utilisation | Mapping[str, Any]) -> str | None:
+def utilisation_text(u: Utilisation) -> str | None:
     """'16% of the measured bf16 matmul ceiling of 703 TFLOP/s': the same words in result lines,
-    reports and doctor; the datasheet only where nothing was measured, named as such. `share` is a
-    result's `measured.utilisation`, or the stored form that `utilisation` returns."""
-    u = share if isinstance(share, Utilisation) else Utilisation.read(share)
+    reports and doctor; the datasheet only where nothing was measured, named as such."""
     kind = f"{u.ceiling_precision} " if u.ceiling_precision else ""
     if isinstance(u.ceiling_fraction, (int, float)):
         value = f" of {sig(u.ceiling_tflops)} TFLOP/s" if u.ceiling_tflops else ""
@@ -128,7 +126,7 @@ def annotate(result: Result, candidates: Iterable[Result], measure: Measure | No
     if measure is not None and matmul_ceiling(result, known) is None:
         new = measure(precision_of(result))
         known += [new] if new is not None else []
-    result.metrics.update(utilisation(result, known))  # the boundary: the stored form
+    result.add(utilisation(result, known))
     return new
 
 

@@ -15,6 +15,7 @@ from typing import Callable
 import torch
 
 from dlbench.errors import UserError
+from dlbench.results.measurement import Run, System
 from dlbench.results.record import Result, now
 from dlbench.system import ceilings as c
 from dlbench.measure import nvml
@@ -62,6 +63,7 @@ def survey(system: dict, device: torch.device, *, disk: Path | None = None,
     result = Result(spec={"workload": SYSTEM_WORKLOAD, "model": "", "device": str(device),
                           "disk": str(disk) if disk else None}, system=system)
     measured: dict[str, dict] = {}
+    values: dict[str, float] = {}
     unmeasured: dict[str, str] = {}
     plan = _plan(device, disk)
     for i, (name, measure) in enumerate(plan):
@@ -69,7 +71,7 @@ def survey(system: dict, device: torch.device, *, disk: Path | None = None,
         try:
             ceiling = measure()
             measured[name] = ceiling.to_dict()
-            result.metrics[name] = ceiling.value
+            values[name] = ceiling.value
         except c.Unmeasured as why:
             unmeasured[name] = str(why)
         except UserError:
@@ -79,10 +81,10 @@ def survey(system: dict, device: torch.device, *, disk: Path | None = None,
     progress("done", len(plan), len(plan))
     indices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     facts, why = nvml.all_device_facts(indices) if indices else ([], "no GPU")
-    result.metrics.update({"device": str(device), "ceilings": measured, "unmeasured": unmeasured,
-                           "gpu_facts": facts, "datasheet": _datasheet(system, device)})
     if why:
         unmeasured["nvml"] = why
+    result.add(Run(device=str(device)), System(**values, ceilings=measured, unmeasured=unmeasured, gpu_facts=facts,
+                                               datasheet=_datasheet(system, device)))
     result.finished = now()
     return result
 
@@ -103,7 +105,7 @@ def quick_ceiling(system: dict, device: torch.device, precision: str) -> Result 
     sheet = {k: v for k, v in _datasheet(system, device).items() if k == ceiling.name}
     result = Result(spec={"workload": SYSTEM_WORKLOAD, "model": "", "device": str(device), QUICK: True},
                     system=system, started=started)
-    result.metrics.update({ceiling.name: ceiling.value, "device": str(device), "unmeasured": {}, "gpu_facts": [],
-                           "ceilings": {ceiling.name: ceiling.to_dict()}, "datasheet": sheet})
+    result.add(Run(device=str(device)), System(**{ceiling.name: ceiling.value}, unmeasured={}, gpu_facts=[],
+                                               ceilings={ceiling.name: ceiling.to_dict()}, datasheet=sheet))
     result.finished = now()
     return result

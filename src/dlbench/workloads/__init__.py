@@ -3,9 +3,11 @@
 - `options`: a typed `Options` class, its settings beyond the general spec (defaults, help,
   units and bounds in one place; the command line and suite schema are made from it);
 - `preflight(spec) -> warnings`: checks that read files or devices, before anything runs;
-- `run(spec, device, progress) -> (metrics, samples)`: the benchmark itself. Metrics hold
-  `throughput` and `throughput_unit`; samples hold `step` (seconds per step);
-- `describe(metrics) -> str`: one line for the terminal.
+- `run(spec, device, progress) -> (Measurement, samples)`: the benchmark itself. The Measurement
+  (results/measurement.py) holds the throughput and its unit, and in `traces` and `settled` what
+  the runner moves into the Result beside the metrics; samples hold `step` (seconds per step). A
+  plug-in may return a plain metrics mapping instead, read by `measurement`;
+- `describe(Measurement) -> str`: one line for the terminal.
 
 A workload never prints and never writes the store; `launch/` runs it and stores the
 Result. The built-in workloads are declared in `workloads/builtin.py` (names, help, options:
@@ -15,12 +17,14 @@ are imported when a benchmark first runs (`later`). Plug-ins `register` theirs.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from dlbench.errors import UserError
 from dlbench.options import Options, shown
+from dlbench.results.measurement import Measurement
 from dlbench.units import suggest
 
 # The general spec fields a workload's command shows by default.
@@ -36,8 +40,8 @@ def no_preflight(spec: Any) -> list[str]:
 class Workload:
     name: str
     help: str  # the command's --help: what it measures, in the user's words
-    run: Callable[..., tuple[dict, dict]]
-    describe: Callable[[dict], str]
+    run: Callable[..., tuple[Measurement | Mapping[str, Any], dict]]
+    describe: Callable[[Measurement], str]
     options: type[Options] = Options
     # Specs are spec.BenchmarkSpec, which imports this module (its checks read the workloads'
     # options): the layers below the spec take it untyped rather than import it back.
@@ -51,6 +55,16 @@ class Workload:
     # --block auto: the input's shape and type), or None where the spec leaves nothing to choose; the
     # launcher keeps the choice under that key (launch/tuning.py) and hands it to the next run that matches.
     tuning: Callable[[Any], dict | None] | None = None
+
+
+def measurement(figures: Measurement | Mapping[str, Any]) -> Measurement:
+    """What `run` returned as a Measurement: a plug-in's plain metrics mapping is read, its monitor
+    trace (under 'traces') and the spec fields it chose (under 'settled') taken out of the metrics."""
+    if isinstance(figures, Measurement):
+        return figures
+    metrics = dict(figures)
+    traces, settled = metrics.pop("traces", None) or {}, metrics.pop("settled", None) or {}
+    return dataclasses.replace(Measurement.read(metrics), traces=dict(traces), settled=dict(settled))
 
 
 def later(module: str, name: str) -> Callable[..., Any]:

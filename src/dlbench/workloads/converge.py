@@ -18,6 +18,7 @@ DistributedDataParallel (batch is per GPU) and evaluates a share of the validati
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,8 +31,10 @@ from dlbench.data import segmentation
 from dlbench.errors import UserError
 from dlbench.figures import fixed, ms, sig
 from dlbench.measure.loop import Progress, synchronize
+from dlbench.results.measurement import with_nulls
 from dlbench.measure.profile import compact, profile_steps
 from dlbench.models import registry
+from dlbench.results.measurement import Convergence, Data, Measurement, Run, Throughput, Window
 from dlbench.units import SEED003_ITERATIONS
 from dlbench.workloads import distributed, losses, optimize
 from dlbench.workloads.builtin import ConvergeOptions
@@ -299,49 +302,38 @@ def run(spec, device: torch.device, progress: Progress):
         last = len(splits) - 1  # the last fold is profiled: its steps are as warm as they get
         runs = [train_fold(spec, build, data, split, geo, i, group, progress, spec.profile if i == last else 0)
                 for i, split in enumerate(splits)]
-    metrics = _metrics(spec, opts, runs, raw, geo, group.world)
+    measured = _metrics(spec, opts, runs, raw, geo, group.world)
     if runs and runs[-1].profile:
-        metrics["profile"] = runs[-1].profile
-    return metrics, _samples(runs)
+        measured = dataclasses.replace(measured, profile=runs[-1].profile)
+    return with_nulls(measured, "convergence"), _samples(runs)
 
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _metrics(spec, opts: ConvergeOptions, runs: list[FoldRun], raw, geo: Geometry, world: int) -> dict:
+def _metrics(spec, opts: ConvergeOptions, runs: list[FoldRun], raw, geo: Geometry, world: int) -> Measurement:
     reached = [r for r in runs if r.reached]
     train_s = sum(r.train_s for r in runs)
     images = spec.batch * world * sum(r.steps for r in runs)
-    return {
-        "data": raw.source,
-        "images": len(raw),
-        "image_size": list(raw.masks.shape[-2:]),
-        "train_input": [c + 2 * geo.margin for c in geo.crop],
-        "train_output": list(geo.crop),
-        "eval_size": list(geo.eval_size),
-        "target_dice": opts.target_dice,
-        "folds": opts.folds,
-        "folds_run": len(runs),
-        "gpus": world,
-        "global_batch": spec.batch * world,
-        "per_fold": [r.summary() for r in runs],
-        "dice_per_fold": [r.final_dice for r in runs],
-        "mean_dice": _mean([r.final_dice for r in runs]),
-        "target_reached": len(reached) == len(runs),
-        "folds_reached": len(reached),
-        # A fold that missed the target counts its whole budget: the time spent, not a guess.
-        "time_to_train_s": _mean([r.time_to_target_s if r.reached else r.wall_s for r in runs]),
-        "steps_to_target": _mean([float(r.steps_to_target) for r in reached]),
-        "total_s": sum(r.wall_s for r in runs),
-        "optimize": spec.optimize,
-        "compile_s": sum(r.optimize.get("compile_s", 0.0) for r in runs) if spec.optimize != "eager" else None,
-        "throughput": images / train_s if train_s else 0.0,
-        "throughput_unit": "img/s",
-        "throughput_method": THROUGHPUT_METHOD,
-        "time_method": "wall time per fold from its first step to the end of the evaluation that reached the "
-                       "target (evaluations and warm-up included); mean over folds",
-    }
+    return Measurement(
+        throughput=Throughput(images / train_s if train_s else 0.0, "img/s", THROUGHPUT_METHOD),
+        window=Window(total_s=sum(r.wall_s for r in runs),
+                      compile_s=sum(r.optimize.get("compile_s", 0.0) for r in runs) if spec.optimize != "eager" else None),
+        run=Run(optimize=spec.optimize),
+        data=Data(source=raw.source, images=len(raw)),
+        convergence=Convergence(
+            image_size=list(raw.masks.shape[-2:]), train_input=[c + 2 * geo.margin for c in geo.crop],
+            train_output=list(geo.crop), eval_size=list(geo.eval_size),
+            target_dice=opts.target_dice, folds=opts.folds, folds_run=len(runs), gpus=world, global_batch=spec.batch * world,
+            per_fold=[r.summary() for r in runs], dice_per_fold=[r.final_dice for r in runs],
+            mean_dice=_mean([r.final_dice for r in runs]), target_reached=len(reached) == len(runs),
+            folds_reached=len(reached),
+            # A fold that missed the target counts its whole budget: the time spent, not a guess.
+            time_to_train_s=_mean([r.time_to_target_s if r.reached else r.wall_s for r in runs]),
+            steps_to_target=_mean([float(r.steps_to_target) for r in reached]),
+            time_method="wall time per fold from its first step to the end of the evaluation that reached the "
+                        "target (evaluations and warm-up included); mean over folds"))
 
 
 def _samples(runs: list[FoldRun]) -> dict[str, list[float]]:
@@ -357,17 +349,17 @@ def _samples(runs: list[FoldRun]) -> dict[str, list[float]]:
     }
 
 
-def describe(metrics: dict) -> str:
+def describe(m: Measurement) -> str:
     """DICE per fold and their mean; time to train both ways (to the target, and per 40,000
     iterations like seed 003 at the measured training step time); training throughput."""
-    reached = metrics["folds_reached"]
-    folds = ", ".join(fixed(d, 4) for d in metrics.get("dice_per_fold") or [])
-    target = f"target {metrics['target_dice']:g} reached in {reached}/{metrics['folds_run']} folds"
-    runs = [f for f in metrics.get("per_fold") or [] if f.get("steps")]
+    c = m.convergence
+    folds = ", ".join(fixed(d, 4) for d in c.dice_per_fold or [])
+    target = f"target {c.target_dice:g} reached in {c.folds_reached}/{c.folds_run} folds"
+    runs = [f for f in c.per_fold or [] if f.get("steps")]
     step_s = sum(f["train_s"] / f["steps"] for f in runs) / len(runs) if runs else None
     fixed_time = (f", {fixed(SEED003_ITERATIONS * step_s / 60, 1)} min per {SEED003_ITERATIONS:,} iterations "
                   f"(step {ms(step_s * 1e3)} ms)"
                   if step_s else "")
-    return (f"mean DICE {fixed(metrics['mean_dice'], 4)} (per fold {folds or '-'}; {target}), time to target "
-            f"{fixed(metrics['time_to_train_s'] / 60, 2)} min per fold{fixed_time}, "
-            f"{sig(metrics['throughput'])} img/s training")
+    return (f"mean DICE {fixed(c.mean_dice, 4)} (per fold {folds or '-'}; {target}), time to target "
+            f"{fixed(c.time_to_train_s / 60, 2)} min per fold{fixed_time}, "
+            f"{sig(m.throughput.value)} img/s training")

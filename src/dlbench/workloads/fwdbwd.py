@@ -13,6 +13,7 @@ from dlbench.figures import add, ms, sig
 from dlbench.measure.loop import Progress, run_steps
 from dlbench.measure.stats import summarize
 from dlbench.models import registry
+from dlbench.results.measurement import Data, Measurement, Phase, Stats, Throughput, Window, combine
 from dlbench.workloads import optimize
 from dlbench.workloads.runtime import memory_format, random_input
 
@@ -58,27 +59,20 @@ def run(spec, device: torch.device, progress: Progress):
     samples["total"] = [f + b for f, b in zip(samples["forward"], samples["backward"])]
     stats = {phase: summarize(values) for phase, values in samples.items()}
     window = sum(samples["step"])
-    metrics = {
-        "input_shape": [spec.batch, *shape],
-        "forward_ms": stats["forward"]["median"] * 1e3,
-        "backward_ms": stats["backward"]["median"] * 1e3,
-        "total_ms": stats["total"]["median"] * 1e3,
-        "images_per_s": spec.batch * len(samples["step"]) / window,
-        "throughput": spec.batch * len(samples["step"]) / window,
-        "throughput_unit": "img/s",
-        "steps": len(samples["step"]),
-        "warmup_steps": measured.warmup_steps,
-        "warmup_s": measured.warmup_s,
-        "stats": stats,
-        **optimized,
-        **measured.common_metrics(spec.batch, "img"),
-    }
-    return metrics, samples
+    per_s = spec.batch * len(samples["step"]) / window
+    own = Measurement(
+        throughput=Throughput(per_s, "img/s"),
+        window=Window(steps=len(samples["step"]), warmup_steps=measured.warmup_steps, warmup_s=measured.warmup_s,
+                      total_ms=stats["total"]["median"] * 1e3),
+        phases={phase: Phase(phase, stats[phase]["median"] * 1e3) for phase in ("forward", "backward")},
+        stats={name: Stats.read(s) for name, s in stats.items()},
+        data=Data(input_shape=[spec.batch, *shape], images_per_s=per_s))
+    return combine(own, Measurement.read(optimized), measured.common_metrics(spec.batch, "img")), samples
 
 
-def describe(metrics: dict) -> str:
+def describe(m: Measurement) -> str:
     """Forward + backward = total as seed 004 adds them (medians of each phase), then the median
     of the per-step totals, which is not their sum."""
-    forward, backward = ms(metrics["forward_ms"]), ms(metrics["backward_ms"])
+    forward, backward = ms(m.phase_ms("forward")), ms(m.phase_ms("backward"))
     return (f"forward {forward} + backward {backward} = {add(forward, backward)} ms (phase medians; median step "
-            f"{ms(metrics['total_ms'])} ms), {sig(metrics['images_per_s'])} img/s")
+            f"{ms(m.window.total_ms)} ms), {sig(m.data.images_per_s)} img/s")

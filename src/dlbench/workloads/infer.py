@@ -14,6 +14,7 @@ from dlbench import data
 from dlbench.figures import ms, percent, phase_sum, sig
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
+from dlbench.results.measurement import Data, Measurement, Window, combine
 from dlbench.workloads import distributed
 from dlbench.workloads.pipeline import (Feeder, data_metrics, inference_model, latency, measure_inference,
                                        metrics_from_ranks)
@@ -38,17 +39,16 @@ def run(spec, device: torch.device, progress: Progress):
             timer.mark("forward")
 
         measured, ranks = measure_inference(step, spec, group, progress, measured_steps(spec, loader), feeder, spec.batch)
-    metrics, samples = metrics_from_ranks(ranks, PHASES)
-    metrics.update(latency(samples["step"]))
-    metrics.update(data_metrics(loader, warnings, spec.opts.data))
-    metrics.update({"input_shape": [spec.batch, *shape], "batch_per_process": spec.batch,
-                    "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s, **optimized})
-    metrics.update(measured.common_metrics(spec.batch, "img"))  # rank 0's GPU under DDP
-    return metrics, samples
+    figures, samples = metrics_from_ranks(ranks, PHASES)
+    own = Measurement(latency=latency(samples["step"]),
+                      window=Window(warmup_steps=measured.warmup_steps, warmup_s=measured.warmup_s),
+                      data=Data(input_shape=[spec.batch, *shape], batch_per_process=spec.batch))
+    return combine(figures, Measurement(data=data_metrics(loader, warnings, spec.opts.data)), own, Measurement.read(optimized),
+                   measured.common_metrics(spec.batch, "img")), samples  # rank 0's GPU under DDP
 
 
-def describe(metrics: dict) -> str:
-    procs = f" on {metrics['processes']} processes" if metrics.get("processes", 1) > 1 else ""
-    return (f"{sig(metrics['throughput'])} img/s{procs}; latency per batch avg {ms(metrics['latency_avg_ms'])} ms, "
-            f"p99 {ms(metrics['latency_p99_ms'])} ms; {phase_sum(metrics, PHASES)}; data wait "
-            f"{percent(metrics['data_share'])})")
+def describe(m: Measurement) -> str:
+    procs = f" on {m.data.processes} processes" if (m.data.processes or 1) > 1 else ""
+    return (f"{sig(m.throughput.value)} img/s{procs}; latency per batch avg {ms(m.latency.avg_ms)} ms, "
+            f"p99 {ms(m.latency.p99_ms)} ms; {phase_sum(m, PHASES)}; data wait "
+            f"{percent(m.phase_share('data'))})")

@@ -43,6 +43,7 @@ from torch import nn
 
 from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, _no_progress
+from dlbench.results.measurement import Measurement, Run
 from dlbench.workloads import compiling, rewrites
 
 # The same as spec.OPTIMIZE_LEVELS (which checks specs before any workload loads) and
@@ -107,12 +108,12 @@ def switches(level: str, progress: Progress = _no_progress) -> Iterator[None]:
         _progress.reset(token)
 
 
-def recorded_switches(level: str) -> dict[str, Any]:
+def recorded_switches(level: str) -> Measurement:
     """The switches of `level` a result records, read inside `switches`: at `max`, how many
     algorithms cudnn.benchmark timed per convolution."""
     if level != "max" or not torch.backends.cudnn.is_available():
-        return {}
-    return {"cudnn_benchmark_limit": torch.backends.cudnn.benchmark_limit}
+        return Measurement()
+    return Measurement(run=Run(cudnn_benchmark_limit=torch.backends.cudnn.benchmark_limit))
 
 
 @contextlib.contextmanager

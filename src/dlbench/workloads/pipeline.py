@@ -25,6 +25,7 @@ from dlbench.data import prefetch
 from dlbench.data.images import DeviceDecoder, to_device
 from dlbench.measure.stats import latency_ms, summarize
 from dlbench.measure.timer import NullTimer
+from dlbench.results.measurement import Data, Latency, Measurement, Phase, Stats, Throughput, Window
 from dlbench.workloads import optimize
 from dlbench.workloads.runtime import memory_format, random_input
 
@@ -60,7 +61,7 @@ def rank_payload(samples: dict[str, list[float]], images_per_step: int, host_wai
     return {"samples": samples, "images_per_step": images_per_step, "host_waits": host_waits}
 
 
-def metrics_from_ranks(ranks: list[dict[str, Any]], phases: tuple[str, ...]) -> tuple[dict, dict]:
+def metrics_from_ranks(ranks: list[dict[str, Any]], phases: tuple[str, ...]) -> tuple[Measurement, dict]:
     """Global throughput (all ranks' images over the slowest rank's measured time), per-phase
     medians and shares over every rank's steps, and one line of figures per rank."""
     pooled: dict[str, list[float]] = {}
@@ -72,26 +73,15 @@ def metrics_from_ranks(ranks: list[dict[str, Any]], phases: tuple[str, ...]) -> 
     window = max(sum(p["samples"]["step"]) for p in ranks)
     stats = {phase: summarize(values) for phase, values in pooled.items() if values}
     total = sum(pooled["step"])
-    metrics: dict[str, Any] = {
-        "throughput": images / window,
-        "throughput_unit": "img/s",
-        "throughput_method": THROUGHPUT_METHOD,
-        "images_per_s": images / window,
-        "images": images,
-        "window_s": window,
-        "steps": len(ranks[0]["samples"]["step"]),
-        "processes": len(ranks),
-        "step_ms": stats["step"]["median"] * 1e3,
-        "stats": stats,
-    }
-    for phase in phases:
-        metrics[f"{phase}_ms"] = stats[phase]["median"] * 1e3
-        metrics[f"{phase}_share"] = sum(pooled[phase]) / total
-    if pooled["data_host"]:
-        metrics["data_host_ms"] = stats["data_host"]["median"] * 1e3
-    if len(ranks) > 1:
-        metrics["ranks"] = [_rank_line(i, p, phases) for i, p in enumerate(ranks)]
-    return metrics, pooled
+    data = Data(images_per_s=images / window, images=images, processes=len(ranks),
+                host_ms=stats["data_host"]["median"] * 1e3 if pooled["data_host"] else None,
+                ranks=[_rank_line(i, p, phases) for i, p in enumerate(ranks)] if len(ranks) > 1 else None)
+    measured = Measurement(
+        throughput=Throughput(images / window, "img/s", THROUGHPUT_METHOD),
+        window=Window(window_s=window, steps=len(ranks[0]["samples"]["step"]), step_ms=stats["step"]["median"] * 1e3),
+        phases={phase: Phase(phase, stats[phase]["median"] * 1e3, sum(pooled[phase]) / total) for phase in phases},
+        stats={name: Stats.read(s) for name, s in stats.items()}, data=data)
+    return measured, pooled
 
 
 def _rank_line(rank: int, payload: dict[str, Any], phases: tuple[str, ...]) -> dict[str, Any]:
@@ -103,33 +93,29 @@ def _rank_line(rank: int, payload: dict[str, Any], phases: tuple[str, ...]) -> d
     return line
 
 
-def latency(samples: list[float]) -> dict[str, float]:
+
+
+def latency(samples: list[float]) -> Latency:
     """Per-batch latency in ms: avg, p50, p90, p95, p99 (seed 003's columns)."""
-    return {f"latency_{name}_ms": value for name, value in latency_ms(samples).items()}
+    return Latency(**{f"{name}_ms": value for name, value in latency_ms(samples).items()})
 
 
-def data_metrics(loader, warnings: list[str], source: str | None = None) -> dict[str, Any]:
+def data_metrics(loader, warnings: list[str], source: str | None = None) -> Data:
     """What the input pipeline was: the path read (`source` as given, environment variables
     expanded: reports tell datasets apart by it), images, workers, decoding, files skipped."""
-    out: dict[str, Any] = {"dataset_images": getattr(loader, "images", 0)}
     path = data.parse_source(source)[1] if source else None
-    if path:
-        out["data_path"] = path
-    workers = loader_workers(loader)
-    if workers is not None:  # "auto" resolved: reports print the count
-        out["workers"] = workers
+    workers = loader_workers(loader)  # "auto" resolved: reports print the count
+    decoder = {}
     if isinstance(loader, DeviceDecoder):
-        out["cpu_share"] = loader.config.cpu_share
         # nvjpeg on a side stream is only fast with enough hardware queues (see launch/environment.py)
-        out["cuda_max_connections"] = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")
-        out["prefetch_priority"] = prefetch.priority()
+        decoder = {"cpu_share": loader.config.cpu_share,
+                   "cuda_max_connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
+                   "prefetch_priority": prefetch.priority()}
     corrupt = getattr(loader, "corrupt", None)
-    if corrupt is not None:
-        out["corrupt_files"] = len(corrupt.paths)
-        out["corrupt_examples"] = corrupt.paths[:10]
-    if warnings:
-        out["warnings"] = warnings
-    return out
+    return Data(dataset_images=getattr(loader, "images", 0), path=path or None, workers=workers,
+                corrupt_files=len(corrupt.paths) if corrupt is not None else None,
+                corrupt_examples=corrupt.paths[:10] if corrupt is not None else None,
+                warnings=warnings or None, **decoder)
 
 
 def loader_workers(loader, depth: int = 3) -> int | None:

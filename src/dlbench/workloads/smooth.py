@@ -14,6 +14,7 @@ from dlbench import data
 from dlbench.figures import phase_sum, sig
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
+from dlbench.results.measurement import Data, Measurement, Smoothing, Window, combine
 from dlbench.workloads import distributed
 from dlbench.workloads.fwdbwd import primary_output
 from dlbench.workloads.pipeline import (Feeder, data_metrics, inference_model, latency, measure_inference,
@@ -48,16 +49,16 @@ def run(spec, device: torch.device, progress: Progress):
             timer.mark("forward")
 
         measured, ranks = measure_inference(step, spec, group, progress, measured_steps(spec, loader), feeder, 1)
-    metrics, samples = metrics_from_ranks(ranks, PHASES)
-    metrics.update(latency(samples["step"]))
-    metrics.update(data_metrics(loader, warnings, spec.opts.data))
-    metrics.update({"input_shape": [1, *shape], "noise_copies": spec.batch, "sigma": sigma,
-                    "noisy_per_s": metrics["throughput"] * spec.batch,
-                    "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s, **optimized})
-    metrics.update(measured.common_metrics(1, "img"))  # rank 0's GPU under DDP
-    return metrics, samples
+    figures, samples = metrics_from_ranks(ranks, PHASES)
+    own = Measurement(latency=latency(samples["step"]),
+                      window=Window(warmup_steps=measured.warmup_steps, warmup_s=measured.warmup_s),
+                      data=Data(input_shape=[1, *shape]),
+                      smoothing=Smoothing(sigma=sigma, noise_copies=spec.batch,
+                                          noisy_per_s=figures.throughput.value * spec.batch))
+    return combine(figures, Measurement(data=data_metrics(loader, warnings, spec.opts.data)), own, Measurement.read(optimized),
+                   measured.common_metrics(1, "img")), samples  # rank 0's GPU under DDP
 
 
-def describe(metrics: dict) -> str:
-    return (f"{sig(metrics['throughput'])} inputs/s ({sig(metrics['noisy_per_s'])} noisy copies/s); "
-            f"{phase_sum(metrics, PHASES)})")
+def describe(m: Measurement) -> str:
+    return (f"{sig(m.throughput.value)} inputs/s ({sig(m.smoothing.noisy_per_s)} noisy copies/s); "
+            f"{phase_sum(m, PHASES)})")

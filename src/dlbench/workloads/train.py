@@ -16,6 +16,7 @@ time per iteration (mean, std, min, max), iterations per minute and days to
 
 from __future__ import annotations
 
+import dataclasses
 
 import torch
 
@@ -25,6 +26,7 @@ from dlbench.figures import fixed, ms, percent, phase_sum, sig
 from dlbench.measure.loop import Progress
 from dlbench.measure.stats import summarize
 from dlbench.models import registry
+from dlbench.results.measurement import Data, Measurement, Throughput, Training, Window, combine
 from dlbench.units import days_to, iters_per_min, parse_zyx
 from dlbench.workloads import distributed, losses, optimize
 from dlbench.workloads.fwdbwd import primary_output
@@ -83,14 +85,14 @@ def input_shape(spec, entry) -> tuple[int, ...]:
     return (entry.input_shape[0], *patch)
 
 
-def iteration_metrics(ranks: list[dict], target: int) -> dict:
+def iteration_metrics(ranks: list[dict], target: int) -> Training:
     """Seed 000/001's figures: one iteration is one step of every process, as long as the slowest."""
     steps = [max(values) for values in zip(*(p["samples"]["step"] for p in ranks))]
     s = summarize(steps)
     per_min = iters_per_min(len(steps), sum(steps))
-    return {"iteration_mean_s": s["mean"], "iteration_std_s": s["std"], "iteration_min_s": s["min"],
-            "iteration_max_s": s["max"], "iters_per_min": per_min, "extrapolate_iters": target,
-            "days_to_extrapolate": days_to(target, per_min)}
+    return Training(iteration_mean_s=s["mean"], iteration_std_s=s["std"], iteration_min_s=s["min"],
+                    iteration_max_s=s["max"], iters_per_min=per_min, extrapolate_iters=target,
+                    days_to_extrapolate=days_to(target, per_min))
 
 
 def preflight(spec, device: torch.device | None = None) -> list[str]:
@@ -175,33 +177,33 @@ def run(spec, device: torch.device, progress: Progress):
             feeder.close()
         ranks = group.gather(rank_payload(measured.samples, spec.batch, feeder.host_waits))
         communication = distributed.communication_facts(group, model)
-    metrics, samples = metrics_from_ranks(ranks, PHASES)
+    figures, samples = metrics_from_ranks(ranks, PHASES)
     kind = data.parse_source(spec.opts.data)[0]
     volume = kind == "volume"
     unit = "patch" if volume else "img"
-    metrics.update(data_metrics(loader, warnings, spec.opts.data))
-    metrics.update({"input_shape": [spec.batch, *shape], "task": entry.task, "batch_per_process": spec.batch,
-                    "warmup_steps": measured.warmup_steps, "warmup_s": measured.warmup_s,
-                    "optimizer": optimizer_name(spec, entry.task), "epochs": spec.opts.epochs, **optimized})
-    if communication:
-        metrics["communication"] = communication
-    if volume or entry.task in VOLUME_TASKS:
-        metrics.update(iteration_metrics(ranks, spec.opts.extrapolate_iters))
+    iterations = iteration_metrics(ranks, spec.opts.extrapolate_iters) if volume or entry.task in VOLUME_TASKS \
+        else Training()
+    training = dataclasses.replace(iterations, task=entry.task, optimizer=optimizer_name(spec, entry.task),
+                                   epochs=spec.opts.epochs, communication=communication or None)
+    own = Measurement(window=Window(warmup_steps=measured.warmup_steps, warmup_s=measured.warmup_s),
+                      data=Data(input_shape=[spec.batch, *shape], batch_per_process=spec.batch), training=training)
     if volume:
-        metrics.update({"throughput_unit": "patch/s", "patches_per_s": metrics["throughput"],
-                        "augment": getattr(loader, "augment", None), "patch": list(shape[-3:])})
-    metrics.update(measured.common_metrics(spec.batch, unit))  # rank 0's GPU under DDP
-    return metrics, samples
+        own = combine(own, Measurement(throughput=Throughput(unit="patch/s"),
+                                       training=Training(patches_per_s=figures.throughput.value, patch=list(shape[-3:])),
+                                       data=Data(augment=getattr(loader, "augment", None))))
+    return combine(figures, Measurement(data=data_metrics(loader, warnings, spec.opts.data)), own, Measurement.read(optimized),
+                   measured.common_metrics(spec.batch, unit)), samples  # rank 0's GPU under DDP
 
 
-def describe(metrics: dict) -> str:
+def describe(m: Measurement) -> str:
     """3D training in the seeds' terms (iterations per minute, days); otherwise throughput and
     the phase medians with their sum, the median whole step apart (it is not that sum)."""
-    wait = f"data wait {percent(metrics['data_share'])} of the time"
-    if "iters_per_min" in metrics:
-        return (f"iteration {ms(metrics['iteration_mean_s'] * 1e3)} ms mean (std {ms(metrics['iteration_std_s'] * 1e3)} "
-                f"ms), {fixed(metrics['iters_per_min'], 1)} iters/min, {sig(metrics['days_to_extrapolate'])} days to "
-                f"{metrics['extrapolate_iters']:,} iterations ({wait})")
-    procs = f" on {metrics['processes']} processes" if metrics.get("processes", 1) > 1 else ""
-    return (f"{sig(metrics['throughput'])} {metrics.get('throughput_unit', 'img/s')}{procs}; "
-            f"{phase_sum(metrics, PHASES)}; {wait})")
+    wait = f"data wait {percent(m.phase_share('data'))} of the time"
+    t = m.training
+    if t.iters_per_min is not None:
+        return (f"iteration {ms(t.iteration_mean_s * 1e3)} ms mean (std {ms(t.iteration_std_s * 1e3)} "
+                f"ms), {fixed(t.iters_per_min, 1)} iters/min, {sig(t.days_to_extrapolate)} days to "
+                f"{t.extrapolate_iters:,} iterations ({wait})")
+    procs = f" on {m.data.processes} processes" if (m.data.processes or 1) > 1 else ""
+    return (f"{sig(m.throughput.value)} {m.throughput.unit or 'img/s'}{procs}; "
+            f"{phase_sum(m, PHASES)}; {wait})")

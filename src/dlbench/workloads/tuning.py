@@ -3,7 +3,7 @@
 The launcher (launch/tuning.py) looks a matching record up in the store before the run and
 sets it here for the run's duration; a workload that finds one uses its choice instead of
 measuring, and reports `tuned_from`. A workload that measured reports what it chose as
-metrics["tuned"], which the launcher stores. A workload never reads or writes the store.
+`Run.tuned`, which the launcher stores. A workload never reads or writes the store.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 @dataclass(frozen=True)
 class Tuned:
-    choice: dict[str, Any]  # what the workload reported as metrics["tuned"]
+    choice: dict[str, Any]  # what the workload reported as `Run.tuned`
     result: str  # id of the run that measured it
     stored: str  # when (ISO 8601)
 
@@ -27,7 +27,7 @@ class Tuned:
         return None if not data else cls(dict(data["choice"]), str(data["result"]), str(data["stored"]))
 
     def source(self) -> dict[str, str]:
-        """metrics["tuned_from"] of the run that reuses it."""
+        """`Run.tuned_from` of the run that reuses it."""
         return {"result": self.result, "stored": self.stored}
 
     def said(self, again: str = "measures again") -> str:

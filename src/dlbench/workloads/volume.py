@@ -40,6 +40,7 @@ from dlbench.measure.loop import Progress, common_metrics, mean_step, synchroniz
 from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.measure.profile import compact, profile_steps
 from dlbench.models import fused, registry, slabs
+from dlbench.results.measurement import Measurement, Run, Throughput, Volume as VolumeFigures, Window, combine
 from dlbench.units import hours_for, parse_shape
 from dlbench.workloads import block_choice, distributed, optimize, tuning
 from dlbench.workloads.builtin import CPU_VOLUME, SEED_VOLUME, VolumeOptions, parse_voxels
@@ -78,15 +79,14 @@ def fusable(asked: str, device: torch.device) -> bool:
     return can
 
 
-def with_kernels(model: torch.nn.Module, asked: str, device: torch.device) -> tuple[torch.nn.Module, dict]:
+def with_kernels(model: torch.nn.Module, asked: str, device: torch.device) -> tuple[torch.nn.Module, VolumeFigures]:
     """The model with dlbench's fused kernels where asked (for auto: where they can run) and where
     they apply, and its 3D convolutions in depth slabs past 32-bit indexing (models.slabs)."""
     count = 0
     if fusable(asked, device):
         model, count = fused.fuse(model)
     model, slabbed = slabs.split(model)
-    kernels = {"kernels": "fused" if count else "pytorch", "slab_layers": slabbed}
-    return model, {**kernels, "fused_layers": count} if count else kernels
+    return model, VolumeFigures(kernels="fused" if count else "pytorch", slab_layers=slabbed, fused_layers=count or None)
 
 
 # ---------------------------------------------------------------- the workload
@@ -355,21 +355,19 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     per_rank = group.gather({"voxels": voxels, "wall": wall, "blocks": len(mine), "first_wait": waits[0] if waits else 0.0,
                              "phases": {k: float(sum(v)) for k, v in samples.items()}, "nonfinite": nonfinite.voxels})
     group.barrier()
-    metrics = _metrics(opts, volume, blocking, per_rank, group.world, len(finished), warmup_s, warmup_tile_s, store,
-                       device)
-    metrics.update(optimized, **kernels)
+    own = _metrics(opts, volume, blocking, per_rank, group.world, len(finished), warmup_s, warmup_tile_s, store, device)
+    parts = [own, Measurement.read(optimized), Measurement(volume=kernels)]
     if opts.block == "auto" or spec.precision == "auto":
-        metrics.update(block_choice=block_choice.describe(choice), block_probe=choice.probes,
-                       choice_asked={"block": opts.block, "precision": spec.precision},
-                       settled={"precision": precision, "channels_last": cl})
-        if source == "measured":  # the launcher keeps it for the next run on this input (launch/tuning.py)
-            metrics["tuned"] = {"block": list(choice.block), "precision": precision, "channels_last": cl}
-        elif source == "tuned":
-            metrics["tuned_from"] = tuning.current().source()
+        parts.append(Measurement(volume=VolumeFigures(
+            block_choice=block_choice.describe(choice), block_probe=choice.probes,
+            choice_asked={"block": opts.block, "precision": spec.precision}), run=Run(
+            # the launcher keeps a measured choice for the next run on this input (launch/tuning.py)
+            tuned={"block": list(choice.block), "precision": precision, "channels_last": cl} if source == "measured" else None,
+            tuned_from=tuning.current().source() if source == "tuned" else None),
+            settled={"precision": precision, "channels_last": cl}))
     if choice.checks:
-        metrics["precision_check"] = choice.checks
-    metrics.update(_common_metrics(wall, len(mine), flops, monitor.data, voxels, profile))
-    return metrics, samples
+        parts.append(Measurement(volume=VolumeFigures(precision_check=choice.checks)))
+    return combine(*parts, _common_metrics(wall, len(mine), flops, monitor.data, voxels, profile)), samples
 
 
 def _kept(opts: VolumeOptions, store: PredictionStore, blocks: int) -> str:
@@ -421,7 +419,7 @@ def _device_time_per_tile(samples: dict[str, list[float]]) -> float | None:
 
 
 def _common_metrics(wall: float, tiles: int, flops: int, monitor: MonitorData, voxels: int,
-                    profile: dict | None) -> dict:
+                    profile: dict | None) -> Measurement:
     """What every workload reports, one tile a step: FLOPs and TFLOP/s, this rank's GPU during
     the run (clocks, power, throttling), its energy per block and per Mvox. A tile's step is the
     run's wall time over its tiles, as the Mvox/s count it: the host loop's turns are not tiles
@@ -432,7 +430,7 @@ def _common_metrics(wall: float, tiles: int, flops: int, monitor: MonitorData, v
 
 
 def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], world: int, skipped: int,
-             warmup_s: float, warmup_tile_s: float, store: PredictionStore, device: torch.device) -> dict:
+             warmup_s: float, warmup_tile_s: float, store: PredictionStore, device: torch.device) -> Measurement:
     voxels = sum(r["voxels"] for r in per_rank)
     wall = max(r["wall"] for r in per_rank) or float("nan")
     mvox_s = voxels / wall / 1e6 if voxels else 0.0
@@ -443,21 +441,21 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], wor
     target = parse_voxels(opts.extrapolate)
     phases = {k: sum(r["phases"][k] for r in per_rank) for k in per_rank[0]["phases"]}
     compute = phases.get("compute") or float("nan")
-    return {
-        "throughput": mvox_s, "throughput_unit": "Mvox/s", "mvox_per_s": mvox_s,
-        "total_s": wall, "voxels": voxels, "blocks": sum(r["blocks"] for r in per_rank), "blocks_skipped": skipped,
-        "blocks_per_rank": [r["blocks"] for r in per_rank],
-        "volume_shape": list(volume.shape), "volume_voxels": int(np.prod(volume.shape)),
-        "block": list(blocking.block), "halo": list(blocking.halo), "tile": list(blocking.tile),
-        "block_fill": blocking.fill, "kept_share": blocking.kept,
-        "output": str(store.path), "dtype": opts.dtype, "world_size": world,
-        "phase_s": phases, "data_wait_share": phases.get("wait", 0.0) / (wall * world) if voxels else 0.0,
-        "model_mvox_per_s": voxels / compute / 1e6 if voxels else None,
-        "warmup_s": warmup_s, "warmup_tile_s": warmup_tile_s, "first_tile_wait_s": first,
-        "sustained_mvox_per_s": sustained,
-        **({"nonfinite_voxels": sum(r["nonfinite"] for r in per_rank)} if opts.allow_nonfinite else {}),
-        "extrapolate_voxels": target, **_hours(target, sustained, world, device, first),
-    }
+    return Measurement(
+        throughput=Throughput(mvox_s, "Mvox/s"),
+        window=Window(total_s=wall, warmup_s=warmup_s),
+        volume=VolumeFigures(
+            mvox_per_s=mvox_s, voxels=voxels, blocks=sum(r["blocks"] for r in per_rank), blocks_skipped=skipped,
+            blocks_per_rank=[r["blocks"] for r in per_rank],
+            volume_shape=list(volume.shape), volume_voxels=int(np.prod(volume.shape)),
+            block=list(blocking.block), halo=list(blocking.halo), tile=list(blocking.tile),
+            block_fill=blocking.fill, kept_share=blocking.kept,
+            output=str(store.path), dtype=opts.dtype, world_size=world,
+            phase_s=phases, data_wait_share=phases.get("wait", 0.0) / (wall * world) if voxels else 0.0,
+            model_mvox_per_s=voxels / compute / 1e6 if voxels else None,
+            warmup_tile_s=warmup_tile_s, first_tile_wait_s=first, sustained_mvox_per_s=sustained,
+            nonfinite_voxels=sum(r["nonfinite"] for r in per_rank) if opts.allow_nonfinite else None,
+            extrapolate_voxels=target, **_hours(target, sustained, world, device, first)))
 
 
 EXTRAPOLATED = 8  # the GPU count the publications give hours for
@@ -487,40 +485,41 @@ def _hours(target: float, mvox_s: float, world: int, device: torch.device, first
     return {"extrapolate_hours": hours, "extrapolate_hours_basis": basis}
 
 
-def _measured_hours(metrics: dict, on_gpu: bool) -> tuple[str, float | None]:
+def _measured_hours(m: Measurement, on_gpu: bool) -> tuple[str, float | None]:
     """The hours at a result's own rate and the GPU count they are for ("1" on a CPU). Results
     stored before held hours on 1, N and 8 GPUs from the rate per GPU: their N is measured too."""
-    hours = metrics.get("extrapolate_hours") or {}
-    world = str(metrics.get("world_size") or 1)
+    hours = m.volume.extrapolate_hours or {}
+    world = str(m.volume.world_size or 1)
     key = world if on_gpu and world in hours else "1"
     return key, hours.get(key)
 
 
-def describe(metrics: dict) -> str:
+def describe(m: Measurement) -> str:
     """Voxels, seconds and Mvox/s; the hours for the extrapolated volume at the run's measured rate
     on its GPUs (or this CPU), and on 8 GPUs where a run on several extrapolated them."""
-    on_gpu = str(metrics.get("device", "cuda")).startswith("cuda")
-    key, hours = _measured_hours(metrics, on_gpu)
+    v = m.volume
+    on_gpu = str(m.device or "cuda").startswith("cuda")
+    key, hours = _measured_hours(m, on_gpu)
     where = (f"{key} GPU{'s' if key != '1' else ''}" if on_gpu else "this CPU")
-    tvox = sig(metrics.get("extrapolate_voxels", 0) / 1e12)
-    sustained = metrics.get("sustained_mvox_per_s")
-    after = (f" at {sig(sustained)} Mvox/s, the rate after the first tile's {sig(metrics['first_tile_wait_s'])} s"
-             if sustained and sustained > 1.01 * metrics["mvox_per_s"] else "")
+    tvox = sig((v.extrapolate_voxels or 0) / 1e12)
+    sustained = v.sustained_mvox_per_s
+    after = (f" at {sig(sustained)} Mvox/s, the rate after the first tile's {sig(v.first_tile_wait_s)} s"
+             if sustained and sustained > 1.01 * v.mvox_per_s else "")
     extra = f", {tvox} Tvox in {fixed(hours, 1)} h on {where}{after}" if hours else ""
-    basis = metrics.get("extrapolate_hours_basis") or {}
-    eight = (metrics.get("extrapolate_hours") or {}).get(str(EXTRAPOLATED))
+    basis = v.extrapolate_hours_basis or {}
+    eight = (v.extrapolate_hours or {}).get(str(EXTRAPOLATED))
     if on_gpu and eight and key != str(EXTRAPOLATED) and "extrapolated" in basis.get(str(EXTRAPOLATED), ""):
         extra += f" ({fixed(eight, 1)} h on {EXTRAPOLATED} GPUs, extrapolated from the rate per GPU on {key})"
-    fill = metrics.get("block_fill", 1.0)
+    fill = 1.0 if v.block_fill is None else v.block_fill
     cut = (f"; the far border cuts blocks: {percent(1 - fill)} of the model's work is outside the volume"
            if fill < 0.95 else "")
-    asked = metrics.get("choice_asked") or {}
+    asked = v.choice_asked or {}
     chosen = (f"; asked --block {asked.get('block', 'auto')} --precision {asked.get('precision', '?')}, ran "
-              f"{metrics['block_choice']}" if metrics.get("block_choice") else "")
-    ranks = metrics.get("blocks_per_rank") or []
-    nonfinite = (f"; the input held {nonfinite_voxels(metrics['nonfinite_voxels'])}, predicted as they are "
-                 f"(--allow-nonfinite)" if metrics.get("nonfinite_voxels") else "")
+              f"{v.block_choice}" if v.block_choice else "")
+    ranks = v.blocks_per_rank or []
+    nonfinite = (f"; the input held {nonfinite_voxels(v.nonfinite_voxels)}, predicted as they are "
+                 f"(--allow-nonfinite)" if v.nonfinite_voxels else "")
     shared = f" over {len(ranks)} processes: {'/'.join(map(str, ranks))}" if len(ranks) > 1 else ""
-    return (f"{sig(metrics['voxels'] / 1e6)} Mvox in {sig(metrics['total_s'])} s = {sig(metrics['mvox_per_s'])} Mvox/s "
-            f"({metrics['blocks']} blocks{shared}, {metrics['blocks_skipped']} already done){extra}{cut}{chosen}"
+    return (f"{sig(v.voxels / 1e6)} Mvox in {sig(m.window.total_s)} s = {sig(v.mvox_per_s)} Mvox/s "
+            f"({v.blocks} blocks{shared}, {v.blocks_skipped} already done){extra}{cut}{chosen}"
             f"{nonfinite}")
