@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from dlbench.measure.stats import summarize
+from dlbench.results.stats import summarize
 
 
 def test_summary_matches_numpy():

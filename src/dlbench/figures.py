@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from decimal import Decimal, InvalidOperation
 
-from dlbench.results.measurement import Measurement
 
 DASH = "-"
 ODD = "?"  # a stored value that is no valid figure (report tables explain it in a legend)
@@ -103,13 +102,13 @@ def add(*cells: str) -> str:
     return str(rounded)
 
 
-def phase_sum(m: Measurement, phases: tuple[str, ...]) -> str:
+def phase_sum(medians: dict[str, float | None], step_ms: float | None) -> str:
     """'data 0.03 + forward 4.80 = 4.83 ms (phase medians; median step 4.81 ms': the shown phases
-    add up to the shown total; the median whole step, which is not that sum, stands apart. The
-    caller closes the parenthesis, after anything it adds."""
-    values = [ms(m.phase_ms(p)) for p in phases]
-    named = " + ".join(f"{p} {v}" for p, v in zip(phases, values))
-    return f"{named} = {add(*values)} ms (phase medians; median step {ms(m.window.step_ms)} ms"
+    (name → median ms) add up to the shown total; the median whole step, which is not that sum,
+    stands apart. The caller closes the parenthesis, after anything it adds."""
+    values = [ms(value) for value in medians.values()]
+    named = " + ".join(f"{p} {v}" for p, v in zip(medians, values))
+    return f"{named} = {add(*values)} ms (phase medians; median step {ms(step_ms)} ms"
 
 
 def percent(share: float | None) -> str:

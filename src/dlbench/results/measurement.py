@@ -44,7 +44,7 @@ class Group:
 
 @dataclass(frozen=True)
 class Stats:
-    """Statistics of one phase's per-step seconds (measure/stats.py)."""
+    """Statistics of one phase's per-step seconds (results/stats.py)."""
     n: int | None = None
     mean: float | None = None
     median: float | None = None

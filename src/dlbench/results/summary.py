@@ -10,7 +10,7 @@ from typing import Any
 
 from dlbench.errors import UserError
 from dlbench.paths import write_failure
-from dlbench.measure.stats import summarize
+from dlbench.results.stats import summarize
 from dlbench.results.measurement import Measurement
 from dlbench.results.record import Result
 

@@ -11,7 +11,7 @@ import torch
 
 from dlbench.figures import add, ms, sig
 from dlbench.measure.loop import Progress, run_steps
-from dlbench.measure.stats import summarize
+from dlbench.results.stats import summarize
 from dlbench.models import registry
 from dlbench.results.measurement import Data, Measurement, Phase, Stats, Throughput, Window, combine
 from dlbench.workloads import optimize

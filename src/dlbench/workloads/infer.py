@@ -11,13 +11,13 @@ from __future__ import annotations
 import torch
 
 from dlbench import data
-from dlbench.figures import ms, percent, phase_sum, sig
+from dlbench.figures import ms, percent, sig
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
 from dlbench.results.measurement import Data, Measurement, Window, combine
 from dlbench.workloads import distributed
 from dlbench.workloads.pipeline import (Feeder, data_metrics, inference_model, latency, measure_inference,
-                                       metrics_from_ranks)
+                                       metrics_from_ranks, phase_line)
 from dlbench.workloads.train import measured_steps, preflight
 
 PHASES = ("data", "h2d", "forward")
@@ -50,5 +50,5 @@ def run(spec, device: torch.device, progress: Progress):
 def describe(m: Measurement) -> str:
     procs = f" on {m.data.processes} processes" if (m.data.processes or 1) > 1 else ""
     return (f"{sig(m.throughput.value)} img/s{procs}; latency per batch avg {ms(m.latency.avg_ms)} ms, "
-            f"p99 {ms(m.latency.p99_ms)} ms; {phase_sum(m, PHASES)}; data wait "
+            f"p99 {ms(m.latency.p99_ms)} ms; {phase_line(m, PHASES)}; data wait "
             f"{percent(m.phase_share('data'))})")

@@ -23,7 +23,8 @@ import torch
 from dlbench import data
 from dlbench.data import prefetch
 from dlbench.data.images import DeviceDecoder, to_device
-from dlbench.measure.stats import latency_ms, summarize
+from dlbench.figures import phase_sum
+from dlbench.results.stats import latency_ms, summarize
 from dlbench.measure.timer import NullTimer
 from dlbench.results.measurement import Data, Latency, Measurement, Phase, Stats, Throughput, Window
 from dlbench.workloads import optimize
@@ -152,3 +153,8 @@ def measure_inference(step, spec, group, progress, steps: int | None, feeder: "F
     finally:
         feeder.close()
     return measured, group.gather(rank_payload(measured.samples, items_per_step, feeder.host_waits))
+
+
+def phase_line(m: Measurement, phases: tuple[str, ...]) -> str:
+    """figures.phase_sum of the measured phases' medians and the median step."""
+    return phase_sum({phase: m.phase_ms(phase) for phase in phases}, m.window.step_ms)

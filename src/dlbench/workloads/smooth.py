@@ -11,14 +11,14 @@ from __future__ import annotations
 import torch
 
 from dlbench import data
-from dlbench.figures import phase_sum, sig
+from dlbench.figures import sig
 from dlbench.measure.loop import Progress
 from dlbench.models import registry
 from dlbench.results.measurement import Data, Measurement, Smoothing, Window, combine
 from dlbench.workloads import distributed
 from dlbench.workloads.fwdbwd import primary_output
 from dlbench.workloads.pipeline import (Feeder, data_metrics, inference_model, latency, measure_inference,
-                                       metrics_from_ranks)
+                                       metrics_from_ranks, phase_line)
 from dlbench.workloads.train import measured_steps, preflight
 from dlbench.workloads.runtime import memory_format
 
@@ -61,4 +61,4 @@ def run(spec, device: torch.device, progress: Progress):
 
 def describe(m: Measurement) -> str:
     return (f"{sig(m.throughput.value)} inputs/s ({sig(m.smoothing.noisy_per_s)} noisy copies/s); "
-            f"{phase_sum(m, PHASES)})")
+            f"{phase_line(m, PHASES)})")

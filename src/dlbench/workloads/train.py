@@ -22,15 +22,15 @@ import torch
 
 from dlbench import data
 from dlbench.errors import UserError
-from dlbench.figures import fixed, ms, percent, phase_sum, sig
+from dlbench.figures import fixed, ms, percent, sig
 from dlbench.measure.loop import Progress
-from dlbench.measure.stats import summarize
+from dlbench.results.stats import summarize
 from dlbench.models import registry
 from dlbench.results.measurement import Data, Measurement, Throughput, Training, Window, combine
 from dlbench.units import days_to, iters_per_min, parse_zyx
 from dlbench.workloads import distributed, losses, optimize
 from dlbench.workloads.fwdbwd import primary_output
-from dlbench.workloads.pipeline import Feeder, data_metrics, metrics_from_ranks, rank_payload
+from dlbench.workloads.pipeline import Feeder, data_metrics, metrics_from_ranks, phase_line, rank_payload
 from dlbench.workloads.runtime import memory_format, random_input, resolve_device
 
 
@@ -206,4 +206,4 @@ def describe(m: Measurement) -> str:
                 f"{t.extrapolate_iters:,} iterations ({wait})")
     procs = f" on {m.data.processes} processes" if (m.data.processes or 1) > 1 else ""
     return (f"{sig(m.throughput.value)} {m.throughput.unit or 'img/s'}{procs}; "
-            f"{phase_sum(m, PHASES)}; {wait})")
+            f"{phase_line(m, PHASES)}; {wait})")
