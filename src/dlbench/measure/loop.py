@@ -13,7 +13,6 @@ as a Measurement the workload `combine`s (results/measurement.py) with its own.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
@@ -24,7 +23,8 @@ from dlbench.measure.flops import achieved_tflops, count_flops
 from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.measure.profile import profile_steps
 from dlbench.measure.timer import NullTimer, PhaseTimer
-from dlbench.results.measurement import Measurement, Monitor as MonitorFigures, Neighbours, Utilisation
+from dlbench.results.measurement import (Measurement, Monitor as MonitorFigures, Neighbours, Utilisation, combine,
+                                        energy_per)
 
 
 class Progress(Protocol):
@@ -62,16 +62,15 @@ def common_metrics(step_seconds: Sequence[float], flops_per_step: int | None, mo
     data = monitor or MonitorData(available=False, reason="monitor off")
     summary = data.summary()
     figures = MonitorFigures.read(summary)
-    extra = {k: v for k, v in summary.items() if k not in {*MonitorFigures.keys().values(), *Neighbours.keys().values()}}
+    known = {*MonitorFigures.keys().values(), *Neighbours.keys().values()}
+    parts = [Measurement(monitor=figures, neighbours=Neighbours.read(summary), utilisation=utilisation,
+                         profile=profile or None, extra={k: v for k, v in summary.items() if k not in known},
+                         traces={"monitor": data.trace()})]
     if figures.energy_j is not None and step_seconds:
-        per_step = figures.energy_j / len(step_seconds)
-        per_item = {unit: figures.energy_j / (len(step_seconds) * items_per_step)} if items_per_step else {}
-        typed = {u: v for u, v in per_item.items() if f"energy_j_per_{u}" in MonitorFigures.keys()}
-        figures = dataclasses.replace(figures, energy_j_per_step=per_step,
-                                      **{f"energy_j_per_{u}": v for u, v in typed.items()})
-        extra.update({f"energy_j_per_{u}": v for u, v in per_item.items() if u not in typed})
-    return Measurement(monitor=figures, neighbours=Neighbours.read(summary), utilisation=utilisation,
-                       profile=profile or None, extra=extra, traces={"monitor": data.trace()})
+        parts.append(Measurement(monitor=MonitorFigures(energy_j_per_step=figures.energy_j / len(step_seconds))))
+        if items_per_step:
+            parts.append(energy_per(unit, figures.energy_j / (len(step_seconds) * items_per_step)))
+    return combine(*parts)
 
 
 def synchronize(device: torch.device) -> None:

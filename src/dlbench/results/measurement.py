@@ -448,6 +448,15 @@ def combine(*parts: Measurement) -> Measurement:
     return Measurement(**joined)
 
 
+def energy_per(unit: str, joules: float) -> Measurement:
+    """Joules per item of `unit`: the monitor's record holds img, patch and mvox; a plug-in's own
+    unit rides in `extra`."""
+    key = ENERGY_PER + unit
+    if key in Monitor.keys():
+        return Measurement(monitor=Monitor(**{key: joules}))
+    return Measurement(extra={key: joules})
+
+
 def with_nulls(measured: Measurement, group: str) -> Measurement:
     """`measured` with the unset fields of one of its groups stored as nulls (in `extra`), where the
     stored form has always said 'none' rather than left the figure out (converge's steps to target)."""
