@@ -24,9 +24,9 @@ from dlbench import data
 from dlbench.data import prefetch
 from dlbench.data.images import DeviceDecoder, to_device
 from dlbench.figures import phase_sum
-from dlbench.results.stats import latency_ms, summarize
 from dlbench.measure.timer import NullTimer
 from dlbench.results.measurement import Data, Latency, Measurement, Phase, Stats, Throughput, Window
+from dlbench.results.stats import latency_ms, summarize
 from dlbench.workloads import optimize
 from dlbench.workloads.runtime import memory_format, random_input
 
@@ -92,8 +92,6 @@ def _rank_line(rank: int, payload: dict[str, Any], phases: tuple[str, ...]) -> d
             "step_ms": summarize(samples["step"])["median"] * 1e3}
     line.update({f"{phase}_ms": summarize(samples[phase])["median"] * 1e3 for phase in phases})
     return line
-
-
 
 
 def latency(samples: list[float]) -> Latency:
