@@ -11,9 +11,9 @@ import torch
 
 from dlbench.figures import add, ms, sig
 from dlbench.measure.loop import Progress, run_steps
-from dlbench.results.stats import summarize
 from dlbench.models import registry
 from dlbench.results.measurement import Data, Measurement, Phase, Stats, Throughput, Window, combine
+from dlbench.results.stats import summarize
 from dlbench.workloads import optimize
 from dlbench.workloads.runtime import memory_format, random_input
 

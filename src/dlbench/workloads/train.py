@@ -24,9 +24,9 @@ from dlbench import data
 from dlbench.errors import UserError
 from dlbench.figures import fixed, ms, percent, sig
 from dlbench.measure.loop import Progress
-from dlbench.results.stats import summarize
 from dlbench.models import registry
 from dlbench.results.measurement import Data, Measurement, Throughput, Training, Window, combine
+from dlbench.results.stats import summarize
 from dlbench.units import days_to, iters_per_min, parse_zyx
 from dlbench.workloads import distributed, losses, optimize
 from dlbench.workloads.fwdbwd import primary_output
