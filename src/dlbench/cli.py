@@ -166,18 +166,18 @@ def main() -> None:
 
     interrupts.install()
     prepare()
-    try:
-        with interrupts.answered(view.message):  # Ctrl-C anywhere: one line, exit 130
+    with interrupts.answered(view.message):  # Ctrl-C anywhere, an error's line included: one line, exit 130
+        try:
             plugins.load()
             code = app(standalone_mode=False)
-    except UserError as error:
-        code = view.error(str(error))
-    except getattr(clicks, "NoArgsIsHelpError", ()) as error:
-        error.show()  # the help of the command given without arguments
-        code = error.exit_code
-    except clicks.UsageError as error:  # a flag that does not exist, a number that is not one
-        hint = f" (see {error.ctx.command_path} --help)" if error.ctx else ""
-        code = view.error(error.format_message() + hint)
-    except typer.Abort:
-        code = 130
+        except UserError as error:
+            code = view.error(str(error))
+        except getattr(clicks, "NoArgsIsHelpError", ()) as error:
+            error.show()  # the help of the command given without arguments
+            code = error.exit_code
+        except clicks.UsageError as error:  # a flag that does not exist, a number that is not one
+            hint = f" (see {error.ctx.command_path} --help)" if error.ctx else ""
+            code = view.error(error.format_message() + hint)
+        except typer.Abort:
+            code = 130
     sys.exit(code or 0)
