@@ -303,13 +303,56 @@ def _output(opts: VolumeOptions, group: distributed.Group) -> Iterator[str]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+@dataclasses.dataclass
+class _Prepared:
+    """What a run settles before its first block: the model as it will run, the blocks, the pipeline."""
+    volume: Volume
+    store: PredictionStore
+    blocking: Blocking
+    choice: block_choice.Choice
+    source: str  # where the choice came from: measured, tuned or given
+    optimized: dict
+    kernels: VolumeFigures
+    pipeline: Pipeline
+    channels: int  # the model's output channels
+    flops: int
+    warmup_s: float
+    warmup_tile_s: float
+
+
 def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: distributed.Group, progress: Progress):
     device = group.device
-    resume, overwrite = opts.resume, opts.overwrite
+    ready = _prepare(spec, opts, input_key, output, group, progress)
+    finished, mine = _share_out(spec, opts, ready, group)
+    progress("predict", 0, len(mine))  # the first tile can take a minute on a CPU
+    try:
+        with Monitor(device) as monitor:  # clocks, power and throttling while the blocks run
+            wall = ready.pipeline.run(mine, progress)
+    except NonFiniteInput as error:
+        raise NonFiniteInput(f"{error}{_kept(opts, ready.store, len(ready.blocking))}") from None
+    profile = _profile(spec, ready.pipeline, mine, ready.flops, group, progress)
+    voxels = sum(int(np.prod(b.shape)) for b in mine)
+    ready.volume.close()
+    samples = ready.pipeline.log.samples()
+    waits = samples["wait"]
+    per_rank = group.gather({"voxels": voxels, "wall": wall, "blocks": len(mine), "first_wait": waits[0] if waits else 0.0,
+                             "phases": {k: float(sum(v)) for k, v in samples.items()},
+                             "nonfinite": ready.pipeline.nonfinite.voxels})
+    group.barrier()
+    own = _metrics(opts, ready.volume, ready.blocking, per_rank, group.world, len(finished), ready.warmup_s,
+                   ready.warmup_tile_s, ready.store, device)
+    return combine(own, *_choice_figures(spec, opts, ready),
+                   _common_metrics(wall, len(mine), ready.flops, monitor.data, voxels, profile)), samples
+
+
+def _prepare(spec, opts: VolumeOptions, input_key: str, output: str, group: distributed.Group,
+             progress: Progress) -> _Prepared:
+    """Open the input and output, choose the block, build and warm the model, make the pipeline."""
+    device = group.device
     volume = open_volume(input_key)
     store = PredictionStore(output)
     try:
-        store.check_new(resume, overwrite, volume)
+        store.check_new(opts.resume, opts.overwrite, volume)
     except UserError:
         volume.close()
         raise
@@ -332,42 +375,41 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
                         readers=opts.readers, writers=opts.writers, queue=opts.queue, nonfinite=nonfinite)
     progress("count FLOPs", 0, 1)
     flops = tile_flops(model, blocking.tile, device, cl)
+    return _Prepared(volume, store, blocking, choice, source, optimized, kernels, pipeline, channels, flops, warmup_s,
+                     warmup_tile_s)
+
+
+def _share_out(spec, opts: VolumeOptions, ready: _Prepared, group: distributed.Group) -> tuple[set[int], list[Block]]:
+    """Create (or reopen) the output, and this rank's share of the blocks not yet done."""
+    store, blocking = ready.store, ready.blocking
     if group.rank == 0:
-        store.create(_settings(spec, volume, blocking, channels, opts.dtype, precision), (channels, *volume.shape),
-                     (channels, *chunks_for(blocking.block)), opts.dtype, resume, overwrite)
+        store.create(_settings(spec, ready.volume, blocking, ready.channels, opts.dtype, ready.choice.precision),
+                     (ready.channels, *ready.volume.shape), (ready.channels, *chunks_for(blocking.block)), opts.dtype,
+                     opts.resume, opts.overwrite)
     group.barrier()
     store.open()
     # Rank 0's reading of the completion record for every rank: a rank that read it later could
     # see blocks another rank had written meanwhile, and share out another list.
     finished = group.broadcast(store.done() if group.rank == 0 else None)
-    mine = [blocking[i] for i in share(len(blocking), finished, group.rank, group.world)]
-    progress("predict", 0, len(mine))  # the first tile can take a minute on a CPU
-    try:
-        with Monitor(device) as monitor:  # clocks, power and throttling while the blocks run
-            wall = pipeline.run(mine, progress)
-    except NonFiniteInput as error:
-        raise NonFiniteInput(f"{error}{_kept(opts, store, len(blocking))}") from None
-    profile = _profile(spec, pipeline, mine, flops, group, progress)
-    voxels = sum(int(np.prod(b.shape)) for b in mine)
-    volume.close()
-    samples = pipeline.log.samples()
-    waits = samples["wait"]
-    per_rank = group.gather({"voxels": voxels, "wall": wall, "blocks": len(mine), "first_wait": waits[0] if waits else 0.0,
-                             "phases": {k: float(sum(v)) for k, v in samples.items()}, "nonfinite": nonfinite.voxels})
-    group.barrier()
-    own = _metrics(opts, volume, blocking, per_rank, group.world, len(finished), warmup_s, warmup_tile_s, store, device)
-    parts = [own, Measurement.read(optimized), Measurement(volume=kernels)]
+    return finished, [blocking[i] for i in share(len(blocking), finished, group.rank, group.world)]
+
+
+def _choice_figures(spec, opts: VolumeOptions, ready: _Prepared) -> list[Measurement]:
+    """The optimisation's and kernels' figures, and what `--block auto` / `--precision auto` chose."""
+    choice, cl, precision = ready.choice, ready.choice.channels_last, ready.choice.precision
+    parts = [Measurement.read(ready.optimized), Measurement(volume=ready.kernels)]
     if opts.block == "auto" or spec.precision == "auto":
         parts.append(Measurement(volume=VolumeFigures(
             block_choice=block_choice.describe(choice), block_probe=choice.probes,
             choice_asked={"block": opts.block, "precision": spec.precision}), run=Run(
             # the launcher keeps a measured choice for the next run on this input (launch/tuning.py)
-            tuned={"block": list(choice.block), "precision": precision, "channels_last": cl} if source == "measured" else None,
-            tuned_from=tuning.current().source() if source == "tuned" else None),
+            tuned={"block": list(choice.block), "precision": precision, "channels_last": cl}
+            if ready.source == "measured" else None,
+            tuned_from=tuning.current().source() if ready.source == "tuned" else None),
             settled={"precision": precision, "channels_last": cl}))
     if choice.checks:
         parts.append(Measurement(volume=VolumeFigures(precision_check=choice.checks)))
-    return combine(*parts, _common_metrics(wall, len(mine), flops, monitor.data, voxels, profile)), samples
+    return parts
 
 
 def _kept(opts: VolumeOptions, store: PredictionStore, blocks: int) -> str:
