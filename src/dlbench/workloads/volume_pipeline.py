@@ -297,7 +297,14 @@ class Pipeline:
                     progress("predict", done, len(blocks))
                 while writes:
                     _check(*writes.popleft(), self.store)
-            except BaseException:
+            except Exception:
+                # A bad tile or a failed write stops the run; the blocks predicted before it are
+                # still written, so the output keeps them and the error counts them.
+                for _, pending in reads:
+                    pending.cancel()
+                _settle(writes, self.store)
+                raise
+            except BaseException:  # a stop: nothing more is started
                 for _, pending in list(reads) + list(writes):
                     pending.cancel()
                 raise
@@ -314,6 +321,13 @@ def _take(iterator: Iterator[Block], n: int) -> list[Block]:
         except StopIteration:
             break
     return out
+
+
+def _settle(writes: deque[tuple[Block, Future]], store: PredictionStore) -> None:
+    """Wait for the writes in flight; one that failed too adds nothing to the error that stopped the run."""
+    for block, future in writes:
+        with contextlib.suppress(Exception):
+            _check(block, future, store)
 
 
 def _check(block: Block, future: Future, store: PredictionStore) -> None:
