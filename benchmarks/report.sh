@@ -4,6 +4,7 @@
 #
 #   OUT=out bash benchmarks/report.sh h200          # one GPU, about 9 minutes
 #   OUT=out bash benchmarks/report.sh 2gpu          # two GPUs, about 15 minutes: two calls
+#   OUT=out bash benchmarks/report.sh 4gpu          # four GPUs: the x4 rows beside their 1-GPU bases
 #   OUT=out bash benchmarks/report.sh full          # the publications' suites in full: hours
 #
 # The budget suites run every published table at the publications' settings with fewer steps
