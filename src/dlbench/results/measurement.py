@@ -43,8 +43,8 @@ class Group:
 
 
 @dataclass(frozen=True)
-class Stats:
-    """Statistics of one phase's per-step seconds (results/stats.py)."""
+class Stats(Group):
+    """Statistics of one phase's per-step seconds (results/stats.py), stored under `stats` by phase."""
     n: int | None = None
     mean: float | None = None
     median: float | None = None
@@ -56,15 +56,6 @@ class Stats:
     p90: float | None = None
     p95: float | None = None
     p99: float | None = None
-
-    @classmethod
-    def read(cls, value: Any) -> "Stats | None":
-        if not isinstance(value, Mapping):
-            return None
-        return cls(**{f.name: value[f.name] for f in dataclasses.fields(cls) if f.name in value})
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -127,7 +118,7 @@ class Monitor(Group):
 
     def energy_per(self, unit: str) -> float | None:
         """Joules per item of `unit`: img, patch or mvox."""
-        return getattr(self, f"energy_j_per_{unit}", None)
+        return getattr(self, ENERGY_PER + unit, None)
 
 
 @dataclass(frozen=True)
@@ -314,6 +305,11 @@ class System(Group):
     gpu_facts: list[dict[str, Any]] | None = None
     unmeasured: dict[str, str] | None = None  # name → why not
 
+    def measured(self, name: str) -> float | None:
+        """The ceiling `name` (one of the fields above) where it was measured: a positive number."""
+        value = getattr(self, name)
+        return value if isinstance(value, (int, float)) and value > 0 else None
+
     def ceiling(self, name: str) -> Ceiling | None:
         entry = (self.ceilings or {}).get(name)
         if not isinstance(entry, Mapping):
@@ -380,8 +376,8 @@ class Measurement:
     @classmethod
     def read(cls, metrics: Mapping[str, Any]) -> "Measurement":
         raw = metrics.get("stats")
-        stats = {name: s for name, value in (raw.items() if isinstance(raw, Mapping) else ())
-                 if (s := Stats.read(value)) is not None}
+        stats = {name: Stats.read(value) for name, value in (raw.items() if isinstance(raw, Mapping) else ())
+                 if isinstance(value, Mapping)}
         phases = {name: Phase(name, metrics.get(f"{name}_ms"), metrics.get(f"{name}_share"))
                   for name in PHASES if f"{name}_ms" in metrics or f"{name}_share" in metrics}
         profile = metrics.get("profile")
@@ -408,12 +404,9 @@ class Measurement:
 
     def energy_per_item(self) -> tuple[str, float] | None:
         """(unit, joules) per item the run counts: img, patch, mvox, or a plug-in workload's own."""
-        for unit in ("img", "patch", "mvox"):
-            value = self.monitor.energy_per(unit)
-            if value is not None:
-                return unit, value
-        return next(((k.removeprefix(ENERGY_PER), v) for k, v in self.extra.items()
-                     if k.startswith(ENERGY_PER) and v is not None), None)
+        per_item = {**self.monitor.to_metrics(), **self.extra}
+        return next(((k.removeprefix(ENERGY_PER), v) for k, v in per_item.items()
+                     if k.startswith(ENERGY_PER) and k != ENERGY_PER + "step" and v is not None), None)
 
     def to_metrics(self) -> dict[str, Any]:
         """The stored form: the flat mapping that `read` reads back to an equal Measurement."""
@@ -426,7 +419,7 @@ class Measurement:
             if phase.share is not None:
                 metrics[f"{name}_share"] = phase.share
         if self.stats:
-            metrics["stats"] = {name: s.to_json() for name, s in self.stats.items()}
+            metrics["stats"] = {name: s.to_metrics() for name, s in self.stats.items()}
         if self.profile is not None:
             metrics["profile"] = dict(self.profile)
         return metrics

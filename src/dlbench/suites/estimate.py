@@ -112,8 +112,8 @@ def _known_rates(results: list[Result], host: str | None, gpu: str | None) -> di
         m = record.measured
         kind = "cuda" if str(m.run.device or "").startswith("cuda") else "cpu"
         for precision in ("fp32", "tf32", "fp16", "bf16", "fp8"):
-            value = getattr(m.system, ceiling_name(precision))
-            if isinstance(value, (int, float)) and value > 0:
+            value = m.system.measured(ceiling_name(precision))
+            if value is not None:
                 rates[(kind, precision)] = value * 1e12
     return rates
 

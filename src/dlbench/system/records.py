@@ -68,7 +68,7 @@ def matmul_ceiling(result: Result, candidates: Iterable[Result]) -> tuple[float,
     its record: the newest `dlbench system` survey that has it, else the newest quick one."""
     name = ceiling_name(precision_of(result))
     found = [(value, r) for r in _on_machine(result, candidates)
-             if isinstance(value := getattr(r.measured.system, name), (int, float)) and value > 0]
+             if (value := r.measured.system.measured(name)) is not None]
     if not found:
         return None
     value, best = max(found, key=lambda pair: (is_survey(pair[1]), pair[1].started))
