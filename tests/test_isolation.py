@@ -57,7 +57,10 @@ def test_suite_survives_abort_oom_and_hang(tmp_path, db):
     assert proc.returncode == 1, proc.stderr  # something failed, and every benchmark ran
     found = by_model(db)
     assert [r.status for r in found["tiny-model"]] == ["ok"]
+    tiny = found["tiny-model"][0]  # the wait a `dlbench run` of it would have: its process's start to its result
+    assert 0 < tiny.measured.window.wall_to_result_s <= tiny.traces["launch"]["wall_s"]
     (abort,), (oom,), (hang,) = found["abort-model"], found["oom-model"], found["hang-model"]
+    assert hang.measured.window.wall_to_result_s is None  # no result, no time to it
     assert abort.status == "error" and "SIGABRT" in abort.error
     assert abort.traces["launch"]["returncode"] == -signal.SIGABRT
     assert oom.status == "oom" and oom.metrics["batch_tried"] == 2
