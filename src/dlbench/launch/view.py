@@ -18,7 +18,6 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.text import Text
 
-from dlbench.errors import UserError
 from dlbench.figures import ODD, ODD_LEGEND, Odd, ms, odd
 from dlbench.paths import replacing
 from dlbench.results.record import Result

@@ -19,7 +19,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from dlbench.report import rows as rowinfo
-from dlbench.report.tables import Table, model_title
+from dlbench.report.tables import model_title
 from dlbench.figures import DASH, add, fixed
 from dlbench.results.measurement import Measurement
 from dlbench.results.record import Result

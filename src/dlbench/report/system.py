@@ -58,8 +58,8 @@ def ceilings_table(record: Result) -> Table:
         ratio = percent(ceiling.value / peak) if peak else "-"
         rows.append([_LABELS.get(ceiling.name, ceiling.name), _number(ceiling.value), ceiling.unit,
                      _number(peak) if peak else "-", ratio, ceiling.method])
-    notes = [f"How fast this machine's parts are on their own (matrix multiply, memory, copies, JPEG decoding), "
-             f"beside the datasheet: the ceilings the benchmarks above can approach.",
+    notes = ["How fast this machine's parts are on their own (matrix multiply, memory, copies, JPEG decoding), "
+             "beside the datasheet: the ceilings the benchmarks above can approach.",
              f"Measured {record.started[:16].replace('T', ' ')} UTC, record {record.id[:8]}."]
     if not is_survey(record):
         notes.append("Measured by a benchmark that needed it for FLOP utilisation; `dlbench system` measures them all.")

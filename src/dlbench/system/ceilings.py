@@ -8,6 +8,8 @@ the best size is kept, since a ceiling is what the chip can reach.
 
 from __future__ import annotations
 
+import functools
+
 import math
 import os
 import statistics
@@ -162,7 +164,7 @@ def copy_bandwidth(device: torch.device, nbytes: int | None = None) -> Ceiling:
     nbytes = nbytes or (1 << 30 if device.type == "cuda" else 1 << 27)
     src = torch.randn(nbytes // 4, device=device)
     dst = torch.empty_like(src)
-    seconds = time_call(lambda: dst.copy_(src), device)
+    seconds = time_call(functools.partial(dst.copy_, src), device)
     del src, dst
     _free(device)
     where = "device memory" if device.type == "cuda" else "host memory"
