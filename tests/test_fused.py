@@ -89,6 +89,14 @@ KERNEL_CHECK = textwrap.dedent("""
     assert got.shape == want.shape == (2, 3, 2, 3, 3) and got.is_contiguous(memory_format=torch.channels_last_3d)
     assert torch.equal(got.isnan(), want.isnan()) and got.isnan().sum() == 1
     assert torch.equal(got.nan_to_num(), want.nan_to_num())
+    # the operators' kernels are plain functions: running them imports no compiler (about 2 s of a start)
+    import sys
+    assert "torch._dynamo" not in sys.modules
+    # their fakes give the shapes on the meta device, where FLOPs are counted
+    up, skip = (torch.empty(1, c, 4, 6, 8, device="meta").contiguous(memory_format=torch.channels_last_3d)
+                for c in (8, 4))
+    assert torch.ops.dlbench.bias_cat(up, torch.empty(8, device="meta"), skip).shape == (1, 12, 4, 6, 8)
+    assert torch.ops.dlbench.max_pool2(up).shape == (1, 8, 2, 3, 4)
     print("ok")
 """)
 

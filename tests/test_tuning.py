@@ -57,7 +57,9 @@ def test_a_volume_tuning_is_stored_reused_and_says_from_which_run(tmp_path, volu
     first = cli(*args)
     assert first.returncode == 0, first.stderr
     (key, choice, tuned_by), = _records(db)
-    assert json.loads(choice) == {"block": [10, 30, 34], "precision": "fp32", "channels_last": False}
+    kept = json.loads(choice)
+    flops = kept.pop("tile_flops")  # counted once: the next run reuses the count with the choice
+    assert kept == {"block": [10, 30, 34], "precision": "fp32", "channels_last": False}
     facts = json.loads(key)
     assert facts["facts"]["input_shape"] == [10, 30, 34] and facts["facts"]["input_dtype"] == "uint8"
     assert set(facts["machine"]) >= {"host", "gpus", "gpu_count", "driver", "torch", "cuda", "cudnn"}
@@ -71,6 +73,7 @@ def test_a_volume_tuning_is_stored_reused_and_says_from_which_run(tmp_path, volu
     results = Store(db, read_only=True).results(workload="volume")
     assert [r.metrics.get("tuned_from", {}).get("result") for r in results] == [None, tuned_by]
     assert "tuned" in results[0].metrics and "tuned" not in results[1].metrics
+    assert flops > 0 and [r.measured.utilisation.flops_per_step for r in results] == [flops, flops]
     assert all(0 < r.metrics["wall_to_result_s"] < 600 for r in results)
     assert _records(db) == [(key, choice, tuned_by)]  # reused, not written again
 

@@ -168,7 +168,6 @@ def preflight(spec: BenchmarkSpec, view: Terminal, batches: Sequence[int] | None
     batch of one that cannot train fails alone and larger ones go on. A workload that trains is
     checked in training mode at its smallest batch: sizes do not depend on the batch, and only a
     batch of one can leave BatchNorm a single value per channel."""
-    from dlbench import vision  # noqa: F401, I001 - first: a torchvision made for another torch fails in one line
     from dlbench.launch.inprocess import check_devices
     from dlbench.models import registry
 

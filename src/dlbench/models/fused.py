@@ -101,26 +101,40 @@ def _grid(n: int) -> tuple[int]:
     return (-(-n // BLOCK),)
 
 
-@torch.library.custom_op("dlbench::bias_relu_", mutates_args=("x",))
+# The operators are defined through torch.library.Library rather than torch.library.custom_op: a
+# custom_op's kernel imports torch._dynamo at its first call (about 2 s of a run's start), where a
+# Library kernel is the plain function. Each gets a fake for shapes (torch.compile, FLOP counting).
+_LIBRARY = torch.library.Library("dlbench", "DEF")
+
+
+def _operator(schema: str, fake: Callable) -> Callable[[Callable], Callable]:
+    """Define dlbench::NAME from `schema`; the decorated function is its kernel on CUDA and on the
+    CPU (Triton's interpreter, TRITON_INTERPRET=1)."""
+    name = schema.split("(", 1)[0]
+
+    def define(kernel: Callable) -> Callable:
+        _LIBRARY.define(schema)
+        for device in ("CUDA", "CPU"):
+            _LIBRARY.impl(name, kernel, device)
+        torch.library.register_fake(f"dlbench::{name}", fake, lib=_LIBRARY)
+        return kernel
+    return define
+
+
+def _nothing(*_: torch.Tensor) -> None:
+    return None
+
+
+@_operator("bias_relu_(Tensor(a!) x, Tensor bias) -> ()", _nothing)
 def bias_relu_(x: torch.Tensor, bias: torch.Tensor) -> None:
     """x = relu(x + bias) over channel dim 1, in place; x dense in channels-last or contiguous layout."""
     _bias_relu(x, bias, x)
 
 
-@bias_relu_.register_fake
-def _(x: torch.Tensor, bias: torch.Tensor) -> None:
-    return None
-
-
-@torch.library.custom_op("dlbench::bias_relu_into", mutates_args=("out",))
+@_operator("bias_relu_into(Tensor x, Tensor bias, Tensor(a!) out) -> ()", _nothing)
 def bias_relu_into(x: torch.Tensor, bias: torch.Tensor, out: torch.Tensor) -> None:
     """out = relu(x + bias), x and out dense in the same layout (out a depth slab of a larger tensor, say)."""
     _bias_relu(x, bias, out)
-
-
-@bias_relu_into.register_fake
-def _(x: torch.Tensor, bias: torch.Tensor, out: torch.Tensor) -> None:
-    return None
 
 
 def _bias_relu(x: torch.Tensor, bias: torch.Tensor, out: torch.Tensor) -> None:
@@ -129,7 +143,13 @@ def _bias_relu(x: torch.Tensor, bias: torch.Tensor, out: torch.Tensor) -> None:
                                            BLOCK=BLOCK)
 
 
-@torch.library.custom_op("dlbench::max_pool2", mutates_args=())
+def _pooled(x: torch.Tensor) -> torch.Tensor:
+    n, c, d, h, w = x.shape
+    return torch.empty((n, c, d // 2, h // 2, w // 2), dtype=x.dtype, device=x.device,
+                       memory_format=torch.channels_last_3d)
+
+
+@_operator("max_pool2(Tensor x) -> Tensor", _pooled)
 def max_pool2(x: torch.Tensor) -> torch.Tensor:
     """2x2x2 max pooling, stride 2, of a channels-last-3d tensor [N, C, D, H, W] (odd sizes floored)."""
     n, c, d, h, w = x.shape
@@ -140,18 +160,12 @@ def max_pool2(x: torch.Tensor) -> torch.Tensor:
     return y
 
 
-@max_pool2.register_fake
-def _(x: torch.Tensor) -> torch.Tensor:
-    return _pooled(x)
-
-
-def _pooled(x: torch.Tensor) -> torch.Tensor:
-    n, c, d, h, w = x.shape
-    return torch.empty((n, c, d // 2, h // 2, w // 2), dtype=x.dtype, device=x.device,
+def _joined(up: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+    return torch.empty((up.shape[0], up.shape[1] + skip.shape[1], *up.shape[2:]), dtype=up.dtype, device=up.device,
                        memory_format=torch.channels_last_3d)
 
 
-@torch.library.custom_op("dlbench::bias_cat", mutates_args=())
+@_operator("bias_cat(Tensor up, Tensor bias, Tensor skip) -> Tensor", lambda up, bias, skip: _joined(up, skip))
 def bias_cat(up: torch.Tensor, bias: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
     """[up + bias, skip] along channels, all channels-last-3d of one dtype and spatial shape."""
     out = _joined(up, skip)
@@ -159,30 +173,15 @@ def bias_cat(up: torch.Tensor, bias: torch.Tensor, skip: torch.Tensor) -> torch.
     return out
 
 
-@bias_cat.register_fake
-def _(up: torch.Tensor, bias: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
-    return _joined(up, skip)
-
-
-@torch.library.custom_op("dlbench::bias_cat_into", mutates_args=("out",))
+@_operator("bias_cat_into(Tensor up, Tensor bias, Tensor skip, Tensor(a!) out) -> ()", _nothing)
 def bias_cat_into(up: torch.Tensor, bias: torch.Tensor, skip: torch.Tensor, out: torch.Tensor) -> None:
     """bias_cat written into `out` (a depth slab of a larger tensor, say), dense channels-last-3d."""
     _bias_cat(up, bias, skip, out)
 
 
-@bias_cat_into.register_fake
-def _(up: torch.Tensor, bias: torch.Tensor, skip: torch.Tensor, out: torch.Tensor) -> None:
-    return None
-
-
 def _bias_cat(up: torch.Tensor, bias: torch.Tensor, skip: torch.Tensor, out: torch.Tensor) -> None:
     _kernel("bias_cat")[_grid(out.numel())](up, bias.to(up.dtype).contiguous(), skip, out, out.numel(), up.shape[1],
                                             skip.shape[1], BLOCK=BLOCK)
-
-
-def _joined(up: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
-    return torch.empty((up.shape[0], up.shape[1] + skip.shape[1], *up.shape[2:]), dtype=up.dtype, device=up.device,
-                       memory_format=torch.channels_last_3d)
 
 
 def _dense(x: torch.Tensor) -> bool:

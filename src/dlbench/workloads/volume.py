@@ -20,6 +20,7 @@ import dataclasses
 import itertools
 import os
 import shutil
+import sys
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -183,11 +184,16 @@ def _warmup_checked(name: str, model, blocking: Blocking, volume: Volume, device
                         f"or with dynamic shapes") from None
 
 
+def _compiled(model) -> bool:
+    dynamo = sys.modules.get("torch._dynamo")  # not imported: nothing was compiled (and importing it takes ~2 s)
+    return dynamo is not None and isinstance(model, dynamo.eval_frame.OptimizedModule)
+
+
 def tile_flops(model, tile: tuple[int, ...], device, channels_last: bool) -> int:
     """The model's FLOPs for one tile, counted once: every block runs the same tile shape. On a CPU
     they are counted on a copy on the meta device, by shapes alone: there one tile's forward takes
     minutes, and the count needs none of it. A model that cannot run there is counted as it runs."""
-    if device.type == "cpu" and not isinstance(model, torch._dynamo.eval_frame.OptimizedModule):
+    if device.type == "cpu" and not _compiled(model):
         try:
             with warnings.catch_warnings():  # moving a copy reads .grad of its (inference) parameters: no news
                 warnings.simplefilter("ignore", UserWarning)
@@ -196,6 +202,13 @@ def tile_flops(model, tile: tuple[int, ...], device, channels_last: bool) -> int
         except Exception:  # noqa: BLE001 - custom or exported code that needs real tensors
             pass
     return _count_flops(model, tile, device, channels_last)
+
+
+def _tuned_flops(source: str) -> int | None:
+    """A tile's FLOPs as the run that tuned this choice counted them (the same model and tile): counting
+    again costs a forward under PyTorch's FLOP counter, whose first use imports its compiler (~2 s)."""
+    tuned = tuning.current() if source == "tuned" else None
+    return None if tuned is None else tuned.choice.get("tile_flops")
 
 
 def _count_flops(model, tile: tuple[int, ...], device, channels_last: bool) -> int:
@@ -373,8 +386,10 @@ def _prepare(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     # Its pinned buffers are made from here on, beside the FLOP count and the output's creation.
     pipeline = Pipeline(blocking, volume, store, model, device, channels=channels, dtype=opts.dtype, channels_last=cl,
                         readers=opts.readers, writers=opts.writers, queue=opts.queue, nonfinite=nonfinite)
-    progress("count FLOPs", 0, 1)
-    flops = tile_flops(model, blocking.tile, device, cl)
+    flops = _tuned_flops(source)
+    if flops is None:
+        progress("count FLOPs", 0, 1)
+        flops = tile_flops(model, blocking.tile, device, cl)
     return _Prepared(volume, store, blocking, choice, source, optimized, kernels, pipeline, channels, flops, warmup_s,
                      warmup_tile_s)
 
@@ -403,7 +418,7 @@ def _choice_figures(spec, opts: VolumeOptions, ready: _Prepared) -> list[Measure
             block_choice=block_choice.describe(choice), block_probe=choice.probes,
             choice_asked={"block": opts.block, "precision": spec.precision}), run=Run(
             # the launcher keeps a measured choice for the next run on this input (launch/tuning.py)
-            tuned={"block": list(choice.block), "precision": precision, "channels_last": cl}
+            tuned={"block": list(choice.block), "precision": precision, "channels_last": cl, "tile_flops": ready.flops}
             if ready.source == "measured" else None,
             tuned_from=tuning.current().source() if ready.source == "tuned" else None),
             settled={"precision": precision, "channels_last": cl}))
