@@ -102,7 +102,7 @@ def _grid(n: int) -> tuple[int]:
 
 
 # The operators are defined through torch.library.Library rather than torch.library.custom_op: a
-# custom_op's kernel imports torch._dynamo at its first call (about 2 s of a run's start), where a
+# custom_op's kernel imports torch._dynamo at its first call, a wait at every run's start, where a
 # Library kernel is the plain function. Each gets a fake for shapes (torch.compile, FLOP counting).
 _LIBRARY = torch.library.Library("dlbench", "DEF")
 

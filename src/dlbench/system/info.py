@@ -82,7 +82,7 @@ def _gpus() -> list[dict[str, Any]]:
 
 def _version(module: str) -> str | None:
     """The package's own __version__, read from its version.py where it is not imported yet:
-    importing torchvision imports torch's compiler too, some 2 s of a run's start that needs neither."""
+    importing torchvision imports torch's compiler too, which a run that needs neither should not wait for."""
     if module in sys.modules:
         return getattr(sys.modules[module], "__version__", None)
     try:

@@ -185,7 +185,7 @@ def _warmup_checked(name: str, model, blocking: Blocking, volume: Volume, device
 
 
 def _compiled(model) -> bool:
-    dynamo = sys.modules.get("torch._dynamo")  # not imported: nothing was compiled (and importing it takes ~2 s)
+    dynamo = sys.modules.get("torch._dynamo")  # not imported: nothing was compiled, and no import is needed to say so
     return dynamo is not None and isinstance(model, dynamo.eval_frame.OptimizedModule)
 
 
@@ -206,7 +206,7 @@ def tile_flops(model, tile: tuple[int, ...], device, channels_last: bool) -> int
 
 def _tuned_flops(source: str) -> int | None:
     """A tile's FLOPs as the run that tuned this choice counted them (the same model and tile): counting
-    again costs a forward under PyTorch's FLOP counter, whose first use imports its compiler (~2 s)."""
+    again costs a forward under PyTorch's FLOP counter, whose first use imports torch's compiler."""
     tuned = tuning.current() if source == "tuned" else None
     return None if tuned is None else tuned.choice.get("tile_flops")
 
