@@ -89,7 +89,7 @@ KERNEL_CHECK = textwrap.dedent("""
     assert got.shape == want.shape == (2, 3, 2, 3, 3) and got.is_contiguous(memory_format=torch.channels_last_3d)
     assert torch.equal(got.isnan(), want.isnan()) and got.isnan().sum() == 1
     assert torch.equal(got.nan_to_num(), want.nan_to_num())
-    # the operators' kernels are plain functions: running them imports no compiler (about 2 s of a start)
+    # the operators' kernels are plain functions: running them imports no compiler, a wait at every start
     import sys
     assert "torch._dynamo" not in sys.modules
     # their fakes give the shapes on the meta device, where FLOPs are counted

@@ -42,6 +42,13 @@ def one_line(stderr: str, *needles: str) -> str:
     return last
 
 
+def stopped_before_any_result(stderr: str) -> None:
+    """The stop's line where it came before the first result: while still loading, or once the
+    suite had begun and before its benchmark started."""
+    line = one_line(stderr)
+    assert "nothing was stored" in line or "0 of 1 results of run" in line, line
+
+
 def rows(db) -> int:
     if not db.exists():
         return 0
@@ -69,8 +76,7 @@ def test_sigint_while_starting_stops_with_one_line(tmp_path, db, delay):
     time.sleep(delay)
     _, stderr, _ = stop(proc)
     assert proc.returncode == 130, stderr
-    line = one_line(stderr)  # still loading, or the suite begun and its benchmark not yet started
-    assert "nothing was stored" in line or "0 of 1 results of run" in line, line
+    stopped_before_any_result(stderr)
     assert rows(db) == 0
 
 
@@ -84,8 +90,7 @@ def test_sigint_is_honoured_where_the_shell_ignored_it(tmp_path, db):
     time.sleep(1.5)
     _, stderr, _ = stop(proc)
     assert proc.returncode == 130, stderr
-    line = one_line(stderr)  # still loading, or the suite begun and its benchmark not yet started
-    assert "nothing was stored" in line or "0 of 1 results of run" in line, line
+    stopped_before_any_result(stderr)
     assert rows(db) == 0
 
 

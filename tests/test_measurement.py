@@ -36,7 +36,8 @@ def test_the_fields_hold_the_stored_figures():
     assert measured.throughput == Throughput(volume["metrics"]["throughput"], "Mvox/s", None)
     assert measured.volume.mvox_per_s == volume["metrics"]["mvox_per_s"]
     assert measured.volume.block == volume["metrics"]["block"]
-    assert measured.monitor.energy_per("mvox") == volume["metrics"]["energy_j_per_mvox"]
+    assert measured.monitor.energy_j_per_mvox == volume["metrics"]["energy_j_per_mvox"]
+    assert measured.energy_per_item() == ("mvox", volume["metrics"]["energy_j_per_mvox"])
     assert measured.window.wall_to_result_s == volume["metrics"]["wall_to_result_s"]
     train = next(r for r in records() if r["spec"]["workload"] == "train")
     measured = Measurement.read(train["metrics"])

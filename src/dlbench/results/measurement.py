@@ -116,10 +116,6 @@ class Monitor(Group):
     peak_memory_mb: float | None = None  # the allocator's peak in this process
     peak_host_rss_mb: float | None = None
 
-    def energy_per(self, unit: str) -> float | None:
-        """Joules per item of `unit`: img, patch or mvox."""
-        return getattr(self, ENERGY_PER + unit, None)
-
 
 @dataclass(frozen=True)
 class Neighbours(Group):

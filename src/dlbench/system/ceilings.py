@@ -9,7 +9,6 @@ the best size is kept, since a ceiling is what the chip can reach.
 from __future__ import annotations
 
 import functools
-
 import math
 import os
 import statistics
