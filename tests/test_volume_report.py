@@ -49,3 +49,14 @@ def test_gpu_benchmarks_3d_suite_expands():
     # training on 1, 2 and 4 GPUs like the seeds' (x2) and (x4) rows, in fp32 and bf16
     train = {(s.precision, s.gpus) for s in suite.specs if s.workload == "train" and s.model == "unet3d-aniso"}
     assert train == {(p, n) for p in ("fp32", "bf16") for n in (1, 2, 4)}
+
+
+def test_wall_time_note_says_when_a_run_generated_its_input():
+    given, generated = volume_result(100.0, 18.9), volume_result(100.0, 18.9)
+    given.spec["options"] = {"input": "/data/vol.h5"}
+    generated.spec["options"] = {"volume_shape": "200x3072x3072"}
+    note = _block(render_markdown([given]), "3D U-Net: prediction")[1]
+    assert "loading included) to the stored result" in note
+    note = _block(render_markdown([given, generated]), "3D U-Net: prediction")[1]
+    assert ("loading included; a run given no input file generates its volume first, and that is included too) to "
+            "the stored result") in note

@@ -257,8 +257,16 @@ def _prediction_notes(volumes: list[Result], target: float) -> str:
                  f"{rowinfo.shape_text(first.block)}, halo {rowinfo.shape_text(first.halo)})")
     return (text + "; Megavox / s: the run's voxels over its time, all GPUs together; Speed-up vs 1 GPU: that rate "
             "over the rate of one GPU of the same system and precision (perfect: the GPU count); Wall time to "
-            "result [s]: from the command's start (Python, CUDA and the model loading included) to the stored "
-            f"result; {target_title(target)}: hours for {short(target / 1e12)} teravoxel at that rate.")
+            "result [s]: from the command's start (Python, CUDA and the model loading included"
+            f"{_generation(volumes)}) to the stored result; {target_title(target)}: hours for "
+            f"{short(target / 1e12)} teravoxel at that rate.")
+
+
+def _generation(volumes: list[Result]) -> str:
+    """A run given no input generates one before it predicts, and its wall time holds that."""
+    if all((v.spec.get("options") or {}).get("input") for v in volumes):
+        return ""
+    return "; a run given no input file generates its volume first, and that is included too"
 
 
 def _published_rows():
