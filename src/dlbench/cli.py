@@ -163,6 +163,7 @@ def main() -> None:
     from dlbench import plugins
     from dlbench.launch import interrupts
     from dlbench.launch.environment import prepare
+    from dlbench.launch.leave import leave
 
     interrupts.install()
     prepare()
@@ -180,4 +181,4 @@ def main() -> None:
             code = view.error(error.format_message() + hint)
         except typer.Abort:
             code = 130
-    sys.exit(code or 0)
+    leave(code or 0)

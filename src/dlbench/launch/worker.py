@@ -126,4 +126,6 @@ def _utilisation(result, ceilings: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from dlbench.launch.leave import leave
+
+    leave(main(sys.argv[1:]))

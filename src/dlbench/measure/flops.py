@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from torch.utils.flop_counter import FlopCounterMode
-
 
 def count_flops(fn: Callable[[], object]) -> int:
     """Total FLOPs (multiply and add counted separately) of everything `fn` runs."""
+    # Imported here: a run that reuses a tuned count never needs it, and its import is half a second.
+    from torch.utils.flop_counter import FlopCounterMode
+
     with FlopCounterMode(display=False) as counter:
         fn()
     return int(counter.get_total_flops())

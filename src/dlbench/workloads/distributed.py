@@ -26,11 +26,16 @@ from dlbench.measure.timer import NullTimer
 from dlbench.workloads import early
 
 
+def _joined() -> None:
+    pass
+
+
 @dataclass(frozen=True)
 class Group:
     rank: int
     world: int
     device: torch.device
+    join: Callable[[], None] = _joined  # waits for the process group, at the first collective
 
     @property
     def distributed(self) -> bool:
@@ -38,12 +43,14 @@ class Group:
 
     def barrier(self) -> None:
         if self.distributed:
+            self.join()
             dist.barrier()
 
     def broadcast(self, obj: Any) -> Any:
         """Rank 0's `obj` on every rank."""
         if not self.distributed:
             return obj
+        self.join()
         box = [obj]
         dist.broadcast_object_list(box, src=0)
         return box[0]
@@ -52,6 +59,7 @@ class Group:
         """Every rank's payload, in rank order (just [payload] with one process)."""
         if not self.distributed:
             return [payload]
+        self.join()
         out: list[Any] = [None] * self.world
         dist.all_gather_object(out, payload)
         return out
@@ -60,6 +68,7 @@ class Group:
         """The largest of every rank's `value` (for a flag: true on every rank if true on any)."""
         if not self.distributed:
             return value
+        self.join()
         tensor = torch.tensor([value], dtype=torch.int64, device=self.device)
         dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
         return int(tensor.item())
@@ -67,6 +76,7 @@ class Group:
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         """`tensor` summed over ranks, in place."""
         if self.distributed:
+            self.join()
             dist.all_reduce(tensor)
         return tensor
 
@@ -83,22 +93,31 @@ def backend(device: torch.device) -> str:
 
 @contextlib.contextmanager
 def process_group(device: torch.device) -> Iterator[Group]:
-    """The group of this run's processes, left at the end; the one `early.start` made, where it did."""
+    """The group of this run's processes, left at the end; the one `early.start` made, where it did.
+    It is joined at the first collective: until then the run builds and warms its model while the
+    group is still being made on early's thread."""
     rank, world, local = from_environment()
     if world == 1:
         yield Group(0, 1, device)
         return
-    made_early = early.joined()
     if device.type == "cuda":
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
-    already = dist.is_initialized() and not made_early
-    if not dist.is_initialized():
-        dist.init_process_group(backend(device))
+    owned: list[bool] = []  # once joined: whether this run made the group, and so leaves it
+
+    def join() -> None:
+        if not owned:
+            made_early = early.joined()
+            owned.append(made_early or not dist.is_initialized())
+            if not dist.is_initialized():
+                dist.init_process_group(backend(device))
+
     try:
-        yield Group(rank, world, device)
+        yield Group(rank, world, device, join)
     finally:
-        if not already:
+        with contextlib.suppress(Exception):  # the body's error, if any, is the one to see
+            join()  # a group made early and never used is left too
+        if owned and owned[0]:
             dist.destroy_process_group()
 
 
@@ -107,6 +126,7 @@ def wrap(model: torch.nn.Module, group: Group) -> torch.nn.Module:
         return model
     from torch.nn.parallel import DistributedDataParallel
 
+    group.join()
     ids = [group.device.index] if group.device.type == "cuda" else None
     return DistributedDataParallel(model, device_ids=ids)
 
@@ -158,6 +178,7 @@ def communication_facts(group: Group, model: torch.nn.Module) -> dict[str, Any]:
     their active NVLinks as NVML reports them. {} with one process."""
     if not group.distributed:
         return {}
+    group.join()
     facts: dict[str, Any] = {
         "gradient_bytes": sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad),
         "nccl_settings": {k: v[:200] for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},

@@ -4,9 +4,9 @@ Creating a GPU's CUDA context and joining the NCCL group (the rendezvous, the co
 seconds, waiting on the driver and the network, not on the interpreter. So `start(device)` begins
 them on a thread as soon as torch is imported, beside what does not need them: the imports after
 torch, the launcher's checks of the input, the workload's model built on the CPU and its first
-reads. `distributed.process_group` takes the
-group made here (`joined`) instead of making its own; a process that never called `start`
-does everything itself, where it needs it. Nothing here is measured: every benchmark's timed window
+reads, its warm-up. `distributed.process_group` takes the group made here (`joined`) at the run's
+first collective instead of making its own; a process that never called `start` does everything
+itself, where it needs it. Nothing here is measured: every benchmark's timed window
 starts long after.
 """
 
@@ -49,6 +49,7 @@ def _begin(name: str) -> None:
     _, world, local = from_environment()
     if device.type == "cuda":
         device = torch.device("cuda", local if world > 1 else device.index or 0)
+        _driver_init()
         try:
             torch.cuda.init()
             # The first allocation creates the device's context, inside an operator, where torch lets
@@ -61,8 +62,22 @@ def _begin(name: str) -> None:
             # device_id: NCCL makes its communicator now, not at the first collective
             dist.init_process_group(backend(device), device_id=device if device.type == "cuda" else None)
             _made["group"] = True
+            # The first collective connects the ranks' GPUs (seconds under NCCL): done here, beside the
+            # model's build and warm-up, not at the run's first barrier. Every rank's first collective.
+            dist.barrier()
         except Exception as error:  # noqa: BLE001 - raised where the run joins the group
             _made["error"] = error
+
+
+def _driver_init() -> None:
+    """cuInit through ctypes, which lets go of the interpreter lock for the call: torch's own holds it
+    for the driver's start, and the main thread's imports and checks would wait that long."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1").cuInit(0)
+    except (OSError, AttributeError):  # no driver library by that name: torch's own call says what is wrong
+        pass
 
 
 def joined() -> bool:
