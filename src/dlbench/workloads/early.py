@@ -49,7 +49,6 @@ def _begin(name: str) -> None:
     _, world, local = from_environment()
     if device.type == "cuda":
         device = torch.device("cuda", local if world > 1 else device.index or 0)
-        _driver_init()
         try:
             torch.cuda.init()
             # The first allocation creates the device's context, inside an operator, where torch lets
@@ -67,17 +66,6 @@ def _begin(name: str) -> None:
             dist.barrier()
         except Exception as error:  # noqa: BLE001 - raised where the run joins the group
             _made["error"] = error
-
-
-def _driver_init() -> None:
-    """cuInit through ctypes, which lets go of the interpreter lock for the call: torch's own holds it
-    for the driver's start, and the main thread's imports and checks would wait that long."""
-    import ctypes
-
-    try:
-        ctypes.CDLL("libcuda.so.1").cuInit(0)
-    except (OSError, AttributeError):  # no driver library by that name: torch's own call says what is wrong
-        pass
 
 
 def joined() -> bool:

@@ -1,0 +1,38 @@
+"""Under several ranks the run builds and warms its model while the process group is still being
+made on early's thread: the group is waited for at the first collective, and left at the end even
+where the run never used it."""
+
+import torch
+import torch.distributed as dist
+
+from dlbench.workloads import distributed, early
+
+
+def _ranks(monkeypatch, calls):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(early, "joined", lambda: calls.append("joined") or True)  # early made the group
+    monkeypatch.setattr(dist, "is_initialized", lambda: "joined" in calls)
+    monkeypatch.setattr(dist, "barrier", lambda: calls.append("barrier"))
+    monkeypatch.setattr(dist, "destroy_process_group", lambda: calls.append("left"))
+
+
+def test_the_group_is_joined_at_the_first_collective(monkeypatch):
+    calls = []
+    _ranks(monkeypatch, calls)
+    with distributed.process_group(torch.device("cpu")) as group:
+        assert (group.rank, group.world) == (1, 2)
+        assert calls == []  # the model is built and warmed here, the group still in the making
+        group.barrier()
+        assert calls == ["joined", "barrier"]
+        group.barrier()
+    assert calls == ["joined", "barrier", "barrier", "left"]
+
+
+def test_a_group_made_early_and_never_used_is_still_left(monkeypatch):
+    calls = []
+    _ranks(monkeypatch, calls)
+    with distributed.process_group(torch.device("cpu")):
+        pass
+    assert calls == ["joined", "left"]
