@@ -191,3 +191,31 @@ def test_a_scaling_line_takes_its_own_tags_one_gpu_run_as_the_tables_do(drawn):
     (plot,) = plots.scaling_plots([clean, faulty, _train3d(2, 382.2, tag="scale")])  # no 1-GPU run of its own
     curves = [line.get_ydata() for line in drawn[-1]["fig"].axes[0].lines if line.get_linestyle() != "--"]
     assert [round(float(c[-1]), 4) for c in curves] == [round(382.2 / 200.0, 4)]  # the latest, as the table
+
+
+def test_gpu_readings_are_drawn_from_zero(drawn):
+    t = [0.1 * i for i in range(10)]
+    run = make_result(traces={"monitor": {"t": t, "sm_clock_mhz": [1980 - 6 * (i % 2) for i in range(10)],
+                                          "power_w": [690.0] * 10}})
+    (plot,) = plots.trace_plots([run])
+    axes = drawn[-1]["fig"].axes
+    assert [ax.get_ylabel() for ax in axes] == ["SM clock (MHz)", "power (W)"]
+    assert all(ax.get_ylim()[0] == 0 and ax.get_ylim()[1] >= max(ax.lines[0].get_ydata()) for ax in axes)
+
+
+def test_a_volume_runs_step_times_say_what_their_fast_steps_are(drawn):
+    volume = make_result(spec={"workload": "volume", "model": "unet3d"}, samples={"step": [0.5, 0.5, 0.2]})
+    image = make_result(samples={"step": [0.05, 0.05, 0.06]})
+    (plot,) = plots.latency_plots([volume, image])
+    assert "the blocks cut short at the volume's edge are the fast steps" in plot.caption
+    (plot,) = plots.latency_plots([image])
+    assert "volume" not in plot.caption
+
+
+def test_each_throughput_bar_carries_its_figure(drawn):
+    gpu = make_result(metrics={"throughput": 4715.3})
+    cpu = make_result(system={"gpus": [], "cpu": {"model": "Xeon", "cores": 32}}, spec={"device": "cpu"},
+                      metrics={"throughput": 41.26})
+    plots.throughput_plots([gpu, cpu])
+    texts = {t.get_text() for t in drawn[-1]["fig"].axes[0].texts}
+    assert texts == {"4715", "41.3"}

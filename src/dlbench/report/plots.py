@@ -265,7 +265,11 @@ def throughput_plots(results: list[Result]) -> list[Plot]:
         for i, system in enumerate(systems):
             values = {_short(r, runs): throughput_of(r)[0] for r in runs if r.system_label == system}
             y = [b + i * height for b in range(len(benches))]
-            ax.barh(y, [values.get(b, 0.0) for b in benches], height=height, label=_label(system))
+            bars = ax.barh(y, [values.get(b, 0.0) for b in benches], height=height, label=_label(system))
+            # each bar's figure at its end: a CPU's bar beside a GPU's is a sliver whose length says nothing
+            ax.bar_label(bars, [sig(values[b]) if b in values else "" for b in benches], padding=2,
+                         fontsize="x-small")
+        ax.margins(x=0.12)  # room for the figure at the longest bar's end
         ax.set_yticks([b + 0.4 - height / 2 for b in range(len(benches))], ticks)
         ax.invert_yaxis()
         ax.set_xlabel(_label(unit))
@@ -404,6 +408,13 @@ def scaling_plots(results: list[Result]) -> list[Plot]:
     return [Plot("scaling", "Scaling with GPUs", caption, _svg(fig))]
 
 
+def _volume_steps(runs: list[Result]) -> str:
+    if not any(r.spec.get("workload") == "volume" for r in runs):
+        return ""
+    return (" A volume run's step is one block: the blocks cut short at the volume's edge are the fast steps on "
+            "the left.")
+
+
 def latency_plots(results: list[Result]) -> list[Plot]:
     """A box per run of its per-step times, the median and p99 written beside it: where a run's
     steps are steady its box and whiskers are narrower than a line, and the numbers still say it."""
@@ -430,7 +441,7 @@ def latency_plots(results: list[Result]) -> list[Plot]:
     caption = ("Per-step times of each run: the box spans the middle half of the steps (p25 to p75), the line in it "
                "is the median, the whiskers reach the fastest and slowest steps within p1 to p99 and the dots are the "
                "steps beyond. Beside each box: its median and p99 in ms (a box of steady steps is as thin as a line)."
-               + _shared(runs))
+               + _volume_steps(runs) + _shared(runs))
     return [Plot("latency", "Step time distributions", caption, _svg(fig))]
 
 
@@ -473,6 +484,7 @@ def trace_plots(results: list[Result]) -> list[Plot]:
                 start = t["t"][0]
                 ax.plot([x - start for x in t["t"]], t[key], label=_label(_run_label(r, drawn)))
         ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)  # from zero: fitted to 1920-1980 MHz, a 3% dip would look like a fall
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("seconds into the measured window")
     _legend(axes[0, 0])
