@@ -2,6 +2,7 @@
 made on early's thread: the group is waited for at the first collective, and left at the end even
 where the run never used it."""
 
+import pytest
 import torch
 import torch.distributed as dist
 
@@ -36,3 +37,13 @@ def test_a_group_made_early_and_never_used_is_still_left(monkeypatch):
     with distributed.process_group(torch.device("cpu")):
         pass
     assert calls == ["joined", "left"]
+
+
+def test_a_run_that_fails_before_its_first_collective_makes_no_group_to_leave(monkeypatch):
+    calls = []
+    _ranks(monkeypatch, calls)
+    monkeypatch.setattr(early, "joined", lambda: calls.append("joined") or False)  # early made none
+    monkeypatch.setattr(dist, "init_process_group", lambda *a, **k: calls.append("made"))
+    with pytest.raises(ValueError), distributed.process_group(torch.device("cpu")):
+        raise ValueError("the model failed to build")
+    assert calls == ["joined"]  # no group made at the end only to be left, no rendezvous to hang in

@@ -105,18 +105,18 @@ def process_group(device: torch.device) -> Iterator[Group]:
         torch.cuda.set_device(device)
     owned: list[bool] = []  # once joined: whether this run made the group, and so leaves it
 
-    def join() -> None:
+    def join(make: bool = True) -> None:
         if not owned:
             made_early = early.joined()
-            owned.append(made_early or not dist.is_initialized())
-            if not dist.is_initialized():
+            owned.append(made_early or (make and not dist.is_initialized()))
+            if make and not dist.is_initialized():
                 dist.init_process_group(backend(device))
 
     try:
         yield Group(rank, world, device, join)
     finally:
         with contextlib.suppress(Exception):  # the body's error, if any, is the one to see
-            join()  # a group made early and never used is left too
+            join(make=False)  # a group made early and never used is left too; none is made to be left
         if owned and owned[0]:
             dist.destroy_process_group()
 
