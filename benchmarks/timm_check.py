@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 SETTINGS = {"model": "resnet50", "batch": 256}
@@ -32,7 +33,22 @@ def timm_script(given: str) -> Path:
     return exact if exact.exists() else path / "benchmark-head.py"
 
 
+def quiet_gpu(wait: float = 60.0) -> None:
+    """Wait until no process computes on a GPU: a run left behind by an earlier step would share
+    the GPU with the one measured."""
+    deadline = time.monotonic() + wait
+    while True:
+        busy = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                              capture_output=True, text=True).stdout.split()
+        if not busy:
+            return
+        if time.monotonic() > deadline:
+            sys.exit(f"GPUs still busy after {wait:.0f} s (processes {', '.join(busy)}): not measured")
+        time.sleep(1)
+
+
 def timm_rate(script: Path, steps: int, compiled: bool, work: Path) -> float:
+    quiet_gpu()
     out = work / "timm.json"
     command = [sys.executable, str(script), "--bench", "train", "--model", SETTINGS["model"], "-b",
                str(SETTINGS["batch"]), "--amp", "--amp-dtype", "bfloat16", "--channels-last", "--num-warm-iter", "20",
@@ -44,6 +60,7 @@ def timm_rate(script: Path, steps: int, compiled: bool, work: Path) -> float:
 
 
 def dlbench_rate(steps: int, compiled: bool, work: Path) -> float:
+    quiet_gpu()
     db, out = work / "d.db", work / "d.jsonl"
     db.unlink(missing_ok=True)
     dl = [sys.executable, "-m", "dlbench", "--db", str(db)]
