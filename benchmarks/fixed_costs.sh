@@ -16,7 +16,7 @@ dl() { python3 -m dlbench "$@"; }
 stamp() { python3 -u -c 'import sys, time
 t0 = float(sys.argv[1])
 for line in sys.stdin: print(f"{time.time() - t0:7.2f} {line}", end="")' "$1"; }
-since() { awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $1 }"; }
+. "$here/benchmarks/timing.sh"
 timed() {  # name, command...: Enter-to-prompt, the output lines stamped with seconds since Enter
   local name=$1; shift
   local t0; t0=$(date +%s.%N)

@@ -16,10 +16,7 @@ mkdir -p "$work"
 input=$work/vol-$shape.h5
 [ -e "$input" ] || PYTHONPATH="$here/src" python3 -m dlbench data volume "$input" --shape "$shape" --format hdf5 \
   --workers 16 > /dev/null 2>&1
-since() { awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $1 }"; }
-same() {  # two zarr folders: identical files?
-  cmp -s <(cd "$1" && find . -type f -exec md5sum {} + | sort) <(cd "$2" && find . -type f -exec md5sum {} + | sort)
-}
+. "$here/benchmarks/timing.sh"
 volume() {  # label, src folder, GPUs
   local t0 line out=$work/pred-$3.zarr
   t0=$(date +%s.%N)

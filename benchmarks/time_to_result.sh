@@ -17,15 +17,12 @@ shape=${SHAPE:-200x3072x3072}
 mkdir -p "$work"
 export PYTHONPATH="$here/src"
 dl() { python3 -m dlbench "$@"; }
-since() { awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $1 }"; }
+. "$here/benchmarks/timing.sh"
 timed() {  # label, command...: seconds from Enter to prompt and the command's last line
   local label=$1; shift
   local t0; t0=$(date +%s.%N)
   local line; line=$("$@" 2>&1 | tail -1)
   printf '%-34s %6s s from Enter to prompt | %s\n' "$label" "$(since "$t0")" "${line:0:300}"
-}
-same() {  # two zarr folders: identical files?
-  cmp -s <(cd "$1" && find . -type f -exec md5sum {} + | sort) <(cd "$2" && find . -type f -exec md5sum {} + | sort)
 }
 if [ "${QUICK:-1}" = 1 ]; then
   quick=$(mktemp -d)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import sys
 from dataclasses import MISSING
 from pathlib import Path
 from typing import Optional
