@@ -9,6 +9,7 @@
 #
 #   bash benchmarks/time_to_result.sh [WORKDIR]     # on a machine with one GPU or more
 #   QUICK=0 SHAPE=200x6144x6144 bash benchmarks/time_to_result.sh /tmp/w   # no quick suite, 7.5 Gvox
+#   AGAIN=2 KILL=0 ...      # two second runs on each GPU count; no kill and resume
 #
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,12 +41,13 @@ for n in 1 2 4 8; do
   [ "$n" -le "$gpus" ] || continue
   most=$n
   rm -f "$work/ttr-$n.db"
-  for run in first second; do
+  for run in first $(yes second | head -n "${AGAIN:-1}"); do
     timed "$shape, $n GPU(s), $run run" volume "$n" "$work/pred-$n.zarr" --overwrite --tag "ttr-$run"
   done
   [ "$n" = 1 ] || { same "$work/pred-1.zarr" "$work/pred-$n.zarr" && echo "$n-GPU output: the 1-GPU output's files" \
     || echo "$n-GPU output: DIFFERS from the 1-GPU output"; }
 done
+[ "${KILL:-1}" = 1 ] || exit 0
 # Killed while it writes (a tenth of the blocks' chunks are on disk), then completed.
 out=$work/killed-$most.zarr
 rm -rf "$out"

@@ -349,3 +349,32 @@ def test_a_bad_decoding_stream_priority_is_refused_before_the_thread_starts(monk
     monkeypatch.setenv(prefetch.PRIORITY_ENV, "1.5")
     with pytest.raises(UserError, match="CUDA stream priority"):
         prefetch.DevicePrefetch(lambda: iter([(torch.zeros(1),)]), torch.device("cpu"), depth=1, name="t")
+
+
+def test_epoch_batches_run_epoch_after_epoch_reshuffled():
+    """One iteration serves every epoch: whole batches only, each epoch all the sampler's indices in a new order."""
+    batches = images.EpochBatches(torch.utils.data.RandomSampler(range(24), generator=torch.Generator().manual_seed(0)), 5)
+    assert len(batches) == 4  # one epoch; the last 4 indices of each epoch are dropped
+    first = list(zip(range(12), iter(batches)))
+    epochs = [sum((b for _, b in first[i:i + 4]), []) for i in (0, 4, 8)]
+    assert all(len(e) == len(set(e)) == 20 for e in epochs) and epochs[0] != epochs[1] != epochs[2]
+    assert all(len(b) == 5 for _, b in first)
+    ranked = images.EpochBatches(torch.utils.data.DistributedSampler(range(24), num_replicas=2, rank=0, seed=3), 4)
+    two = [b for _, b in zip(range(6), iter(ranked))]
+    assert sorted(sum(two[:3], [])) != sorted(sum(two[3:], []))  # set_epoch: another half of the data next epoch
+    assert list(iter(images.EpochBatches(torch.utils.data.SequentialSampler(range(3)), 4))) == []  # no whole batch
+
+
+def test_the_workers_serve_every_epoch_from_one_iterator(jpegs, monkeypatch):
+    """The workers go on into the next epoch: the step never waits at an epoch's end for a new iterator to start."""
+    started = []
+    plain = torch.utils.data.DataLoader.__iter__
+    monkeypatch.setattr(torch.utils.data.DataLoader, "__iter__", lambda self: started.append(1) or plain(self))
+    items, _ = images.scan_folder(jpegs)
+    config = images.ImageConfig(size=(32, 32), batch=5, train=True, workers=2, prefetch=2, seed=0, max_corrupt=0)
+    host = images.HostLoader(images.data_loader(images.FolderImages(items, config), config, torch.device("cpu")), None)
+    try:
+        seen = [labels for _, (x, labels) in zip(range(3 * len(host)), host)]
+    finally:
+        host.close()
+    assert len(seen) == 12 and all(x.shape == (5,) for x in seen) and started == [1]

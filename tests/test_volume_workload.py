@@ -1,4 +1,5 @@
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -278,6 +279,28 @@ def test_resume_with_other_settings_is_refused(data, tmp_path):
         predict(data, tmp_path / "o.zarr", halo=(1, 1, 1), resume=True)
     result = predict(data, tmp_path / "o.zarr", overwrite=True, dtype="uint8")
     assert result.status == "ok" and stored(tmp_path / "o.zarr").dtype == np.uint8
+
+
+def test_resume_computes_in_the_layout_the_output_was_written_with(data, tmp_path, monkeypatch):
+    """The layout is how the blocks are computed, not what they hold: --resume takes it from the output
+    (a resumed --block auto run in another layout ran at half the speed), and a resume asking another one is
+    not refused."""
+    spec = BenchmarkSpec(workload="volume", model=data["model"], batch=1, device="cpu", warmup=1, steps=1,
+                         channels_last=True, options={"input": data["input"], "output": str(tmp_path / "o.zarr"),
+                                                      "block": "4x16x16", "halo": "2x2x2", "dtype": "float16"})
+    assert execute(spec, {}).status == "ok"
+    assert json.loads((tmp_path / "o.zarr" / ".dlbench" / "run.json").read_text())["channels_last"] is True
+    done = tmp_path / "o.zarr" / ".dlbench" / "done"
+    for marker in sorted(done.iterdir())[::2]:  # every other block to compute again
+        marker.unlink()
+    before = chunk_bytes(tmp_path / "o.zarr")
+    layouts = []
+    monkeypatch.setattr("dlbench.workloads.block_choice.set_layout", lambda model, cl: layouts.append(cl) or model)
+    resumed = execute(dataclasses.replace(spec, channels_last=False, options={**spec.options, "block": "auto",
+                                                                                "resume": True}), {})
+    assert resumed.status == "ok" and resumed.metrics["blocks_skipped"] > 0
+    assert layouts == [True] and resumed.spec["channels_last"] is True
+    assert chunk_bytes(tmp_path / "o.zarr") == before
 
 
 def _run_args(data, output, *extra, model=None):

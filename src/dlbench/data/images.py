@@ -22,7 +22,8 @@ from typing import Any, Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler, SequentialSampler
+from torch.utils.data import (BatchSampler, DataLoader, Dataset, DistributedSampler, RandomSampler, Sampler,
+                              SequentialSampler, default_collate)
 
 from dlbench import vision  # noqa: F401, I001 - before torchvision: a mismatched pair fails in one line
 from torchvision.io import ImageReadMode, decode_image, decode_jpeg
@@ -197,7 +198,7 @@ def _collate(batch: list) -> tuple[Any, torch.Tensor, list[str]]:
     samples, labels, bad = _good(batch)
     if samples[0] is None:
         return None, torch.tensor(labels), bad
-    return torch.stack(samples), torch.tensor(labels), bad
+    return default_collate(samples), torch.tensor(labels), bad
 
 
 @dataclass
@@ -231,8 +232,29 @@ def collate_bytes(batch: list) -> tuple[Encoded | None, torch.Tensor, list[str],
     decoded = [(s, label) for s, label in zip(samples, labels) if not isinstance(s, tuple)]
     files = [data for (data, _), _ in encoded]
     packed = Encoded(torch.cat(files) if files else torch.empty(0, dtype=torch.uint8), [len(f) for f in files],
-                     torch.stack([s for s, _ in decoded]) if decoded else None)
+                     default_collate([s for s, _ in decoded]) if decoded else None)
     return packed, torch.tensor([label for _, label in encoded + decoded]), bad, [path for (_, path), _ in encoded]
+
+
+class EpochBatches(Sampler):
+    """The sampler's batches (last partial one dropped), epoch after epoch without end: one
+    DataLoader iterator serves every epoch, so the workers start on the next epoch's batches
+    while this one's last are consumed. A DataLoader iterator ends with its epoch, and the next
+    dispatches nothing until then: the step waits a whole batch's decoding (256 images in one
+    worker) at every boundary, every epoch when there are more workers than batches."""
+
+    def __init__(self, sampler: Sampler, batch: int) -> None:
+        self.sampler, self.batch, self.epoch = sampler, batch, 0
+
+    def __len__(self) -> int:  # one epoch's batches
+        return len(self.sampler) // self.batch
+
+    def __iter__(self) -> Iterator[list[int]]:
+        while len(self):  # no whole batch: nothing, rather than an endless loop of empty epochs
+            if hasattr(self.sampler, "set_epoch"):
+                self.sampler.set_epoch(self.epoch)
+            yield from BatchSampler(self.sampler, self.batch, drop_last=True)
+            self.epoch += 1
 
 
 def _worker_init(_: int) -> None:
@@ -246,8 +268,8 @@ def data_loader(dataset: Dataset, config: ImageConfig, device: torch.device, col
         sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(config.seed)) if config.train \
             else SequentialSampler(dataset)
     workers = config.workers
-    return DataLoader(dataset, batch_size=config.batch, sampler=sampler, num_workers=workers,
-                      collate_fn=collate, pin_memory=device.type == "cuda", drop_last=True,
+    return DataLoader(dataset, batch_sampler=EpochBatches(sampler, config.batch), num_workers=workers,
+                      collate_fn=collate, pin_memory=device.type == "cuda",
                       prefetch_factor=config.prefetch if workers else None,
                       persistent_workers=workers > 0, worker_init_fn=_worker_init if workers else None)
 
@@ -258,24 +280,18 @@ class HostLoader:
     def __init__(self, loader: DataLoader, corrupt: Corrupt | None) -> None:
         self.loader, self.corrupt = loader, corrupt
         self.images = len(loader.dataset)
-        self.epoch = 0
 
     def __len__(self) -> int:
         return len(self.loader)
 
     def batches(self) -> Iterator[tuple]:
-        """The DataLoader's batches, epoch after epoch (reshuffled each time)."""
-        while True:
-            sampler = self.loader.sampler
-            if hasattr(sampler, "set_epoch"):
-                sampler.set_epoch(self.epoch)
-            for batch in self.loader:
-                if batch[2] and self.corrupt is not None:
-                    self.corrupt.add(batch[2])
-                if batch[0] is None or len(batch[0]) == 0:
-                    raise UserError(f"no file of a whole batch could be decoded, e.g. {batch[2][0]}")
-                yield batch
-            self.epoch += 1
+        """The DataLoader's batches, without end (`EpochBatches` runs the epochs)."""
+        for batch in self.loader:
+            if batch[2] and self.corrupt is not None:
+                self.corrupt.add(batch[2])
+            if batch[0] is None or len(batch[0]) == 0:
+                raise UserError(f"no file of a whole batch could be decoded, e.g. {batch[2][0]}")
+            yield batch
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for inputs, targets, *_ in self.batches():

@@ -28,6 +28,9 @@ from dlbench.paths import check_folder_of, check_new_folder, overlap, too_large,
 
 OUTPUT_KEY = "prediction"
 DTYPES = ("uint8", "float16")
+# Settings of how the blocks were computed, not of what they hold: kept so that --resume computes the
+# rest alike (at the speed the first run chose), never a reason to refuse it.
+HOW = ("channels_last",)
 SUFFIXES = {".zarr": "zarr", ".n5": "n5"}
 CHUNK_VOXELS = 2**24  # a chunk holds at most this many voxels where halving the block allows
 
@@ -127,9 +130,9 @@ class PredictionStore:
         if self.exists() and overwrite:
             shutil.rmtree(self.path) if self.path.is_dir() else self.path.unlink()
         if self.exists() and resume:
-            stored = self.settings()
-            if stored != settings:
-                changed = sorted(k for k in set(stored) | set(settings) if stored.get(k) != settings.get(k))
+            stored = self.settings() or {}
+            changed = sorted(k for k in set(stored) | set(settings) if k not in HOW and stored.get(k) != settings.get(k))
+            if changed:
                 raise UserError(f"output {self.path} was written with other settings ({', '.join(changed)} differ): "
                                 f"rerun with the same settings or --overwrite")
             return

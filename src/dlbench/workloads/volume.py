@@ -234,8 +234,9 @@ def _choose(opts: VolumeOptions, spec, store: PredictionStore, volume: Volume, h
     stored = store.settings() if opts.resume else None
     if stored and stored.get("halo") == list(halo) and block in (None, tuple(stored["block"])):
         precision = stored["precision"] if spec.precision == "auto" else spec.precision
-        return block_choice.Choice(tuple(stored["block"]), precision, spec.channels_last,
-                                   "as the output being resumed"), "given"
+        cl = spec.channels_last or bool(stored.get("channels_last"))  # the layout --block auto chose for it
+        block_choice.set_layout(model, cl)
+        return block_choice.Choice(tuple(stored["block"]), precision, cl, "as the output being resumed"), "given"
     if block is not None and spec.precision != "auto":
         return block_choice.Choice(block, spec.precision, spec.channels_last, "given"), "given"
     tuned = tuning.current()
@@ -398,7 +399,8 @@ def _share_out(spec, opts: VolumeOptions, ready: _Prepared, group: distributed.G
     """Create (or reopen) the output, and this rank's share of the blocks not yet done."""
     store, blocking = ready.store, ready.blocking
     if group.rank == 0:
-        store.create(_settings(spec, ready.volume, blocking, ready.channels, opts.dtype, ready.choice.precision),
+        store.create({**_settings(spec, ready.volume, blocking, ready.channels, opts.dtype, ready.choice.precision),
+                      "channels_last": ready.choice.channels_last},
                      (ready.channels, *ready.volume.shape), (ready.channels, *chunks_for(blocking.block)), opts.dtype,
                      opts.resume, opts.overwrite)
     group.barrier()
