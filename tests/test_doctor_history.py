@@ -234,3 +234,22 @@ def test_beside_a_gpu_neighbour_the_profiles_idle_is_not_a_host_gap():
     assert "launch-bound" not in [c.name for c in d.causes]
     assert "measured beside another process on the GPU" in render([d])
     assert not any("--optimize graphs" in evidence for _, evidence in d.breakdown)
+
+
+def test_a_run_on_images_is_set_beside_the_same_work_on_synthetic_data():
+    """What reading real images costs: the data wait, and with --decode gpu the GPU's time for the decoding."""
+    synthetic = run_record(0.042, "synthetic")
+    folder = {"data": "folder:/img", "workers": 16}
+    gpu = run_record(0.046, "gpu decode", spec={"options": {**folder, "decode": "gpu"}}, data_share=0.05)
+    cpu = run_record(0.080, "cpu decode", spec={"options": folder}, data_share=0.48)
+    found = by_tag(diagnose([synthetic, gpu, cpu], refs=[]))
+    d = found["gpu decode"]
+    assert d.synthetic.other.tag == "synthetic" and d.synthetic.ratio == pytest.approx(0.042 / 0.046, rel=0.02)
+    text = render([d])
+    assert "against synthetic data: 0.91x of run" in text
+    # 4 ms longer: 5 % of 46 ms waiting, the other 1.7 ms the decoding on the model's GPU
+    assert "its step is 4.00 ms longer: 2.30 ms waiting for data, 1.70 ms more work on the GPU (the decoding" in text
+    assert "its step is 38.00 ms longer: 38.00 ms waiting for data" in render([found["cpu decode"]])
+    assert "more work" not in render([found["cpu decode"]])  # the wait explains all of it
+    assert found["synthetic"].synthetic is None
+    assert to_json([d])["diagnoses"][0]["synthetic"]["ratio"] == pytest.approx(0.042 / 0.046, rel=0.02)

@@ -73,6 +73,7 @@ class Diagnosis:
     utilisation: str | None = None  # "16% of the measured bf16 matmul ceiling (703 TFLOP/s)"
     history: Against | None = None  # against the fastest other run of this configuration here
     one_gpu: Against | None = None  # a multi-GPU run against the same per-GPU work on one GPU
+    synthetic: Against | None = None  # a run on real images against the same work on synthetic data
     baseline: Against | None = None  # the comparison the causes are measured against
     breakdown: list[tuple[str, str]] = field(default_factory=list)  # the profile's classes
     machine: list[Cause] = field(default_factory=list)  # conditions of the machine, with no share measured
@@ -464,6 +465,7 @@ def _diagnose(r: Result, refs: list[Reference], surveys: list[Result],
     if r.status == "ok" and r.samples.get("step"):
         d.history = history.best_other(r, by_configuration.get(history.configuration(r), []))
         d.one_gpu = history.one_gpu(r, by_configuration)
+        d.synthetic = history.synthetic(r, by_configuration)
     d.baseline = _baseline(d)
     d.causes, notes = measured_causes(r, d.baseline, record)
     if d.baseline is not None and (gap := _unexplained(r, d.baseline, d.causes)):
@@ -546,7 +548,25 @@ def _history_line(d: Diagnosis) -> list[str]:
     if d.one_gpu is not None:
         lines.append(f"against one GPU: {_against_text(d.one_gpu)}"
                      + (" (below " + fixed(SCALING_OK, 2) + ")" if d.one_gpu.ratio < SCALING_OK else ""))
+    if d.synthetic is not None:
+        lines.append(f"against synthetic data: {_against_text(d.synthetic)}{_input_cost(d.result, d.synthetic)}")
     return lines
+
+
+def _input_cost(r: Result, a: Against) -> str:
+    """Where a run on images loses to the same work on synthetic data: the steps' data wait, and the
+    rest of the longer step (with --decode gpu, the decoding and crops on the model's GPU)."""
+    longer = history.mean_step(r) - history.mean_step(a.other)
+    if not a.slower or longer <= 0:
+        return ""
+    data = min(parts_of.parts(r).data or 0.0, longer)
+    text = f"; its step is {ms(longer * 1e3)} ms longer: {ms(data * 1e3)} ms waiting for data"
+    if longer - data > 0.2 * longer:
+        where = ("the decoding and crops of --decode gpu run there, beside the model's kernels: `--profile` shows "
+                 "them among the elementwise ones" if (r.spec.get("options") or {}).get("decode") == "gpu"
+                 else "each batch's copy and normalising")
+        text += f", {ms((longer - data) * 1e3)} ms more work on the GPU ({where})"
+    return text
 
 
 def _reference_value(ref: Reference) -> str:
@@ -631,6 +651,7 @@ def to_json(diagnoses: list[Diagnosis]) -> dict[str, Any]:
             "host": machine_key(r)[0], "device": machine_key(r)[1], "gpus": r.spec.get("gpus") or 1,
             "figure": {"value": d.actual, "unit": d.unit}, "verdict": verdict(d), "comparison": comparison,
             "history": _against_json(d.history), "one_gpu": _against_json(d.one_gpu),
+            "synthetic": _against_json(d.synthetic),
             "causes": [{"name": c.name, "share_of_step": c.share, "share_of_lost": c.explains,
                         "seconds_per_step": c.seconds, "evidence": c.evidence} for c in d.causes],
             "about_the_machine": [{"name": c.name, "evidence": c.evidence} for c in d.machine],

@@ -94,6 +94,23 @@ def one_gpu(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> A
     return against(r, fastest(found), "one GPU") if found and r.samples.get("step") else None
 
 
+def synthetic(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> Against | None:
+    """A run on real images against the fastest run of the same work on synthetic data on its
+    machine: what reading the images costs, the data wait and what the input takes of the GPU."""
+    from dlbench.data import DataOptions  # no torch: the options' declaration only
+
+    options = r.spec.get("options") or {}
+    if options.get("data", "synthetic") == "synthetic":
+        return None
+    inputs = {f.name for f in DataOptions.fields()}
+    rest = {k: v for k, v in options.items() if k not in inputs}
+    device = Measurement(run=Run(device=r.measured.device or "")).to_metrics()
+    twins = [Result(spec={**r.spec, "options": {**rest, **data}}, system=r.system, metrics=device)
+             for data in ({}, {"data": "synthetic"})]  # synthetic by default, or named
+    found = [o for twin in twins for o in results_by_configuration.get(configuration(twin)) or [] if o.samples.get("step")]
+    return against(r, fastest(found), "synthetic data") if found and r.samples.get("step") else None
+
+
 def to_judge(group: Sequence[Result]) -> list[Result]:
     """The newest run of a configuration and every older one that differs from it beyond noise
     (and by more than a few percent)."""
