@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from dlbench.report.compare import benchmark_key, bootstrap_ratio
 from dlbench.results.measurement import Measurement, Run
@@ -88,27 +88,36 @@ def one_gpu(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> A
     gpus = r.spec.get("gpus") or 1
     if gpus <= 1:
         return None
-    single = Result(spec={**r.spec, "gpus": 1}, system=r.system,
-                    metrics=Measurement(run=Run(device=r.measured.device or "")).to_metrics())
-    found = [o for o in results_by_configuration.get(configuration(single)) or [] if o.samples.get("step")]
+    found = [o for o in results_by_configuration.get(configuration(_like(r, gpus=1))) or [] if o.samples.get("step")]
     return against(r, fastest(found), "one GPU") if found and r.samples.get("step") else None
 
 
 def synthetic(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> Against | None:
-    """A run on real images against the fastest run of the same work on synthetic data on its
-    machine: what reading the images costs, the data wait and what the input takes of the GPU."""
-    from dlbench.data import DataOptions  # no torch: the options' declaration only
-
+    """A run on images against the fastest run of the same work on synthetic data on its machine
+    (one that sets no option the image run does not set alike): what reading the images costs,
+    the data wait and what the input takes of the GPU."""
     options = r.spec.get("options") or {}
-    if options.get("data", "synthetic") == "synthetic":
+    if options.get("data", "synthetic") == "synthetic" or not r.samples.get("step"):
         return None
-    inputs = {f.name for f in DataOptions.fields()}
-    rest = {k: v for k, v in options.items() if k not in inputs}
-    device = Measurement(run=Run(device=r.measured.device or "")).to_metrics()
-    twins = [Result(spec={**r.spec, "options": {**rest, **data}}, system=r.system, metrics=device)
-             for data in ({}, {"data": "synthetic"})]  # synthetic by default, or named
-    found = [o for twin in twins for o in results_by_configuration.get(configuration(twin)) or [] if o.samples.get("step")]
-    return against(r, fastest(found), "synthetic data") if found and r.samples.get("step") else None
+
+    def twin(o: Result) -> bool:
+        theirs = o.spec.get("options") or {}
+        return theirs.get("data", "synthetic") == "synthetic" and all(
+            options.get(k) == v for k, v in theirs.items() if k != "data") and _bare(o) == _bare(r)
+
+    found = [o for group in results_by_configuration.values() for o in group if o.samples.get("step") and twin(o)]
+    return against(r, fastest(found), "synthetic data") if found else None
+
+
+def _bare(r: Result) -> tuple:
+    """`r`'s configuration without its workload's options."""
+    return configuration(_like(r, options={}))
+
+
+def _like(r: Result, **spec: Any) -> Result:
+    """A result of `r`'s machine and device with `spec`'s fields changed: its configuration is a key to look up."""
+    return Result(spec={**r.spec, **spec}, system=r.system,
+                  metrics=Measurement(run=Run(device=r.measured.device or "")).to_metrics())
 
 
 def to_judge(group: Sequence[Result]) -> list[Result]:
