@@ -283,8 +283,7 @@ def test_resume_with_other_settings_is_refused(data, tmp_path):
 
 def test_resume_computes_in_the_layout_the_output_was_written_with(data, tmp_path, monkeypatch):
     """The layout is how the blocks are computed, not what they hold: --resume takes it from the output
-    (a resumed --block auto run in another layout ran at half the speed), and a resume asking another one is
-    not refused."""
+    (the one --block auto chose), and a resume asking another one is not refused."""
     spec = BenchmarkSpec(workload="volume", model=data["model"], batch=1, device="cpu", warmup=1, steps=1,
                          channels_last=True, options={"input": data["input"], "output": str(tmp_path / "o.zarr"),
                                                       "block": "4x16x16", "halo": "2x2x2", "dtype": "float16"})
@@ -301,6 +300,10 @@ def test_resume_computes_in_the_layout_the_output_was_written_with(data, tmp_pat
     assert resumed.status == "ok" and resumed.metrics["blocks_skipped"] > 0
     assert layouts == [True] and resumed.spec["channels_last"] is True
     assert chunk_bytes(tmp_path / "o.zarr") == before
+    first = dataclasses.replace(spec, channels_last=False, options={**spec.options, "output": str(tmp_path / "p.zarr")})
+    assert execute(first, {}).status == "ok"
+    again = dataclasses.replace(first, channels_last=True, options={**first.options, "resume": True})
+    assert execute(again, {}).status == "ok"  # asked in the other layout: resumed, not refused
 
 
 def _run_args(data, output, *extra, model=None):
