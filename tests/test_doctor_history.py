@@ -238,11 +238,14 @@ def test_beside_a_gpu_neighbour_the_profiles_idle_is_not_a_host_gap():
 
 def test_a_run_on_images_is_set_beside_the_same_work_on_synthetic_data():
     """What reading real images costs: the data wait, and with --decode gpu the GPU's time for the decoding."""
-    synthetic = run_record(0.042, "synthetic")
-    folder = {"data": "folder:/img", "workers": 16}
+    stored = {"data": "synthetic", "decode": "cpu", "cpu_share": 0.0, "prefetch": 2, "max_corrupt": 0.05,
+              "dummy_images": 10000, "epochs": 0, "augment": "auto"}  # every option, as a run stores them
+    synthetic = run_record(0.042, "synthetic", spec={"options": stored})
+    folder = {**stored, "data": "folder:/img", "workers": 16}
     gpu = run_record(0.046, "gpu decode", spec={"options": {**folder, "decode": "gpu"}}, data_share=0.05)
     cpu = run_record(0.080, "cpu decode", spec={"options": folder}, data_share=0.48)
-    found = by_tag(diagnose([synthetic, gpu, cpu], refs=[]))
+    other = run_record(0.030, "other work", spec={"options": {**stored, "augment": "cpu"}})  # not the same work
+    found = by_tag(diagnose([synthetic, other, gpu, cpu], refs=[]))
     d = found["gpu decode"]
     assert d.synthetic.other.tag == "synthetic" and d.synthetic.ratio == pytest.approx(0.042 / 0.046, rel=0.02)
     text = render([d])
@@ -253,3 +256,10 @@ def test_a_run_on_images_is_set_beside_the_same_work_on_synthetic_data():
     assert "more work" not in render([found["cpu decode"]])  # the wait explains all of it
     assert found["synthetic"].synthetic is None
     assert to_json([d])["diagnoses"][0]["synthetic"]["ratio"] == pytest.approx(0.042 / 0.046, rel=0.02)
+
+
+def test_the_input_options_the_doctor_sets_aside_are_the_data_options():
+    from dlbench.data import DataOptions
+    from dlbench.report.history import INPUT_OPTIONS
+
+    assert INPUT_OPTIONS == {f.name for f in DataOptions.fields()}

@@ -19,6 +19,10 @@ from dlbench.system.records import is_system_record, machine_key
 
 
 SAME = 0.03  # runs within this of each other are alike, however tight the interval
+# The options of where a run's images come from (data.DataOptions' fields, which a test holds equal):
+# two runs that differ only in these do the same work on other data.
+INPUT_OPTIONS = frozenset({"data", "workers", "decode", "cpu_share", "prefetch", "max_corrupt", "dummy_images",
+                           "epochs"})
 
 
 @dataclass(frozen=True)
@@ -93,25 +97,20 @@ def one_gpu(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> A
 
 
 def synthetic(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> Against | None:
-    """A run on images against the fastest run of the same work on synthetic data on its machine
-    (one that sets no option the image run does not set alike): what reading the images costs,
-    the data wait and what the input takes of the GPU."""
-    options = r.spec.get("options") or {}
-    if options.get("data", "synthetic") == "synthetic" or not r.samples.get("step"):
+    """A run on images against the fastest run of the same work on synthetic data on its machine:
+    what reading the images costs, the data wait and what the input takes of the GPU."""
+    if (r.spec.get("options") or {}).get("data", "synthetic") == "synthetic" or not r.samples.get("step"):
         return None
-
-    def twin(o: Result) -> bool:
-        theirs = o.spec.get("options") or {}
-        return theirs.get("data", "synthetic") == "synthetic" and all(
-            options.get(k) == v for k, v in theirs.items() if k != "data") and _bare(o) == _bare(r)
-
-    found = [o for group in results_by_configuration.values() for o in group if o.samples.get("step") and twin(o)]
+    work = _work(r)
+    found = [o for group in results_by_configuration.values() for o in group if o.samples.get("step")
+             and (o.spec.get("options") or {}).get("data", "synthetic") == "synthetic" and _work(o) == work]
     return against(r, fastest(found), "synthetic data") if found else None
 
 
-def _bare(r: Result) -> tuple:
-    """`r`'s configuration without its workload's options."""
-    return configuration(_like(r, options={}))
+def _work(r: Result) -> tuple:
+    """`r`'s configuration without the options of where its images come from."""
+    options = {k: v for k, v in (r.spec.get("options") or {}).items() if k not in INPUT_OPTIONS}
+    return configuration(_like(r, options=options))
 
 
 def _like(r: Result, **spec: Any) -> Result:
