@@ -99,12 +99,17 @@ def one_gpu(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> A
 def synthetic(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> Against | None:
     """A run on images against the fastest run of the same work on synthetic data on its machine:
     what reading the images costs, the data wait and what the input takes of the GPU."""
-    if (r.spec.get("options") or {}).get("data", "synthetic") == "synthetic" or not r.samples.get("step"):
+    if _on_synthetic(r) or not r.samples.get("step"):
         return None
     work = _work(r)
-    found = [o for group in results_by_configuration.values() for o in group if o.samples.get("step")
-             and (o.spec.get("options") or {}).get("data", "synthetic") == "synthetic" and _work(o) == work]
+    # a configuration's runs share their spec's work and data: each group is looked at once
+    found = [o for group in results_by_configuration.values() if _on_synthetic(group[0]) and _work(group[0]) == work
+             for o in group if o.samples.get("step")]
     return against(r, fastest(found), "synthetic data") if found else None
+
+
+def _on_synthetic(r: Result) -> bool:
+    return (r.spec.get("options") or {}).get("data", "synthetic") == "synthetic"
 
 
 def _work(r: Result) -> tuple:
