@@ -256,6 +256,11 @@ def test_a_run_on_images_is_set_beside_the_same_work_on_synthetic_data():
     assert "more work" not in render([found["cpu decode"]])  # the wait explains all of it
     assert found["synthetic"].synthetic is None
     assert to_json([d])["diagnoses"][0]["synthetic"]["ratio"] == pytest.approx(0.042 / 0.046, rel=0.02)
+    on_cpu = [run_record(0.042, "cpu synthetic", spec={"options": stored}, device="cpu"),
+              run_record(0.046, "cpu dummy", spec={"options": {**stored, "data": "dummy"}}, device="cpu",
+                         data_share=0.05)]
+    text = render([by_tag(diagnose(on_cpu, refs=[]))["cpu dummy"]])
+    assert "1.70 ms more in the step itself (the loader's workers share the cores)" in text and "GPU (" not in text
 
 
 def test_the_input_options_the_doctor_sets_aside_are_the_data_options():

@@ -561,12 +561,15 @@ def _input_cost(r: Result, a: Against) -> str:
         return ""
     data = min(parts_of.parts(r).data or 0.0, longer)
     text = f"; its step is {ms(longer * 1e3)} ms longer: {ms(data * 1e3)} ms waiting for data"
-    if longer - data > 0.2 * longer:
-        where = ("the decoding and crops of --decode gpu run there, beside the model's kernels: `--profile` shows "
-                 "them among the elementwise ones" if (r.spec.get("options") or {}).get("decode") == "gpu"
-                 else "each batch's copy and normalising")
-        text += f", {ms((longer - data) * 1e3)} ms more work on the GPU ({where})"
-    return text
+    rest = longer - data
+    if rest <= 0.2 * longer:
+        return text
+    if not on_gpu(r):
+        return text + f", {ms(rest * 1e3)} ms more in the step itself (the loader's workers share the cores)"
+    where = ("the decoding and crops of --decode gpu run there, beside the model's kernels: `--profile` shows "
+             "them among the elementwise ones" if (r.spec.get("options") or {}).get("decode") == "gpu"
+             else "each batch's copy and normalising")
+    return text + f", {ms(rest * 1e3)} ms more work on the GPU ({where})"
 
 
 def _reference_value(ref: Reference) -> str:
