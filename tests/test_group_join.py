@@ -47,3 +47,43 @@ def test_a_run_that_fails_before_its_first_collective_makes_no_group_to_leave(mo
     with pytest.raises(ValueError), distributed.process_group(torch.device("cpu")):
         raise ValueError("the model failed to build")
     assert calls == ["joined"]  # no group made at the end only to be left, no rendezvous to hang in
+
+
+def test_a_workload_that_exchanges_only_objects_gets_a_host_group(monkeypatch):
+    """Volume's ranks share out blocks and gather figures, never GPU tensors: gloo, without NCCL's seconds
+    of connecting the GPUs; training's gradients go through NCCL. Early's thread and the run's own join agree."""
+    from dlbench.workloads import builtin  # noqa: F401 - the built-in workloads registered
+    from dlbench.workloads import get
+
+    assert get("volume").host_group and not get("train").host_group
+    cuda = torch.device("cuda", 0)
+    assert distributed.backend(cuda) == "nccl" and distributed.backend(cuda, host=True) == "gloo"
+    assert distributed.backend(torch.device("cpu")) == "gloo"
+    calls = []
+    _ranks(monkeypatch, calls)
+    monkeypatch.setattr(early, "joined", lambda: calls.append("joined") or False)
+    monkeypatch.setattr(dist, "init_process_group", lambda kind, **k: calls.append(kind))
+    monkeypatch.setattr(dist, "is_initialized", lambda: "gloo" in calls)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    with distributed.process_group(cuda, host=True) as group:
+        group.barrier()
+    assert calls == ["joined", "gloo", "barrier", "left"]
+
+
+def test_early_makes_a_host_group_without_binding_it_to_the_gpu(monkeypatch):
+    made = []
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setattr("dlbench.workloads.runtime.resolve_device", lambda name: torch.device("cuda", 0))
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)  # no GPU here: CUDA's start is not what is tested
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: None)
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda kind, device_id=None: made.append((kind, device_id)))
+    monkeypatch.setattr(dist, "barrier", lambda: made.append("barrier"))
+    try:
+        early._begin("cuda", True)
+        early._begin("cuda", False)
+    finally:
+        early._made.clear()
+    assert made == [("gloo", None), "barrier", ("nccl", torch.device("cuda", 0)), "barrier"]

@@ -38,7 +38,7 @@ def wait_gone(pids: list[int], within: float = 10.0) -> None:
 ENV_SCRIPT = """
 import json, os
 keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
-        "OMP_NUM_THREADS", "DLBENCH_RANKS")
+        "OMP_NUM_THREADS", "DLBENCH_RANKS", "GLOO_SOCKET_IFNAME")
 open(f"rank{os.environ['RANK']}.json", "w").write(json.dumps({k: os.environ.get(k) for k in keys}))
 """
 
@@ -54,6 +54,8 @@ def test_every_rank_gets_torchruns_environment(tmp_path):
         assert env["MASTER_ADDR"] == "127.0.0.1" and env["DLBENCH_RANKS"] == str(proc.pid)
     assert len({env["MASTER_PORT"] for env in envs}) == 1 and int(envs[0]["MASTER_PORT"]) > 0
     assert envs[0]["OMP_NUM_THREADS"] == os.environ.get("OMP_NUM_THREADS", "1")  # torchrun's default
+    if Path("/sys/class/net/lo").exists():  # gloo's ranks of one host meet over loopback
+        assert envs[0]["GLOO_SOCKET_IFNAME"] == os.environ.get("GLOO_SOCKET_IFNAME", "lo")
 
 
 FAILING = """

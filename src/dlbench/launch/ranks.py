@@ -43,6 +43,8 @@ def environment(rank: int, world: int, port: int) -> dict[str, str]:
            "MASTER_PORT": str(port), "DLBENCH_RANKS": str(os.getpid())}
     # torchrun's default for several processes, kept so that runs measure as they did under it
     env.setdefault("OMP_NUM_THREADS", "1")
+    if os.path.exists("/sys/class/net/lo"):  # gloo connects the ranks of this one host over loopback, not over
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # whatever address the host name resolves to
     return env
 
 

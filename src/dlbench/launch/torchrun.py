@@ -71,7 +71,8 @@ class Ranks:
         self.spec, self.folder = spec, folder
         self.files = {name: folder / name for name in ("spec.json", "go.json", "result.json", "progress.json",
                                                         "stderr.log")}
-        write_json({"spec": spec.to_dict(), "go": str(self.files["go.json"])}, self.files["spec.json"])
+        write_json({"spec": spec.to_dict(), "go": str(self.files["go.json"]), "host_group": spec.declared.host_group},
+                   self.files["spec.json"])
         env = {**os.environ, "DLBENCH_PROGRESS": str(self.files["progress.json"]), "PYTHONUNBUFFERED": "1"}
         self.log = open(self.files["stderr.log"], "wb")  # noqa: SIM115 - closed by kill()
         self.proc = subprocess.Popen(command(self.files["spec.json"], self.files["result.json"], spec.gpus),

@@ -84,7 +84,8 @@ def main(argv: list[str]) -> int:
     job = json.loads(spec_path.read_text(encoding="utf-8"))
     from dlbench.workloads import early
 
-    early.start(str(job["spec"].get("device") or "auto"))  # CUDA and the process group, beside what follows
+    # CUDA and the process group, beside what follows
+    early.start(str(job["spec"].get("device") or "auto"), bool(job.get("host_group")))
     from dlbench import plugins
     from dlbench.errors import UserError
     from dlbench.spec import BenchmarkSpec

@@ -1,6 +1,7 @@
 """Several processes (one per GPU) running one benchmark together (launch/ranks.py starts them).
 
-`process_group` joins the group of the ranks' environment (NCCL on GPUs, gloo on the CPU) and leaves
+`process_group` joins the group of the ranks' environment (NCCL on GPUs, gloo on the CPU or where only
+objects are exchanged) and leaves
 it at the end; its `Group` holds the collectives the workloads use (barrier, broadcast,
 gather, agree, all_sum), each a no-op with one process. `wrap` puts a model under
 DistributedDataParallel; `measure` runs warm-up and measurement with step counts every rank
@@ -87,13 +88,15 @@ def from_environment() -> tuple[int, int, int]:
     return int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), int(env.get("LOCAL_RANK", 0))
 
 
-def backend(device: torch.device) -> str:
-    return "nccl" if device.type == "cuda" else "gloo"
+def backend(device: torch.device, host: bool = False) -> str:
+    """NCCL between GPUs, gloo on the CPU or for a group that carries no GPU tensors (`host`)."""
+    return "nccl" if device.type == "cuda" and not host else "gloo"
 
 
 @contextlib.contextmanager
-def process_group(device: torch.device) -> Iterator[Group]:
-    """The group of this run's processes, left at the end; the one `early.start` made, where it did.
+def process_group(device: torch.device, host: bool = False) -> Iterator[Group]:
+    """The group of this run's processes (gloo where `host`: see backend), left at the end; the one
+    `early.start` made, where it did.
     It is joined at the first collective: until then the run builds and warms its model while the
     group is still being made on early's thread."""
     rank, world, local = from_environment()
@@ -110,7 +113,7 @@ def process_group(device: torch.device) -> Iterator[Group]:
             made_early = early.joined()
             owned.append(made_early or (make and not dist.is_initialized()))
             if make and not dist.is_initialized():
-                dist.init_process_group(backend(device))
+                dist.init_process_group(backend(device, host))
 
     try:
         yield Group(rank, world, device, join)

@@ -19,8 +19,9 @@ _thread: threading.Thread | None = None
 _made: dict[str, Any] = {}
 
 
-def start(device: str) -> None:
-    """Begin CUDA on this process's GPU (and the process group under several ranks) on a thread.
+def start(device: str, host_group: bool = False) -> None:
+    """Begin CUDA on this process's GPU (and the process group under several ranks, a gloo one where
+    `host_group`: distributed.backend) on a thread.
     `device` is the spec's (auto, cpu, cuda, cuda:N); a device that cannot be had starts nothing:
     the run says why where it checks it."""
     global _thread
@@ -31,11 +32,11 @@ def start(device: str) -> None:
 
     from dlbench.workloads import distributed, runtime  # noqa: F401
 
-    _thread = threading.Thread(target=_begin, args=(device,), name="dlbench-early-start", daemon=True)
+    _thread = threading.Thread(target=_begin, args=(device, host_group), name="dlbench-early-start", daemon=True)
     _thread.start()
 
 
-def _begin(name: str) -> None:
+def _begin(name: str, host_group: bool) -> None:
     import torch
     import torch.distributed as dist
 
@@ -58,8 +59,9 @@ def _begin(name: str) -> None:
             return
     if world > 1 and not dist.is_initialized():
         try:
+            kind = backend(device, host_group)
             # device_id: NCCL makes its communicator now, not at the first collective
-            dist.init_process_group(backend(device), device_id=device if device.type == "cuda" else None)
+            dist.init_process_group(kind, device_id=device if kind == "nccl" else None)
             _made["group"] = True
             # The first collective connects the ranks' GPUs (seconds under NCCL): done here, beside the
             # model's build and warm-up, not at the run's first barrier. Every rank's first collective.

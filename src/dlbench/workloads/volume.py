@@ -297,7 +297,8 @@ class _InPrecision(torch.nn.Module):
 def run(spec, device: torch.device, progress: Progress):
     opts = spec.opts
     # The process group is left last: the input and output folders are removed after a barrier.
-    with distributed.process_group(device) as group, _input(opts, spec.seed, group, progress) as input_key, \
+    with distributed.process_group(device, spec.declared.host_group) as group, \
+            _input(opts, spec.seed, group, progress) as input_key, \
             _output(opts, group) as output:
         return _predict(spec, opts, input_key, output, group, progress)
 
