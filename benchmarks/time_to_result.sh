@@ -23,6 +23,8 @@ timed() {  # label, command...: seconds from Enter to prompt and the command's l
   local label=$1; shift
   local t0; t0=$(date +%s.%N)
   local line; line=$("$@" 2>&1 | tail -1)
+  local rate; rate=$(grep -o '[0-9.]* Mvox in [0-9.]* s = [0-9.]* Mvox/s' <<< "$line")
+  [ -n "$rate" ] && line="$rate | $(grep -o '[0-9.]* s from start to result' <<< "$line")"
   printf '%-34s %6s s from Enter to prompt | %s\n' "$label" "$(since "$t0")" "${line:0:300}"
 }
 if [ "${QUICK:-1}" = 1 ]; then

@@ -117,6 +117,49 @@ def test_a_rank_killed_by_a_signal_is_named(tmp_path):
     assert "rank 0 died from SIGKILL; the other ranks were stopped" in err
 
 
+FINISHED_THEN_SLOW = """
+import os, time
+from dlbench.launch.leave import leave
+from dlbench.launch.ranks import said_done
+open(f"pid{os.environ['RANK']}", "w").write(str(os.getpid()))
+def slow_end(code):  # what the driver does after a GPU process ends: its memory released, seconds
+    said_done(code)
+    time.sleep(120)
+leave(int(os.environ.get("CODE", "0")) if os.environ["RANK"] == "1" else 0, slow_end)
+"""
+
+
+@LINUX
+def test_the_launcher_ends_when_every_rank_said_it_finished_not_when_their_end_is_over(tmp_path):
+    """A rank tells the launcher it finished before the operating system releases its memory and
+    GPU; the launcher ends then, and the ranks, already ending, go with it."""
+    started = time.monotonic()
+    proc = launch(tmp_path, FINISHED_THEN_SLOW)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert time.monotonic() - started < 20  # not the ranks' 120 s
+    wait_gone(_pids(tmp_path))
+
+
+@LINUX
+def test_a_rank_that_finished_with_an_error_stops_the_others_at_once(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "dlbench.launch.ranks", "2", "-c", FINISHED_THEN_SLOW],
+                            cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "CODE": "2"})
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert err.strip().splitlines()[-1] == "rank 1 exited with status 2; the other ranks were stopped"
+    wait_gone(_pids(tmp_path))
+
+
+def test_a_rank_says_nothing_where_no_launcher_listens(monkeypatch):
+    """Alone or under torchrun there is no pipe: telling is a no-op, not an error."""
+    monkeypatch.delenv(ranks.DONE_FD, raising=False)
+    ranks.said_done(0)
+    monkeypatch.setenv(ranks.DONE_FD, "987654")  # a launcher gone: its pipe closed
+    ranks.said_done(0)
+
+
 def test_single_host_runs_need_no_torchrun():
     from dlbench.launch import torchrun
 
@@ -142,11 +185,10 @@ def record(self, args, *a, **k):
     popen(self, args, *a, **k)
 subprocess.Popen.__init__ = record
 sys.argv = ["dlbench", *sys.argv[1:]]
+import atexit  # the command ends without unwinding (launch/leave.py), after its exit handlers
+atexit.register(lambda: print("ranks started with torch imported:", seen, file=sys.stderr))
 from dlbench.__main__ import main
-try:
-    main()
-finally:
-    print("ranks started with torch imported:", seen, file=sys.stderr)
+main()
 """
 
 

@@ -128,5 +128,6 @@ def _utilisation(result, ceilings: list[dict]) -> None:
 
 if __name__ == "__main__":
     from dlbench.launch.leave import leave
+    from dlbench.launch.ranks import said_done
 
-    leave(main(sys.argv[1:]))
+    leave(main(sys.argv[1:]), said_done)
