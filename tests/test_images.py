@@ -157,6 +157,8 @@ def test_data_option_errors_and_warnings(jpegs):
     cpu = torch.device("cpu")
     with pytest.raises(UserError, match="unknown data source"):
         data.check(spec(data="imagenet"), cpu)
+    assert data.parse_source(str(jpegs)) == data.parse_source(f"folder:{jpegs}") == ("folder", str(jpegs))
+    assert data.check(spec(data=str(jpegs)), cpu) == []  # a folder's path alone is its images
     with pytest.raises(UserError, match="needs a CUDA GPU"):
         data.check(spec(data=f"folder:{jpegs}", decode="gpu"), cpu)
     with pytest.raises(UserError, match="needs a JPEG folder"):

@@ -8,7 +8,8 @@ Sources (`--data`):
   synthetic     random tensors made once on the device (no input cost); targets None, so the
                 workload makes targets shaped like the model's output
   dummy         random images made on the CPU, through the real transforms (seed 002's "Dummy")
-  folder:PATH   an ImageFolder of JPEG/PNG files (class folders); `--decode gpu` decodes on the GPU
+  folder:PATH   an ImageFolder of JPEG/PNG files (class folders; the folder's PATH alone does too);
+                `--decode gpu` decodes on the GPU
 
   PATH[:KEY]    a 3D volume (.h5/.hdf5, .zarr, .n5) with labels in the CREMI layout: random
                 training patches of the model's input shape (`data/patches.py`), elastically
@@ -41,9 +42,9 @@ AUGMENT_MODES = ("auto", "cpu", "gpu", "none")  # volume patches: where elastic 
 class DataOptions(Options):
     """Where the images of train, infer and smooth come from and how they are prepared."""
     data: str = option("synthetic", "synthetic (random tensors on the device), dummy (random images through the "
-                                    "real CPU transforms), folder:PATH (class folders of JPEGs) or, for train with "
-                                    "3D models, a volume PATH[:KEY] (.h5/.hdf5, .zarr, .n5 with labels; "
-                                    "`dlbench data volume`).")
+                                    "real CPU transforms), folder:PATH or the folder's PATH alone (class folders of "
+                                    "JPEGs) or, for train with 3D models, a volume PATH[:KEY] (.h5/.hdf5, .zarr, .n5 "
+                                    "with labels; `dlbench data volume`).")
     workers: int | None = option(None, "DataLoader worker processes (default: min(8, CPU cores)).", low=0,
                                  high=1024)
     decode: str = option("cpu", "Where JPEGs are decoded: cpu (in the workers) or gpu (nvjpeg, crop and resize on "
@@ -74,6 +75,8 @@ def parse_source(text: str) -> tuple[str, str]:
     volume = _volume_source(str(text))
     if volume:
         return "volume", volume
+    if os.path.isdir(os.path.expanduser(str(text))):  # a folder's path alone: its class folders of images
+        return "folder", os.path.expanduser(str(text))
     raise UserError(f"unknown data source {text!r}: use synthetic, dummy, folder:PATH or a volume PATH[:KEY] "
                     "(.h5/.hdf5, .zarr, .n5)")
 

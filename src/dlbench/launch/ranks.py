@@ -17,7 +17,8 @@ The guarantees are torchrun's:
 One thing differs: a rank that has finished says so (`said_done`, as it leaves) before the
 seconds in which the operating system and the driver release its pinned memory and GPU, and this
 process ends once every rank has said it or ended. The result is on disk by then; the rest of the
-ranks' end is no time the user waits for (docs/journal.md, 2026-11-27).
+ranks' end is no time the user waits for (docs/journal.md, 2026-11-26, last).
+
 Multi-node runs still go through torchrun (launch/torchrun.py `command` with a rendezvous).
 """
 

@@ -1,12 +1,11 @@
 """Several processes (one per GPU) running one benchmark together (launch/ranks.py starts them).
 
-`process_group` joins the group of the ranks' environment (NCCL on GPUs, gloo on the CPU or where only
-objects are exchanged) and leaves
-it at the end; its `Group` holds the collectives the workloads use (barrier, broadcast,
-gather, agree, all_sum), each a no-op with one process. `wrap` puts a model under
-DistributedDataParallel; `measure` runs warm-up and measurement with step counts every rank
-agrees on (a rank that stopped on its own clock would leave the others waiting in an
-all-reduce). With one process all of it reduces to plain `run_steps`.
+`process_group` joins the group of the ranks' environment (NCCL on GPUs, gloo on the CPU or where
+only objects are exchanged) and leaves it at the end; its `Group` holds the collectives the
+workloads use (barrier, broadcast, gather, agree, all_sum), each a no-op with one process. `wrap`
+puts a model under DistributedDataParallel; `measure` runs warm-up and measurement with step
+counts every rank agrees on (a rank that stopped on its own clock would leave the others waiting
+in an all-reduce). With one process all of it reduces to plain `run_steps`.
 """
 
 from __future__ import annotations
