@@ -122,6 +122,8 @@ import os, time
 from dlbench.launch.leave import leave
 from dlbench.launch.ranks import said_done
 open(f"pid{os.environ['RANK']}", "w").write(str(os.getpid()))
+while not all(os.path.exists(f"pid{r}") for r in range(2)):  # both started: both can be seen to go
+    time.sleep(0.01)
 def slow_end(code):  # what the driver does after a GPU process ends: its memory released, seconds
     said_done(code)
     time.sleep(120)
