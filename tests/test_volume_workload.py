@@ -506,6 +506,27 @@ def test_block_auto_on_the_cpu_takes_a_block_that_fits_the_volume(data, tmp_path
     assert result.metrics["blocks"] == 1
 
 
+def test_a_run_of_few_blocks_makes_no_more_buffers_than_blocks(data, tmp_path, monkeypatch):
+    """Pinning costs time a megabyte: a run of 8 blocks makes 8 tiles and 8 outputs, not its queue's 10."""
+    from dlbench.workloads import volume_pipeline
+
+    made = []
+
+    class Counted(volume_pipeline.PinnedBuffers):
+        def __init__(self, count, *args, **kwargs):
+            made.append(count)
+            super().__init__(count, *args, **kwargs)
+
+    monkeypatch.setattr(volume_pipeline, "PinnedBuffers", Counted)
+    result = predict(data, tmp_path / "few.zarr", block=(8, 16, 32), queue=8)
+    assert result.status == "ok", result.error
+    assert result.metrics["blocks"] == 8 and made == [8, 8]
+    np.testing.assert_allclose(stored(tmp_path / "few.zarr").astype(np.float32),
+                               whole_volume(data, registry.build(data["model"]), (2, 2, 2)), atol=1e-3, rtol=0)
+    made.clear()
+    assert predict(data, tmp_path / "many.zarr", queue=8).metrics["blocks"] == 18 and made == [10, 10]
+
+
 def test_pinned_buffers_are_reused_in_turn_and_viewed_at_any_smaller_shape():
     from dlbench.workloads.volume_pipeline import PinnedBuffers
 

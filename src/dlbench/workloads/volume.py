@@ -387,7 +387,8 @@ def _prepare(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
                                                         nonfinite)
     # Its pinned buffers are made from here on, beside the FLOP count and the output's creation.
     pipeline = Pipeline(blocking, volume, store, model, device, channels=channels, dtype=opts.dtype, channels_last=cl,
-                        readers=opts.readers, writers=opts.writers, queue=opts.queue, nonfinite=nonfinite)
+                        readers=opts.readers, writers=opts.writers, queue=opts.queue,
+                        most=-(-len(blocking) // group.world), nonfinite=nonfinite)
     flops = _tuned_flops(source)
     if flops is None:
         progress("count FLOPs", 0, 1)

@@ -174,15 +174,18 @@ class PinnedBuffers:
 class Pipeline:
     def __init__(self, blocking: Blocking, volume: Volume, store: PredictionStore, model: torch.nn.Module,
                  device: torch.device, *, channels: int, dtype: str, channels_last: bool, readers: int, writers: int,
-                 queue: int, nonfinite: NonFinite | None = None) -> None:
+                 queue: int, most: int, nonfinite: NonFinite | None = None) -> None:
+        """`most`: the most blocks this process will run (its share of them)."""
         self.blocking, self.volume, self.store, self.model = blocking, volume, store, model
         self.nonfinite = nonfinite or NonFinite(volume, allow=False)
         self.device, self.dtype, self.channels_last = device, dtype, channels_last
         self.readers, self.writers, self.queue = max(1, readers), max(1, writers), max(1, queue)
         self.cuda = device.type == "cuda"
         self.log = PhaseLog()
-        # Every read or write in flight holds one buffer: `queue` of each, one more being filled.
+        # Every read or write in flight holds one buffer: `queue` of each, one more being filled;
+        # never more than the blocks to run, each of which can hold one at most.
         # Without a GPU the buffers are plain memory and the same code runs (what the tests exercise).
+        self.buffers = min(self.queue + 2, max(1, most))
         # Pinning costs about half a millisecond a megabyte, so gigabytes of buffers made at the
         # first block would cost seconds inside the measured run. They are made on a thread from
         # here on, beside what the workload does before the run; `run` waits for them before its
@@ -199,7 +202,7 @@ class Pipeline:
     def _make_buffers(self, sizes) -> list[PinnedBuffers]:
         if self.cuda:  # this thread's current device: pinning uses its context, never another GPU's
             torch.cuda.set_device(self.device)
-        return [PinnedBuffers(self.queue + 2, numel, dtype, pin=self.cuda) for numel, dtype in sizes]
+        return [PinnedBuffers(self.buffers, numel, dtype, pin=self.cuda) for numel, dtype in sizes]
 
     def _read(self, block: Block) -> torch.Tensor:
         start = time.perf_counter()
