@@ -155,9 +155,19 @@ def test_a_rank_that_finished_with_an_error_stops_the_others_at_once(tmp_path):
 
 
 def test_a_rank_says_nothing_where_no_launcher_listens(monkeypatch):
-    """Alone or under torchrun there is no pipe: telling is a no-op, not an error."""
+    """Alone or under torchrun there is no pipe: telling is a no-op, not an error; a process a rank
+    started inherits the rank's environment, not its place to tell."""
     monkeypatch.delenv(ranks.DONE_FD, raising=False)
     ranks.said_done(0)
+    read, write = os.pipe()
+    monkeypatch.setenv(ranks.DONE_FD, str(write))
+    monkeypatch.setenv("DLBENCH_RANKS", str(os.getppid() + 1))  # not this process's parent
+    ranks.said_done(0)
+    monkeypatch.setenv("DLBENCH_RANKS", str(os.getppid()))
+    ranks.said_done(3)
+    os.close(write)
+    assert os.read(read, 100) == f"{os.environ.get('RANK', '0')} 3\n".encode()  # the rank's own word alone
+    os.close(read)
     monkeypatch.setenv(ranks.DONE_FD, "987654")  # a launcher gone: its pipe closed
     ranks.said_done(0)
 

@@ -97,9 +97,10 @@ def said_done(code: int) -> None:
     """In a rank started here: tell this process the rank has finished with `code` (its result
     written, its output flushed) and only its end is left. Elsewhere (torchrun, alone): nothing."""
     fd = os.environ.get(DONE_FD)
-    if fd is not None:
-        with contextlib.suppress(OSError, ValueError):  # the launcher gone: nobody is left to tell
-            os.write(int(fd), f"{os.environ.get('RANK', '0')} {code}\n".encode())
+    if fd is None or os.environ.get("DLBENCH_RANKS") != str(os.getppid()):  # a process a rank started: not asked
+        return
+    with contextlib.suppress(OSError, ValueError):  # the launcher gone: nobody is left to tell
+        os.write(int(fd), f"{os.environ.get('RANK', '0')} {code}\n".encode())
 
 
 def run(world: int, args: list[str]) -> int:
