@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 from dataclasses import MISSING
 from pathlib import Path
 from typing import Optional
@@ -162,7 +163,6 @@ def main() -> None:
     from dlbench import plugins
     from dlbench.launch import interrupts
     from dlbench.launch.environment import prepare
-    from dlbench.launch.leave import leave
 
     interrupts.install()
     prepare()
@@ -180,4 +180,4 @@ def main() -> None:
             code = view.error(error.format_message() + hint)
         except typer.Abort:
             code = 130
-    leave(code or 0)
+    sys.exit(code or 0)
