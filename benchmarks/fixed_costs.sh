@@ -29,7 +29,8 @@ profiled() {  # name, command...: the same with every process profiled
   DLBENCH_STARTUP_PROFILE="$work/prof-$name" DLBENCH_STARTUP_CPROFILE=${CPROFILE:-1} PYTHONPATH="$here/benchmarks/startup:$here/src" "$@" > /dev/null 2>&1
   python3 "$here/benchmarks/startup/summary.py" "$work/prof-$name" --top 45 --timeline > "$work/summary-$name.txt"
 }
-[ -e "$work/vol.h5" ] || dl data volume "$work/vol.h5" --shape "${SHAPE:-200x3072x3072}" --format hdf5 > /dev/null 2>&1
+[ -e "$work/vol.h5" ] || dl data volume "$work/vol.h5" --shape "${SHAPE:-200x3072x3072}" --format hdf5 --workers "$(nproc)" \
+  > /dev/null 2>&1
 vol() { dl run volume --model unet3d --input "$work/vol.h5" --output "$work/pred.zarr" --overwrite "$@"; }
 rm -f "$work"/*.db
 # The floor under any command's start: the interpreter, then torch with a CUDA context.

@@ -32,7 +32,7 @@ if [ "${QUICK:-1}" = 1 ]; then
   (cd "$quick" && env -u DLBENCH_DB bash -c "$(declare -f since timed); timed 'dlbench (quick suite), fresh store' python3 -m dlbench")
 fi
 input=$work/vol-$shape.h5
-[ -e "$input" ] || dl data volume "$input" --shape "$shape" --format hdf5 > /dev/null 2>&1
+[ -e "$input" ] || dl data volume "$input" --shape "$shape" --format hdf5 --workers "$(nproc)" > /dev/null 2>&1
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 volume() {  # gpus, output, extra flags...
   local n=$1 output=$2; shift 2
