@@ -75,8 +75,9 @@ def parse_source(text: str) -> tuple[str, str]:
     volume = _volume_source(str(text))
     if volume:
         return "volume", volume
-    if os.path.isdir(os.path.expanduser(str(text))):  # a folder's path alone: its class folders of images
-        return "folder", os.path.expanduser(str(text))
+    path = os.path.expandvars(os.path.expanduser(str(text)))  # expanded as a volume's path is
+    if os.path.isdir(path):  # a folder's path alone: its class folders of images
+        return "folder", path
     raise UserError(f"unknown data source {text!r}: use synthetic, dummy, folder:PATH or a volume PATH[:KEY] "
                     "(.h5/.hdf5, .zarr, .n5)")
 
