@@ -7,6 +7,7 @@
 #
 #   OLD=/tmp/old/src bash benchmarks/second_run_ab.sh [WORKDIR]      # ROUNDS=2, SHAPE=200x3072x3072
 #   SHAPE=200x6144x6144 ROUNDS=1 bash benchmarks/second_run_ab.sh     # no OLD: this checkout only
+#   GPUS=1 ...                                                          # one GPU only (default: 1 and 2)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-/tmp/dlbench-ab}
@@ -29,7 +30,7 @@ volume() {  # label, src folder, GPUs
   else cp -r "$out" "$work/first-1.zarr"; fi
 }
 rm -rf "$work"/ab-"$shape"-*.db "$work/first-1.zarr"
-for n in 1 2; do
+for n in ${GPUS:-1 2}; do
   volume first "$here/src" "$n"
   for _ in $(seq "$rounds"); do
     [ -n "${OLD:-}" ] && volume old "$OLD" "$n"

@@ -530,7 +530,7 @@ def test_a_run_of_few_blocks_makes_no_more_buffers_than_blocks(data, tmp_path, m
 def test_pinned_buffers_are_reused_in_turn_and_viewed_at_any_smaller_shape():
     from dlbench.workloads.volume_pipeline import PinnedBuffers
 
-    pool = PinnedBuffers(2, 24, torch.uint8, pin=False)  # without a GPU: the same logic over plain memory
+    pool = PinnedBuffers(2, 24, torch.uint8)  # without a GPU: the same logic over plain memory
     a, b = pool.take((2, 3, 4)), pool.take((2, 3))
     assert a.shape == (2, 3, 4) and b.shape == (2, 3) and a.data_ptr() != b.data_ptr()
     base = a._base

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from dlbench.data.blocking import Block, Blocking
+from dlbench.data.pinned import Pinned
 from dlbench.data.prediction_store import PredictionStore
 from dlbench.data.volumes import Volume
 from dlbench.errors import BenchmarkFailed, UserError
@@ -156,10 +157,13 @@ class PinnedBuffers:
     the GPU would wait behind it, and the GPU idle. A buffer handed back with an event is
     taken again only after the event, i.e. after the copy that reads or fills it."""
 
-    def __init__(self, count: int, numel: int, dtype: torch.dtype, pin: bool = True) -> None:
+    def __init__(self, count: int, numel: int, dtype: torch.dtype, pinned: Pinned | None = None) -> None:
+        """`pinned` makes (and owns) page-locked buffers; without it they are plain memory."""
+        self._pinned = pinned
         self._free: queue.Queue = queue.Queue()
         for _ in range(count):
-            self._free.put((torch.empty(numel, dtype=dtype, pin_memory=pin), None))
+            buffer = pinned.empty(numel, dtype) if pinned else torch.empty(numel, dtype=dtype)
+            self._free.put((buffer, None))
 
     def take(self, shape: tuple[int, ...]) -> torch.Tensor:
         buffer, event = self._free.get()
@@ -200,9 +204,11 @@ class Pipeline:
         self.copy_out_stream = torch.cuda.Stream(device) if self.cuda else None
 
     def _make_buffers(self, sizes) -> list[PinnedBuffers]:
+        pinned = None
         if self.cuda:  # this thread's current device: pinning uses its context, never another GPU's
             torch.cuda.set_device(self.device)
-        return [PinnedBuffers(self.buffers, numel, dtype, pin=self.cuda) for numel, dtype in sizes]
+            pinned = Pinned(self.device)
+        return [PinnedBuffers(self.buffers, numel, dtype, pinned) for numel, dtype in sizes]
 
     def _read(self, block: Block) -> torch.Tensor:
         start = time.perf_counter()
