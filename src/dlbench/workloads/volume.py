@@ -46,8 +46,9 @@ from dlbench.units import hours_for, parse_shape
 from dlbench.workloads import block_choice, distributed, optimize, tuning
 from dlbench.workloads.builtin import CPU_VOLUME, SEED_VOLUME, VolumeOptions, parse_voxels
 from dlbench.workloads.runtime import is_oom, precision as in_precision, resolve_device
-from dlbench.workloads.volume_pipeline import (NONFINITE_HINT, NonFinite, NonFiniteInput, Pipeline, count_nonfinite,
-                                               forward, nonfinite_voxels, read_host_tile, scale, to_input)
+from dlbench.workloads.volume_pipeline import (NONFINITE_HINT, NonFinite, NonFiniteInput, Pipeline, buffer_count,
+                                               count_nonfinite, forward, host_dtype, make_buffers, nonfinite_voxels,
+                                               read_host_tile, scale, to_input)
 
 
 def generated_shape(text: str, device: torch.device) -> tuple[int, ...]:
@@ -380,15 +381,18 @@ def _prepare(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     if precision != spec.precision:
         model = _InPrecision(model, precision)
     blocking = Blocking(volume.shape, choice.block, halo)
+    most = -(-len(blocking) // group.world)  # the most blocks this rank will run
+    # The tiles' page-locked buffers are made from here on, beside the model's warm-up; the outputs'
+    # once the warm-up has shown the model's channels.
+    tiles = make_buffers(buffer_count(opts.queue, most), int(np.prod(blocking.tile)), host_dtype(volume.dtype), device)
     ran = spec if precision == spec.precision else dataclasses.replace(spec, precision=precision)
     model, optimized = optimize.prepare(ran, model, to_input(torch.rand(blocking.tile, device=device), cl))
     progress("warm-up", 0, 1)
     channels, warmup_s, warmup_tile_s = _warmup_checked(spec.model, model, blocking, volume, device, cl, spec.warmup,
                                                         nonfinite)
-    # Its pinned buffers are made from here on, beside the FLOP count and the output's creation.
     pipeline = Pipeline(blocking, volume, store, model, device, channels=channels, dtype=opts.dtype, channels_last=cl,
-                        readers=opts.readers, writers=opts.writers, queue=opts.queue,
-                        most=-(-len(blocking) // group.world), nonfinite=nonfinite)
+                        readers=opts.readers, writers=opts.writers, queue=opts.queue, most=most, nonfinite=nonfinite,
+                        tiles=tiles)
     flops = _tuned_flops(source)
     if flops is None:
         progress("count FLOPs", 0, 1)

@@ -175,40 +175,50 @@ class PinnedBuffers:
         self._free.put((view._base if view._base is not None else view, event))
 
 
+def buffer_count(queue: int, most: int) -> int:
+    """Host buffers of each kind for a queue of `queue` and `most` blocks: every read or write in
+    flight holds one, `queue` of each and one more being filled; never more than the blocks to run,
+    each of which holds one at most."""
+    return min(max(1, queue) + 2, max(1, most))
+
+
+def make_buffers(count: int, numel: int, dtype: torch.dtype, device: torch.device) -> Future[PinnedBuffers]:
+    """`count` buffers made on a thread of their own, page-locked on a GPU, plain memory on the CPU
+    (the same code then runs without them: what the tests exercise). Pinning gigabytes takes a
+    second or more; made at the first block, they would cost it inside the measured run."""
+    pool = ThreadPoolExecutor(1, "dlbench-pin")
+    future = pool.submit(_made, count, numel, dtype, device)
+    pool.shutdown(wait=False)  # the thread ends with its one task
+    return future
+
+
+def _made(count: int, numel: int, dtype: torch.dtype, device: torch.device) -> PinnedBuffers:
+    if device.type != "cuda":
+        return PinnedBuffers(count, numel, dtype)
+    torch.cuda.set_device(device)  # this thread's device: pinning uses its context, never another GPU's
+    return PinnedBuffers(count, numel, dtype, Pinned(device))
+
+
 class Pipeline:
     def __init__(self, blocking: Blocking, volume: Volume, store: PredictionStore, model: torch.nn.Module,
                  device: torch.device, *, channels: int, dtype: str, channels_last: bool, readers: int, writers: int,
-                 queue: int, most: int, nonfinite: NonFinite | None = None) -> None:
-        """`most`: the most blocks this process will run (its share of them)."""
+                 queue: int, most: int, nonfinite: NonFinite | None = None,
+                 tiles: Future[PinnedBuffers] | None = None) -> None:
+        """`most`: the most blocks this process will run (its share of them); `tiles`: the input
+        tiles' buffers where their making has begun (`make_buffers`), else they are made from here on."""
         self.blocking, self.volume, self.store, self.model = blocking, volume, store, model
         self.nonfinite = nonfinite or NonFinite(volume, allow=False)
         self.device, self.dtype, self.channels_last = device, dtype, channels_last
         self.readers, self.writers, self.queue = max(1, readers), max(1, writers), max(1, queue)
         self.cuda = device.type == "cuda"
         self.log = PhaseLog()
-        # Every read or write in flight holds one buffer: `queue` of each, one more being filled;
-        # never more than the blocks to run, each of which can hold one at most.
-        # Without a GPU the buffers are plain memory and the same code runs (what the tests exercise).
-        self.buffers = min(self.queue + 2, max(1, most))
-        # Pinning costs about half a millisecond a megabyte, so gigabytes of buffers made at the
-        # first block would cost seconds inside the measured run. They are made on a thread from
-        # here on, beside what the workload does before the run; `run` waits for them before its
-        # clock starts.
-        sizes = ((int(np.prod(blocking.tile)), host_dtype(volume.dtype)),
-                 (channels * int(np.prod(blocking.block)), encode_dtype(dtype)))
-        pool = ThreadPoolExecutor(1, "dlbench-pin")
-        self._buffers = pool.submit(self._make_buffers, sizes)
-        pool.shutdown(wait=False)  # the thread ends with its one task
+        self.buffers = buffer_count(queue, most)
+        # Made beside what the workload does before the run; `run` waits for them before its clock starts.
+        self._tiles = tiles or make_buffers(self.buffers, int(np.prod(blocking.tile)), host_dtype(volume.dtype), device)
+        self._outputs = make_buffers(self.buffers, channels * int(np.prod(blocking.block)), encode_dtype(dtype), device)
         # Copies run on their own streams, beside the forward on the current one.
         self.copy_in_stream = torch.cuda.Stream(device) if self.cuda else None
         self.copy_out_stream = torch.cuda.Stream(device) if self.cuda else None
-
-    def _make_buffers(self, sizes) -> list[PinnedBuffers]:
-        pinned = None
-        if self.cuda:  # this thread's current device: pinning uses its context, never another GPU's
-            torch.cuda.set_device(self.device)
-            pinned = Pinned(self.device)
-        return [PinnedBuffers(self.buffers, numel, dtype, pinned) for numel, dtype in sizes]
 
     def _read(self, block: Block) -> torch.Tensor:
         start = time.perf_counter()
@@ -274,7 +284,7 @@ class Pipeline:
     def run(self, blocks: list[Block], progress: Progress) -> float:
         """Predict `blocks`; returns the wall time. A write failure stops the run as a UserError."""
         # All made before the clock starts (an allocation's error raised here); the reads and writes take them.
-        self.tiles, self.outputs = self._buffers.result()
+        self.tiles, self.outputs = self._tiles.result(), self._outputs.result()
         start = time.perf_counter()
         with ThreadPoolExecutor(self.readers, "dlbench-read") as read_pool, \
                 ThreadPoolExecutor(self.writers, "dlbench-write") as write_pool:
