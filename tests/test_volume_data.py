@@ -1,4 +1,7 @@
 import itertools
+import subprocess
+import sys
+import time
 import tracemalloc
 
 import h5py
@@ -184,3 +187,64 @@ def test_losses():
     loss_for("affinities")(prediction, target).backward()
     assert prediction.grad is not None and prediction.grad.abs().sum() > 0
     assert loss_for("mask") is binary_cross_entropy
+
+
+def test_slab_workers_are_as_many_as_the_memory_available_holds():
+    from dlbench.data.generate_volume import slab_bytes, slab_workers
+
+    shape, chunks = (200, 6144, 6144), (8, 256, 256)
+    assert slab_bytes(shape, chunks) == 8 * 6144 * 6144 * 46
+    assert slab_workers(shape, chunks, 32, 256 * 10**9) == 13
+    assert slab_workers(shape, chunks, 4, 256 * 10**9) == 4
+    assert slab_workers(shape, chunks, 32, 10**9) == 1  # one slab always runs
+    assert slab_workers(shape, chunks, 32, None) == 32  # memory unknown: as asked
+
+
+def test_data_volume_says_when_it_computes_fewer_slabs_than_asked(tmp_path):
+    from dlbench.data.generate_volume import slab_bytes
+
+    two = int(slab_bytes((4, 32, 32), (4, 32, 32)) * 2.5 / 0.75)  # room for two slabs
+    code = ("import sys\nfrom dlbench import cli\nfrom dlbench.data import generate_volume\n"
+            f"generate_volume.available_memory = lambda: {two}\n"
+            "sys.argv = ['dlbench', *sys.argv[1:]]\ncli.main()\n")
+    proc = subprocess.run([sys.executable, "-c", code, "data", "volume", str(tmp_path / "v.h5"), "--shape", "4x32x32",
+                           "--workers", "8"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "computing 2 slabs at a time, not 8: a slab of 4x32x32 takes about" in proc.stdout + proc.stderr
+    assert open_volume(str(tmp_path / "v.h5")).shape == (4, 32, 32)
+
+
+@pytest.mark.parametrize("name", ["v.h5", "v.zarr"])
+def test_a_failed_generation_keeps_the_old_volume_and_leaves_nothing_else(tmp_path, monkeypatch, name):
+    from dlbench.data import generate_volume
+
+    path = generate(tmp_path / name, (8, 16, 16), chunks=(2, 16, 16), seed=1)
+    old = open_volume(str(path)).read((slice(0, 8), slice(0, 16), slice(0, 16)))
+    real, made = generate_volume.slab, []
+
+    def failing(fields, z0, z1, seed):
+        if made:
+            raise OSError(28, "No space left on device")
+        made.append(z0)
+        return real(fields, z0, z1, seed)
+
+    monkeypatch.setattr(generate_volume, "slab", failing)
+    with pytest.raises(OSError, match="No space left"):
+        generate(path, (8, 16, 16), chunks=(2, 16, 16), seed=2, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+    assert np.array_equal(open_volume(str(path)).read((slice(0, 8), slice(0, 16), slice(0, 16))), old)
+
+
+def test_a_killed_generation_leaves_no_volume_at_its_path(tmp_path):
+    path = tmp_path / "v.h5"
+    proc = subprocess.Popen([sys.executable, "-m", "dlbench", "data", "volume", str(path), "--shape", "400x256x256",
+                             "--workers", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    partial = tmp_path / "v.h5.partial"
+    deadline = time.monotonic() + 120
+    while not partial.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    assert partial.exists() and not path.exists()  # killed while writing: nothing at the volume's path
+    generate(path, (8, 16, 16))  # the next generation starts over
+    assert open_volume(str(path)).shape == (8, 16, 16) and not partial.exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass
 from pathlib import Path
 
+from dlbench.figures import sig
 from dlbench.launch.view import Terminal
 from dlbench.options import MAX_SEED, Options, option
 from dlbench.paths import check_folder_of, check_new_file, check_new_folder
@@ -54,19 +55,25 @@ class VolumeRequest(Options):
 
 
 def volume(request: VolumeRequest, view: Terminal) -> None:
-    from dlbench.data.generate_volume import check, generate
+    from dlbench.data.generate_volume import available_memory, check, generate, slab_bytes, slab_workers
 
     path, size = Path(request.path), request.shape
-    fmt, _ = check(path, size, request.format, request.chunks, request.overwrite)
+    fmt, chunks = check(path, size, request.format, request.chunks, request.overwrite)
     if request.overwrite and path.exists():
-        check_folder_of(path, "volume")  # it is removed first
+        check_folder_of(path, "volume")  # written beside it, then in its place
     elif fmt == "hdf5":
         check_new_file(path, "volume")
     else:
         check_new_folder(path, "volume")
+    free = available_memory()
+    workers = slab_workers(size, chunks, request.workers, free)
+    if workers < request.workers:
+        view.message(f"computing {workers} slabs at a time, not {request.workers}: a slab of {chunks[0]}x{size[1]}x"
+                     f"{size[2]} takes about {sig(slab_bytes(size, chunks) / 1e9)} GB, and {sig(free / 1e9)} GB of memory "
+                     f"are available")
     with view.progress(f"writing {path}", size[0], "planes") as progress:
         generate(path, size, request.format, chunks=request.chunks, seed=request.seed, labels=request.labels,
-                 workers=request.workers, overwrite=request.overwrite, progress=progress)
+                 workers=workers, overwrite=request.overwrite, progress=progress)
     view.message(f"wrote {'x'.join(map(str, size))} volume to {path}")
 
 

@@ -4,10 +4,15 @@ Cells are boxes in coordinates bent by a smooth random warp field, so their wall
 walls are dark membranes (label 0), cell interiors get their own grey level, a smooth
 texture and voxel noise. Everything in a slab derives from the seed and the slab's position,
 so the volume never has to be held in memory and the same seed gives the same bytes.
+
+The volume is written under a name of its own (PATH.partial) and renamed to PATH once complete:
+a generation that dies leaves no truncated volume at PATH, and one with --overwrite keeps the old
+volume until the new one is whole.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,6 +30,12 @@ WARP_STEP = (16, 96, 96)  # control-point spacing of the warp and texture fields
 WARP_AMPLITUDE = (4.0, 20.0, 20.0)
 
 Progress = Callable[[int, int], None]
+
+# Memory a slab takes while it is computed, per voxel: the interpolated warp (three float32 fields
+# and their temporaries), the cell ids, the float noise: the peak tracemalloc sees over one slab.
+SLAB_BYTES_PER_VOXEL = 41
+DONE_BYTES_PER_VOXEL = 5  # a computed slab waiting to be written: raw uint8 and labels uint32
+MEMORY_SHARE = 0.75  # of the memory available, the most the slabs in flight may take
 
 
 def default_chunks(shape: tuple[int, int, int]) -> tuple[int, int, int]:
@@ -164,24 +175,78 @@ def check(path: Path, shape: tuple[int, ...], fmt: str | None, chunks: tuple[int
     return fmt, chunks
 
 
+def available_memory() -> int | None:
+    """Bytes of memory the system can give without swapping (Linux), else None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def slab_workers(shape: tuple[int, ...], chunks: tuple[int, ...], asked: int, available: int | None) -> int:
+    """Threads computing slabs: as many as asked, but no more than the memory available holds, each
+    slab taking about SLAB_BYTES_PER_VOXEL while computed (a 8x6144x6144 slab: 12 GB)."""
+    asked = max(1, asked)
+    if available is None:
+        return asked
+    return max(1, min(asked, int(available * MEMORY_SHARE) // slab_bytes(shape, chunks)))
+
+
+def slab_bytes(shape: tuple[int, ...], chunks: tuple[int, ...]) -> int:
+    """The memory one slab takes, computed and waiting to be written."""
+    voxels = min(chunks[0], shape[0]) * shape[1] * shape[2]
+    return voxels * (SLAB_BYTES_PER_VOXEL + DONE_BYTES_PER_VOXEL)
+
+
+def partial_path(path: Path) -> Path:
+    return path.with_name(path.name + ".partial")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
 def generate(path: Path, shape: tuple[int, ...], fmt: str | None = None, *, chunks: tuple[int, ...] | None = None,
              seed: int = 0, labels: bool = True, workers: int = 1, overwrite: bool = False,
              progress: Progress | None = None) -> Path:
-    """Write the volume; slabs are one chunk thick, computed by `workers` threads, written in order."""
+    """Write the volume; slabs are one chunk thick, computed by up to `workers` threads (fewer where
+    memory is short: `slab_workers`), written in order."""
     path = Path(path)
     fmt, chunks = check(path, shape, fmt, chunks, overwrite)
-    if path.exists():
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
-    fields = _Fields(shape, seed)  # type: ignore[arg-type]
-    writer = _Writer(path, fmt, shape, chunks, labels)  # type: ignore[arg-type]
+    workers = slab_workers(shape, chunks, workers, available_memory())
+    partial = partial_path(path)
+    _remove(partial)  # what a generation that died left
+    try:
+        _write(partial, fmt, shape, chunks, seed, labels, workers, progress)
+    except BaseException:
+        _remove(partial)
+        raise
+    # With --overwrite only (`check`), the old volume is still there: a file is replaced at once, a folder removed first.
+    if path.is_dir() or partial.is_dir():
+        _remove(path)
+    os.replace(partial, path)
+    return path
+
+
+def _write(path: Path, fmt: str, shape, chunks, seed: int, labels: bool, workers: int,
+           progress: Progress | None) -> None:
+    fields = _Fields(shape, seed)
+    writer = _Writer(path, fmt, shape, chunks, labels)
     starts = list(range(0, shape[0], chunks[0]))
     try:
-        with ThreadPoolExecutor(max(1, workers)) as pool:
+        with ThreadPoolExecutor(workers) as pool:
             # At most `workers` slabs in flight, so memory stays bounded by the slab size.
             pending = []
             for i, z0 in enumerate(starts):
                 pending.append((z0, pool.submit(slab, fields, z0, min(z0 + chunks[0], shape[0]), seed)))
-                if len(pending) >= max(1, workers) or i == len(starts) - 1:
+                if len(pending) >= workers or i == len(starts) - 1:
                     for start, future in pending:
                         raw, lab = future.result()
                         writer.write(start, raw, lab)
@@ -191,4 +256,3 @@ def generate(path: Path, shape: tuple[int, ...], fmt: str | None = None, *, chun
                     pending = []
     finally:
         writer.close()
-    return path
