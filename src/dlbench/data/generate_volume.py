@@ -189,7 +189,7 @@ def available_memory() -> int | None:
 
 def slab_workers(shape: tuple[int, ...], chunks: tuple[int, ...], asked: int, available: int | None) -> int:
     """Threads computing slabs: as many as asked, but no more than the memory available holds, each
-    slab taking about SLAB_BYTES_PER_VOXEL while computed (a 8x6144x6144 slab: 12 GB)."""
+    slab taking `slab_bytes` (an 8x6144x6144 slab: 14 GB)."""
     asked = max(1, asked)
     if available is None:
         return asked
@@ -228,7 +228,8 @@ def generate(path: Path, shape: tuple[int, ...], fmt: str | None = None, *, chun
     except BaseException:
         _remove(partial)
         raise
-    # With --overwrite only (`check`), the old volume is still there: a file is replaced at once, a folder removed first.
+    # The old volume is still there with --overwrite only (`check`): a file is replaced at once,
+    # a folder removed first.
     if path.is_dir() or partial.is_dir():
         _remove(path)
     os.replace(partial, path)
