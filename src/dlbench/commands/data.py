@@ -68,9 +68,9 @@ def volume(request: VolumeRequest, view: Terminal) -> None:
     free = available_memory()
     workers = slab_workers(size, chunks, request.workers, free)
     if workers < request.workers:
-        view.message(f"computing {workers} slabs at a time, not {request.workers}: a slab of {chunks[0]}x{size[1]}x"
-                     f"{size[2]} takes about {sig(slab_bytes(size, chunks) / 1e9)} GB, and {sig(free / 1e9)} GB of memory "
-                     f"are available")
+        slab = "x".join(map(str, (min(chunks[0], size[0]), size[1], size[2])))
+        view.message(f"computing {workers} slabs at a time, not {request.workers}: a slab of {slab} takes about "
+                     f"{sig(slab_bytes(size, chunks) / 1e9)} GB, and {sig(free / 1e9)} GB of memory are available")
     with view.progress(f"writing {path}", size[0], "planes") as progress:
         generate(path, size, request.format, chunks=request.chunks, seed=request.seed, labels=request.labels,
                  workers=workers, overwrite=request.overwrite, progress=progress)
