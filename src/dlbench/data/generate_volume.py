@@ -22,6 +22,7 @@ import numpy as np
 
 from dlbench.data.volumes import LABEL_KEY, RAW_KEY
 from dlbench.errors import UserError
+from dlbench.system.memory import available_memory
 from dlbench.units import parse_zyx
 
 FORMATS = ("hdf5", "zarr", "n5")
@@ -173,18 +174,6 @@ def check(path: Path, shape: tuple[int, ...], fmt: str | None, chunks: tuple[int
     if path.exists() and not overwrite:
         raise UserError(f"{path} already exists: pass --overwrite to replace it")
     return fmt, chunks
-
-
-def available_memory() -> int | None:
-    """Bytes of memory the system can give without swapping (Linux), else None."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def slab_workers(shape: tuple[int, ...], chunks: tuple[int, ...], asked: int, available: int | None) -> int:
