@@ -1,6 +1,6 @@
-"""The memory a process can take (system/memory.py), from fake /proc and cgroup trees."""
+"""The memory a process can take (measure/memory.py), from fake /proc and cgroup trees."""
 
-from dlbench.system.memory import available_memory
+from dlbench.measure.memory import available_memory
 
 GB = 10**9
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from dlbench.data.volumes import LABEL_KEY, RAW_KEY
 from dlbench.errors import UserError
-from dlbench.system.memory import available_memory
+from dlbench.measure.memory import available_memory
 from dlbench.units import parse_zyx
 
 FORMATS = ("hdf5", "zarr", "n5")
