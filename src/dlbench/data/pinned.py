@@ -12,6 +12,7 @@ freed, never at the process's exit, where the system releases it all at once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,9 @@ def _register(buffer: torch.Tensor) -> bool:
 
 def _unregister(device: torch.device, buffers: list[torch.Tensor]) -> None:
     with torch.cuda.device(device):
+        # A run stopped by an error may leave a copy from or into a buffer in flight: it ends first.
+        with contextlib.suppress(RuntimeError):
+            torch.cuda.synchronize(device)
         for buffer in buffers:
             torch.cuda.cudart().cudaHostUnregister(buffer.data_ptr())
     buffers.clear()  # the memory is freed only now, after its registration ended
