@@ -11,6 +11,10 @@ from dlbench.results.record import Result
 
 TINY = dict(workload="fwdbwd", model="resnet18", batch=2, input_shape=(3, 32, 32), device="cpu",
             warmup=1, warmup_seconds=0.0, steps=3, min_seconds=0.0)
+# A JPEG whose first marker has length 0: libjpeg refuses it at once. Random bytes would do the same
+# most of the time, but now and then libjpeg first prints a warning on stderr ("Corrupt JPEG data:
+# 22 extraneous bytes before marker 0x4e"), which is not dlbench's to silence.
+CORRUPT_JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 200
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ import pytest
 import torch
 from PIL import Image
 
+from conftest import CORRUPT_JPEG
+
 from dlbench import data
 from dlbench.data import images
 from dlbench.data.generate import generate
@@ -124,7 +126,7 @@ def test_smooth_repeats_each_input_with_noise(jpegs):
 
 def _corrupt(folder: Path, names: list[str]) -> None:
     for name in names:
-        (folder / "class0000" / name).write_bytes(b"\xff\xd8\xff\xe0" + os.urandom(300))
+        (folder / "class0000" / name).write_bytes(CORRUPT_JPEG)
 
 
 def test_a_corrupt_jpeg_is_skipped_and_counted(tmp_path):
@@ -185,7 +187,7 @@ def test_device_decoder_on_the_cpu(jpegs):
         assert x.shape == (4, 3, 32, 48) and x.dtype == torch.uint8 and y.shape == (4,)
     decoder.close()
     encoded = [images._read(p) for p, _ in items[:3]]
-    bad = torch.frombuffer(bytearray(b"\xff\xd8\xff\xe0" + b"\x00" * 100), dtype=torch.uint8)
+    bad = torch.frombuffer(bytearray(CORRUPT_JPEG), dtype=torch.uint8)
     out = decoder.decode_batch(encoded + [bad], ["a", "b", "c", "bad.jpg"])
     assert out.shape == (4, 3, 32, 48)
     assert decoder.corrupt.paths == ["bad.jpg"]

@@ -10,7 +10,7 @@ from dlbench.figures import add, fixed
 from dlbench.report import render_markdown
 from dlbench.results.store import Store
 
-from conftest import assert_user_error, cli, make_result
+from conftest import CORRUPT_JPEG, assert_user_error, cli, make_result
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # CI has 2 cores: processes and workers must not fight over them
 TINY = ["--model", "resnet18", "--input-shape", "3x32x32", "--device", "cpu", "--warmup", "1",
@@ -118,7 +118,7 @@ def _corrupt_folder(tmp_path):
     root = tmp_path / "corrupt" / "c"
     root.mkdir(parents=True)
     for i in range(6):
-        (root / f"bad{i}.jpg").write_bytes(b"\xff\xd8\xff\xe0" + os.urandom(200))
+        (root / f"bad{i}.jpg").write_bytes(CORRUPT_JPEG)
     return root.parent
 
 

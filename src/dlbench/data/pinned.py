@@ -54,6 +54,8 @@ def _register(buffer: torch.Tensor) -> bool:
 
 
 def _unregister(device: torch.device, buffers: list[torch.Tensor]) -> None:
+    if not buffers:  # all made the usual way: nothing to wait for, and no GPU to touch
+        return
     with torch.cuda.device(device):
         # A run stopped by an error may leave a copy from or into a buffer in flight: it ends first.
         with contextlib.suppress(RuntimeError):
