@@ -9,7 +9,7 @@ import pytest
 
 from dlbench.figures import Odd
 from dlbench.results.measurement import Measurement, Phase, Stats, Throughput, Volume
-from dlbench.results.record import Result, tamed
+from dlbench.results.record import Result, Setup, tamed
 from dlbench.results.store import Store
 
 from conftest import make_result
@@ -89,3 +89,17 @@ def test_an_odd_stored_figure_reads_as_a_marked_gap():
     measured = tamed(result).measured
     assert isinstance(measured.latency.p99_ms, Odd) and math.isnan(measured.latency.p99_ms)
     assert measured.throughput.value == 12.5
+
+
+def test_a_stored_spec_reads_as_typed_settings_with_defaults_for_what_it_lacks():
+    full = make_result(spec={"precision": "bf16", "gpus": 2, "channels_last": True, "optimize": "compile",
+                             "options": {"data": "dummy"}})
+    assert full.setup == Setup(batch=16, input_shape=[3, 224, 224], precision="bf16", channels_last=True, gpus=2,
+                               optimize="compile", options={"data": "dummy"})
+    assert full.optimize == "compile"
+    # an old record's spec lacks the newer settings; a hand-edited one holds odd values
+    old = make_result(spec={"precision": None, "gpus": "two", "options": None}, metrics={"optimize": "graphs"})
+    assert (old.setup.precision, old.setup.gpus, old.setup.options, old.setup.channels_last) == ("fp32", 1, {}, False)
+    assert old.setup.optimize is None and old.optimize == "graphs"  # the run record says what ran
+    assert make_result().optimize == "eager"
+    assert tamed(make_result(spec={"batch": -3})).setup.batch is None

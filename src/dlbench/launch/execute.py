@@ -105,7 +105,7 @@ def peak_memory(device: torch.device) -> Monitor:
 
 def _batch(result: Result, workload: workloads.Workload | None) -> str:
     """' batch N' where the workload takes a batch: the lines of a sweep differ only by it."""
-    batch = result.spec.get("batch")
+    batch = result.setup.batch
     if batch is None or workload is None:
         return ""  # a failed run of a workload this process never loaded still gets its line
     return f" batch {batch}" if "batch" in workload.general else ""

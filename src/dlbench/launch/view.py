@@ -298,9 +298,9 @@ class Terminal:
         # A median of whole steps, named so: fwdbwd's is not its forward + backward medians added.
         table = Table("id", "started", "status", "benchmark", "system", "median step ms", "tag", box=None)
         for r in rows:
-            batch = ODD if "spec.batch" in r.odd else r.spec.get("batch")
+            batch = ODD if "spec.batch" in r.odd else r.setup.batch
             benchmark = ("system ceilings" if r.workload == "system"
-                         else f"{r.workload} {r.model} b{batch} {r.spec.get('precision')}")
+                         else f"{r.workload} {r.model} b{batch} {r.setup.precision}")
             cells = (r.id[:8], r.started[:16].replace("T", " "), r.status, benchmark, r.system_label,
                      ms(median_step_ms(r)), r.tag or "")
             table.add_row(*(Text(clean(c)) for c in cells))  # Text: stored strings are never read as markup

@@ -120,7 +120,7 @@ def contention(r: Result) -> str | None:
 
 
 def _workers(r: Result) -> int | None:
-    options = r.spec.get("options") or {}
+    options = r.setup.options
     value = r.measured.data.workers
     if value is None:
         value = options.get("workers", options.get("num_workers"))
@@ -128,7 +128,7 @@ def _workers(r: Result) -> int | None:
 
 
 def _reads_storage(r: Result) -> str | None:
-    options = r.spec.get("options") or {}
+    options = r.setup.options
     for key in ("data", "dataset", "path", "root", "folder", "images", "volume", "input"):
         value = options.get(key)
         if isinstance(value, str) and value and value not in ("synthetic", "dummy", "random"):
@@ -152,8 +152,8 @@ def input_cause(r: Result, seconds: float, p: Parts, record: Result | None) -> C
                                      f"{disk:.2f} GB/s on {where} (below {SLOW_DISK_GBS:g} GB/s): copy the data to "
                                      f"local or faster storage", seconds)
     workers, cores = _workers(r), (r.system.get("cpu") or {}).get("cores")
-    gpus = max(1, r.spec.get("gpus") or 1)
-    decode = (r.spec.get("options") or {}).get("decode")
+    gpus = r.setup.gpus
+    decode = r.setup.options.get("decode")
     throughput = r.measured.throughput
     rate, unit = throughput.value, throughput.unit or ""
     if workers and cores and rate and p.step > p.data:
@@ -196,7 +196,7 @@ def host_gaps(r: Result, seconds: float, p: Parts, base: Against | None) -> Caus
                      "hooks and bucket copies, kernel launches) keeps its GPU waiting; fewer, larger kernels "
                      "(`--optimize compile`, a larger batch) leave less of it", seconds)
     at, larger = (("one tile a step", "larger blocks (`--block`)") if r.workload == "volume" else
-                  (f"batch {r.spec.get('batch')}", "a larger batch"))
+                  (f"batch {r.setup.batch}", "a larger batch"))
     return Cause("launch-bound", f"{text} at {at}: kernels too small or too few to fill it; try {larger}, "
                                  "CUDA graphs or torch.compile", seconds)
 
@@ -275,7 +275,7 @@ def degraded_path(r: Result) -> str | None:
 def allreduce_seconds(r: Result, record: Result | None) -> float | None:
     """What the gradients' all-reduce should cost a step at the bandwidth `dlbench system` measured."""
     comm = r.measured.training.communication or {}
-    nbytes, world = comm.get("gradient_bytes"), r.spec.get("gpus") or 1
+    nbytes, world = comm.get("gradient_bytes"), r.setup.gpus
     busbw = record.measured.system.allreduce_busbw_gbs if record else None
     if not nbytes or not busbw or world < 2:
         return None
@@ -343,7 +343,7 @@ def nccl_profile_note(r: Result) -> str | None:
     """With --profile on several GPUs: the all-reduce kernels' time a step, and how much of it ran
     under compute (the profile's communication class counts only the exposed part)."""
     comm = ((profile.profile_of(r) or {}).get("classes") or {}).get("communication")
-    if (r.spec.get("gpus") or 1) < 2 or not isinstance(comm, dict) or not comm.get("kernel_seconds"):
+    if r.setup.gpus < 2 or not isinstance(comm, dict) or not comm.get("kernel_seconds"):
         return None
     total, exposed = float(comm["kernel_seconds"]), float(comm.get("seconds") or 0.0)
     return (f"profile: NCCL kernels ran {ms(total * 1e3)} ms a step, {percent(max(0.0, 1 - exposed / total))} of it "

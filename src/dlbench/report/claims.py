@@ -100,8 +100,8 @@ def _seed_setting(r: Result) -> bool:
     from dlbench.report import published
 
     block = published.data()["seed004"]
-    shape = r.measured.data.input_shape or [r.spec.get("batch"), *(r.spec.get("input_shape") or [])]
-    return list(shape) == [block["batch"], *block["input_shape"]] and r.spec.get("precision", "fp32") == "fp32"
+    shape = r.measured.data.input_shape or [r.setup.batch, *(r.setup.input_shape or [])]
+    return list(shape) == [block["batch"], *block["input_shape"]] and r.setup.precision == "fp32"
 
 
 def mine_totals(results: Sequence[Result]) -> dict[str, dict[str, float]]:

@@ -39,7 +39,7 @@ def tables(results: list[Result], published: bool = False) -> list[Table]:
     chosen = [r for r in results if r.workload == "fwdbwd" and r.status in ("ok", "oom")]
     chosen.sort(key=lambda r: (order.get(r.model, len(order)), r.model, r.started))
     for r in chosen:
-        shape = r.measured.data.input_shape or [r.spec["batch"], *(r.spec.get("input_shape") or [])]
+        shape = r.measured.data.input_shape or [r.setup.batch, *(r.setup.input_shape or [])]
         groups.setdefault((r.model, tuple(shape)), {})[_row_key(r)] = r
     shapes: dict[str, int] = {}
     for model, _ in groups:

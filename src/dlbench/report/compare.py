@@ -75,15 +75,15 @@ _UNSET = {"gpus": "1 GPU", "layout": "channels-first"}
 
 def _settings(r: Result) -> dict[str, str]:
     """A benchmark's settings as its name shows them, in order; a default GPU count or layout is left out."""
-    spec = r.spec
-    named = {"batch": f"batch {spec.get('batch')}", "precision": str(spec.get("precision", "fp32"))}
-    if spec.get("gpus", 1) != 1:
-        named["gpus"] = f"{spec['gpus']} GPUs"
-    if spec.get("channels_last"):
+    setup = r.setup
+    named = {"batch": f"batch {setup.batch}", "precision": setup.precision}
+    if setup.gpus != 1:
+        named["gpus"] = f"{setup.gpus} GPUs"
+    if setup.channels_last:
         named["layout"] = "channels-last"
-    if spec.get("input_shape"):
-        named["shape"] = "x".join(map(str, spec["input_shape"]))
-    return named | {f"option {k}": f"{k}={v}" for k, v in sorted((spec.get("options") or {}).items())}
+    if setup.input_shape:
+        named["shape"] = "x".join(map(str, setup.input_shape))
+    return named | {f"option {k}": f"{k}={v}" for k, v in sorted(setup.options.items())}
 
 
 def benchmark_name(r: Result, among: Sequence[Result] | None = None) -> str:
@@ -178,8 +178,8 @@ def _step_seconds(r: Result) -> float | None:
     total, throughput = m.window.total_ms, m.throughput.value
     if total:
         return Odd() if odd(total) else total / 1e3
-    if throughput and r.spec.get("batch"):
-        return Odd() if odd(throughput) else r.spec["batch"] / throughput
+    if throughput and r.setup.batch:
+        return Odd() if odd(throughput) else r.setup.batch / throughput
     return None
 
 

@@ -31,7 +31,7 @@ from dlbench.results.measurement import Measurement
 from dlbench.results.record import Result
 from dlbench.system.datasheet import lookup
 from dlbench.system.records import (ceiling_name, ceilings_for, is_system_record, machine_key, matmul_ceiling,
-                                    precision_of, utilisation, utilisation_text)
+                                    utilisation, utilisation_text)
 
 AS_EXPECTED = 0.8  # at or above this share of the expected figure a result is fine
 LOW_CEILING_SHARE = 0.7
@@ -124,9 +124,9 @@ def references_from_runs(records: list[Result], source: str) -> list[Reference]:
             continue  # a CPU run is never a reference for anything
         refs.append(Reference(
             source=f"{source} {r.id[:8]} ({r.started[:10]})", gpu=machine_key(r)[1], workload=r.workload,
-            model=r.model, precision=r.spec.get("precision", "fp32"), metric="throughput",
+            model=r.model, precision=r.setup.precision, metric="throughput",
             value=float(m.throughput.value), unit=m.throughput.unit or "",
-            gpus=r.spec.get("gpus") or 1, batch=r.spec.get("batch"), input_shape=r.spec.get("input_shape"),
+            gpus=r.setup.gpus, batch=r.setup.batch, input_shape=r.setup.input_shape,
             ceilings=ceilings_for(r, surveys)))
     return refs
 
@@ -144,12 +144,10 @@ def on_gpu(r: Result) -> bool:
 
 def _same_benchmark(ref: Reference, r: Result) -> bool:
     """Same workload, model, precision, GPU count and (where both say) input shape."""
-    spec = r.spec
-    if (ref.workload, ref.model, ref.precision) != (r.workload, r.model, spec.get("precision", "fp32")):
+    setup = r.setup
+    if (ref.workload, ref.model, ref.precision, ref.gpus) != (r.workload, r.model, setup.precision, setup.gpus):
         return False
-    if ref.gpus != (spec.get("gpus") or 1):
-        return False
-    shape = spec.get("input_shape")
+    shape = setup.input_shape
     return ref.input_shape is None or shape is None or list(ref.input_shape) == list(shape)
 
 
@@ -157,7 +155,7 @@ def _batch_problem(ref: Reference, r: Result) -> str | None:
     """Why `ref` cannot judge `r` for its batch size, or None when the batches agree."""
     if r.workload in BATCH_FREE:
         return None
-    batch = r.spec.get("batch")
+    batch = r.setup.batch
     if ref.batch is None:
         return f"its batch size is not published (this run: batch {batch})"
     if ref.batch != batch:
@@ -174,7 +172,7 @@ def _peak(gpu_name: str, precision: str) -> float | None:
 
 def _ceilings(ref: Reference, r: Result, mine_measured: float | None) -> tuple[float, float, str] | None:
     """(this machine's ceiling, the reference's, how) for the precision; like with like."""
-    precision = r.spec.get("precision", "fp32")
+    precision = r.setup.precision
     name = ceiling_name(precision)
     ref_measured = profile.measured_ceiling(ref.ceilings, name)
     if mine_measured and ref_measured:
@@ -329,7 +327,7 @@ def own_launcher(r: Result, record: Result | None) -> Cause | None:
 def low_ceiling(r: Result, record: Result | None) -> Cause | None:
     if record is None:
         return None
-    precision = r.spec.get("precision", "fp32")
+    precision = r.setup.precision
     measured = profile.measured_ceiling(record, ceiling_name(precision))
     peak = _peak(machine_key(r)[1], precision)
     if not measured or not peak or measured >= LOW_CEILING_SHARE * peak:
@@ -497,7 +495,7 @@ def _survey_hint(r: Result, quick: Result | None) -> str:
     if quick is None:
         return ("no `dlbench system` record for this machine: run `dlbench system` to measure its ceilings "
                 "(expectations then compare measured with measured), then `dlbench doctor` again")
-    return (f"only the {precision_of(r)} matmul ceiling the runs measured is stored for this machine: run "
+    return (f"only the {r.setup.precision} matmul ceiling the runs measured is stored for this machine: run "
             f"`dlbench system` to measure what the likely causes are checked against (the GPU's link, memory "
             f"copy, host to device, JPEG decoding, disk), then `dlbench doctor` again")
 
@@ -567,7 +565,7 @@ def _input_cost(r: Result, a: Against) -> str:
     if not on_gpu(r):
         return text + f", {ms(rest * 1e3)} ms more in the step itself (the loader's workers share the cores)"
     where = ("the decoding and crops of --decode gpu run there, beside the model's kernels: `--profile` shows "
-             "them among the elementwise ones" if (r.spec.get("options") or {}).get("decode") == "gpu"
+             "them among the elementwise ones" if r.setup.options.get("decode") == "gpu"
              else "each batch's copy and normalising")
     return text + f", {ms(rest * 1e3)} ms more work on the GPU ({where})"
 
@@ -590,12 +588,12 @@ def _cause_line(c: Cause) -> str:
 def _title(d: Diagnosis) -> str:
     r = d.result
     host, label = machine_key(r)
-    gpus = r.spec.get("gpus") or 1
-    where = (f" x{gpus} GPUs" if on_gpu(r) else f" x{gpus} processes") if gpus > 1 else ""
-    level = f" {r.spec['optimize']}" if r.spec.get("optimize", "eager") != "eager" else ""
+    setup = r.setup
+    where = (f" x{setup.gpus} GPUs" if on_gpu(r) else f" x{setup.gpus} processes") if setup.gpus > 1 else ""
+    level = f" {r.optimize}" if r.optimize != "eager" else ""
     tag = f", tag {r.tag}" if r.tag else ""
-    batch = ODD if "spec.batch" in r.odd else r.spec.get("batch")
-    return (f"## {r.workload} {r.model} b{batch} {r.spec.get('precision')}{level}{where} on {label} "
+    batch = ODD if "spec.batch" in r.odd else setup.batch
+    return (f"## {r.workload} {r.model} b{batch} {setup.precision}{level}{where} on {label} "
             f"({host}): run {r.id[:8]} ({r.started[:16].replace('T', ' ')}{tag})")
 
 
@@ -651,7 +649,7 @@ def to_json(diagnoses: list[Diagnosis]) -> dict[str, Any]:
                           "expected": d.expected, "ratio": d.ratio, "scaled_by": d.scaling}
         out.append({
             "result": r.id, "tag": r.tag, "started": r.started, "workload": r.workload, "model": r.model,
-            "host": machine_key(r)[0], "device": machine_key(r)[1], "gpus": r.spec.get("gpus") or 1,
+            "host": machine_key(r)[0], "device": machine_key(r)[1], "gpus": r.setup.gpus,
             "figure": {"value": d.actual, "unit": d.unit}, "verdict": verdict(d), "comparison": comparison,
             "history": _against_json(d.history), "one_gpu": _against_json(d.one_gpu),
             "synthetic": _against_json(d.synthetic),

@@ -89,7 +89,7 @@ def fastest(group: Sequence[Result]) -> Result:
 def one_gpu(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> Against | None:
     """A multi-GPU run against the fastest run of the same configuration on one GPU of its machine
     (weak scaling: the batch is per process, so the ideal step is the one-GPU step)."""
-    gpus = r.spec.get("gpus") or 1
+    gpus = r.setup.gpus
     if gpus <= 1:
         return None
     found = [o for o in results_by_configuration.get(configuration(_like(r, gpus=1))) or [] if o.samples.get("step")]
@@ -109,12 +109,12 @@ def synthetic(r: Result, results_by_configuration: dict[tuple, list[Result]]) ->
 
 
 def _on_synthetic(r: Result) -> bool:
-    return (r.spec.get("options") or {}).get("data", "synthetic") == "synthetic"
+    return r.setup.options.get("data", "synthetic") == "synthetic"
 
 
 def _work(r: Result) -> tuple:
     """`r`'s configuration without the options of where its images come from."""
-    options = {k: v for k, v in (r.spec.get("options") or {}).items() if k not in INPUT_OPTIONS}
+    options = {k: v for k, v in r.setup.options.items() if k not in INPUT_OPTIONS}
     return configuration(_like(r, options=options))
 
 

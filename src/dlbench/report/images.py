@@ -100,10 +100,9 @@ def phase_tables(results: list[Result], published: bool = False) -> list[Table]:
 
 def _phase_table(rs: list[Result], published: bool) -> list[Table]:
     latest = _latest(rs, lambda r: (phases.cluster(r), dataset(r), r.workload, rowinfo.system(r, gpus=False),
-                                    r.spec.get("gpus", 1), r.spec.get("batch"), r.spec.get("precision", "fp32"),
-                                    r.tag, str(r.spec.get("input_shape"))))
-    ordered = sorted(latest.values(), key=lambda r: (r.system_label, r.spec.get("gpus", 1), dataset(r), r.workload,
-                                                      r.spec.get("batch") or 0))
+                                    r.setup.gpus, r.setup.batch, r.setup.precision, r.tag, str(r.setup.input_shape)))
+    ordered = sorted(latest.values(), key=lambda r: (r.system_label, r.setup.gpus, dataset(r), r.workload,
+                                                      r.setup.batch or 0))
     rows = [_phase_row(r) for r in ordered]
     notes = [phases.ABOUT, phases.NOTE]
     setup_notes = [phases.SETUP_ABOUT]
@@ -142,7 +141,7 @@ def _run_labels(rows: list[_Row]) -> list[str]:
 
 
 def _phase_row(r: Result) -> _Row:
-    extra = {"Precision": r.spec.get("precision", "fp32"), "Batch": r.spec.get("batch"), "Input": _input(r),
+    extra = {"Precision": r.setup.precision, "Batch": r.setup.batch, "Input": _input(r),
              "Tag": r.tag}
     return _Row(phases.row_head(r) + phases.phase_cells(r), extra)
 
@@ -174,8 +173,7 @@ def throughput_tables(results: list[Result], published: bool = False) -> list[Ta
     out = []
     for (workload, model, unit), rs in groups.items():
         # A row per setup and tag; weak scaling looks past the tag for its 1-GPU run (_one_gpu).
-        latest = _latest(rs, lambda r: ((_setup(r), r.tag or ""), r.spec.get("gpus", 1), r.spec["batch"],
-                                        r.spec.get("precision", "fp32")))
+        latest = _latest(rs, lambda r: ((_setup(r), r.tag or ""), r.setup.gpus, r.setup.batch, r.setup.precision))
         seeds = _seed003_training() if published and workload == "train" and _is_seed003(model) else []
         present = {k[3] for k in latest} | {p for s in seeds for p in s["values"]}
         precisions = [p for p in PRECISION if p in present]
@@ -295,14 +293,13 @@ def _count_terms(results: list[Result], seeds: bool) -> tuple[str, str, str, str
 
 def _input(r: Result) -> str:
     """The input without the batch (the model's default where the spec gives none)."""
-    return rowinfo.shape_text(r.spec.get("input_shape") or (r.measured.data.input_shape or [None])[1:])
+    return rowinfo.shape_text(r.setup.input_shape or (r.measured.data.input_shape or [None])[1:])
 
 
 def _setup(r: Result) -> tuple:
     """Everything but GPUs, batch and precision that makes rows measure different things. Not
     the tag: it names a run, not a setup, and has its own column."""
-    return (r.system_label, dataset(r), str(r.spec.get("input_shape")), r.spec.get("channels_last", False),
-            r.spec.get("optimize") or "eager")
+    return r.system_label, dataset(r), str(r.setup.input_shape), r.setup.channels_last, r.optimize
 
 
 def _is_seed003(model: str) -> bool:
@@ -362,19 +359,19 @@ def latency_tables(results: list[Result], published: bool = False) -> list[Table
     """Seed 003: inference throughput and latency per batch size, one table per model and precision."""
     groups: dict[tuple, list[Result]] = {}
     for r in results:
-        if r.status == "ok" and r.workload == "infer" and r.spec.get("gpus", 1) == 1 and r.measured.throughput.value:
-            groups.setdefault((r.model, r.spec.get("precision", "fp32")), []).append(r)
+        if r.status == "ok" and r.workload == "infer" and r.setup.gpus == 1 and r.measured.throughput.value:
+            groups.setdefault((r.model, r.setup.precision), []).append(r)
     out = []
     for (model, precision), rs in groups.items():
-        latest = _latest(rs, lambda r: ((_setup(r), r.tag or ""), r.spec["batch"]))
+        latest = _latest(rs, lambda r: ((_setup(r), r.tag or ""), r.setup.batch))
         rows = []
         for key in sorted(latest, key=lambda k: (str(k[0]), k[1])):
             r = latest[key]
             m = r.measured
-            shape = (m.data.input_shape or [r.spec["batch"]])[1:]
+            shape = (m.data.input_shape or [r.setup.batch])[1:]
             latencies = [fixed(v, 3) for v in (m.latency.avg_ms, m.latency.p90_ms, m.latency.p95_ms, m.latency.p99_ms)]
             waiting = data_bound(r)
-            cells = [rowinfo.system(r, gpus=False, precision=False), r.spec["batch"],
+            cells = [rowinfo.system(r, gpus=False, precision=False), r.setup.batch,
                      "x".join(map(str, shape[1:] + shape[:1])), fixed(m.throughput.value),
                      latencies[0] + (DATA_BOUND if waiting else ""), *latencies[1:]]
             rows.append(_Row(cells, {"Data": dataset(r), "Tag": r.tag, "waiting": waiting}))

@@ -56,7 +56,7 @@ class _Row:
 
 
 def _group_key(r: Result) -> tuple:
-    c, options = r.measured.convergence, r.spec.get("options") or {}
+    c, options = r.measured.convergence, r.setup.options
     return (r.model, options.get("target_dice") if c.target_dice is None else c.target_dice,
             options.get("folds") if c.folds is None else c.folds)
 
@@ -64,14 +64,14 @@ def _group_key(r: Result) -> tuple:
 def _row_key(r: Result) -> tuple:
     m = r.measured
     return (rowinfo.system(r, gpus=False, precision=False), r.tag or "", str(m.data.source),
-            int(m.convergence.gpus or r.spec.get("gpus") or 1), int(r.spec.get("batch", 0)))
+            int(m.convergence.gpus or r.setup.gpus), r.setup.batch or 0)
 
 
 def tables(results: list[Result], published: bool = False) -> list[Table]:
     chosen = sorted((r for r in results if r.workload == "converge" and r.status in ("ok", "oom")), key=lambda r: r.started)
     groups: "OrderedDict[tuple, dict[tuple, dict[str, Result]]]" = OrderedDict()
     for r in chosen:  # later results replace earlier ones of the same setting
-        groups.setdefault(_group_key(r), {}).setdefault(_row_key(r), {})[r.spec.get("precision", "fp32")] = r
+        groups.setdefault(_group_key(r), {}).setdefault(_row_key(r), {})[r.setup.precision] = r
     return [t for key, rows in groups.items() for t in _tables(key, rows, published)]
 
 

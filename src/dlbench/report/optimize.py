@@ -22,14 +22,9 @@ NOTES = ["How much each optimisation level (compiled, CUDA graphs, fused kernels
          "on that machine for the row's precision)"]
 
 
-def level_of(r: Result) -> str:
-    return r.spec.get("optimize") or r.measured.run.optimize or "eager"
-
-
 def _benchmark(r: Result) -> tuple:
-    shape = r.measured.data.input_shape or [r.spec.get("batch"), *(r.spec.get("input_shape") or [])]
-    return (r.workload, r.model, "x".join(map(str, shape)), r.spec.get("precision", "fp32"),
-            int(r.spec.get("gpus", 1) or 1), r.system_label)
+    shape = r.measured.data.input_shape or [r.setup.batch, *(r.setup.input_shape or [])]
+    return r.workload, r.model, "x".join(map(str, shape)), r.setup.precision, r.setup.gpus, r.system_label
 
 
 def _cell(r: Result | None, eager: Result | None) -> str:
@@ -45,7 +40,7 @@ def _cell(r: Result | None, eager: Result | None) -> str:
         return "-"
     text = f"{fixed(value, 1, grouping=True)} {throughput.unit or ''}".strip()
     base = eager.measured.throughput.value if eager is not None and eager.status == "ok" else None
-    if base and level_of(r) != "eager":
+    if base and r.optimize != "eager":
         text += f" (x{value / base:.2f})"
     return text
 
@@ -63,15 +58,15 @@ def _row(key: tuple, by_level: dict[str, Result]) -> list[str]:
     compile_s, tflops, fraction = m.window.compile_s, m.utilisation.achieved_tflops, m.utilisation.ceiling_fraction
     label = f"{workload} {model_title(next(iter(by_level.values())))} {shape} {precision}"
     return [label, system + (f" (x{gpus})" if gpus > 1 else ""), *(_cell(by_level.get(lvl), eager) for lvl in LEVELS),
-            level_of(best) if best else "-", fixed(compile_s, 1),
+            best.optimize if best else "-", fixed(compile_s, 1),
             fixed(tflops, 1) if tflops else "-", percent(fraction)]
 
 
 def tables(results: list[Result]) -> list[Table]:
     groups: dict[tuple, dict[str, Result]] = {}
     for r in sorted(results, key=lambda r: r.started):  # oldest first: the newest per level wins
-        if r.status in ("ok", "oom", "error") and level_of(r) in LEVELS and r.workload:
-            groups.setdefault(_benchmark(r), {})[level_of(r)] = r
+        if r.status in ("ok", "oom", "error") and r.optimize in LEVELS and r.workload:
+            groups.setdefault(_benchmark(r), {})[r.optimize] = r
     rows = [_row(key, by_level) for key, by_level in groups.items() if set(by_level) - {"eager"}]
     if not rows:
         return []

@@ -54,7 +54,7 @@ def cluster(r: Result) -> str | None:
 def workers(r: Result) -> object:
     """Data loader processes as a number: the resolved count the run stored, else the spec's;
     0 where the data is made on the device (synthetic: no loader)."""
-    options = r.spec.get("options") or {}
+    options = r.setup.options
     if str(options.get("data", "synthetic")) == "synthetic":
         return 0
     found = r.measured.data.workers

@@ -146,8 +146,8 @@ def throughput_of(r: Result) -> tuple[float, str] | None:
     if m.data.images_per_s:
         return float(m.data.images_per_s), "img/s"
     steps = r.samples.get("step")
-    if steps and r.spec.get("batch"):
-        return r.spec["batch"] * len(steps) / float(np.sum(steps)), "img/s"
+    if steps and r.setup.batch:
+        return r.setup.batch * len(steps) / float(np.sum(steps)), "img/s"
     return None
 
 
@@ -162,19 +162,15 @@ def latest_ok(results: list[Result]) -> list[Result]:
 
 
 def _input(r: Result) -> str:
-    return rowinfo.shape_text(r.spec.get("input_shape") or (r.measured.data.input_shape or [None])[1:])
+    return rowinfo.shape_text(r.setup.input_shape or (r.measured.data.input_shape or [None])[1:])
 
 
 def _count(r: Result) -> str:
     """' x2GPU' on GPUs, ' 2 processes' on a CPU, nothing for one."""
-    n = r.spec.get("gpus", 1) or 1
+    n = r.setup.gpus
     if n == 1:
         return ""
     return f" x{n}GPU" if rowinfo.on_gpu(r) else f" {n} processes"
-
-
-def _level(r: Result) -> str:
-    return str(r.spec.get("optimize") or r.measured.run.optimize or "eager")
 
 
 def _parts(r: Result, among: list[Result]) -> list[tuple[str, str]]:
@@ -182,18 +178,18 @@ def _parts(r: Result, among: list[Result]) -> list[tuple[str, str]]:
     with its key: the workload, model, batch, precision and GPUs, then the input shape, data
     source, memory layout, optimisation level and tag. The defaults (channels-first, eager, no
     tag) read as nothing: the runs that differ from them carry the word, never '[untagged]'."""
-    spec = r.spec
-    parts = [("workload", r.workload), ("model", model_title(r)), ("batch", f"b{spec.get('batch')}"),
-             ("precision", str(spec.get("precision", "fp32"))), ("count", _count(r).strip() or _one(r, among)),
+    setup = r.setup
+    parts = [("workload", r.workload), ("model", model_title(r)), ("batch", f"b{setup.batch}"),
+             ("precision", setup.precision), ("count", _count(r).strip() or _one(r, among)),
              ("input", _input(r)), ("data", rowinfo.data_source(r)),
-             ("layout", "channels-last" if spec.get("channels_last") else ""),
-             ("level", "" if _level(r) == "eager" else _level(r)), ("tag", f"[{r.tag}]" if r.tag else "")]
+             ("layout", "channels-last" if setup.channels_last else ""),
+             ("level", "" if r.optimize == "eager" else r.optimize), ("tag", f"[{r.tag}]" if r.tag else "")]
     return [(key, text) for key, text in parts if text]
 
 
 def _one(r: Result, among: list[Result]) -> str:
     """'x1GPU' (or '1 process') where other runs drawn with it used several, else nothing."""
-    if not rowinfo.differing(among, lambda x: x.spec.get("gpus", 1) or 1):
+    if not rowinfo.differing(among, lambda x: x.setup.gpus):
         return ""
     return "x1GPU" if rowinfo.on_gpu(r) else "1 process"
 
@@ -409,7 +405,7 @@ def scaling_plots(results: list[Result]) -> list[Plot]:
 
 
 def _volume_steps(runs: list[Result]) -> str:
-    if not any(r.spec.get("workload") == "volume" for r in runs):
+    if not any(r.workload == "volume" for r in runs):
         return ""
     return (" A volume run's step is one block: the blocks cut short at the volume's edge are the fast steps on "
             "the left.")
@@ -533,8 +529,8 @@ def profile_label(r: Result, runs: list[Result], figure: bool = False) -> str:
     (volume's --kernels pytorch beside --kernels fused). In a table (no caption to hold what the
     runs share) the model and its settings always, the level where levels differ; in a figure
     only what differs."""
-    options = [x.spec.get("options") or {} for x in runs]
-    mine = r.spec.get("options") or {}
+    options = [x.setup.options for x in runs]
+    mine = r.setup.options
     differ = sorted({k for o in options for k in o if len({json.dumps(x.get(k), sort_keys=True) for x in options}) > 1})
     label = _run_label(r, runs) if figure else _row_label(r, runs)
     return " ".join([label, *(f"{k}={mine.get(k)}" for k in differ if k in mine)])
@@ -599,7 +595,7 @@ def _roofline(system: str, pairs: list[tuple[Result, Result]]) -> Plot:
     roofs = {}
     for r, rec in pairs:
         for cls in profile.COMPUTE:
-            ceiling, name = profile.compute_ceiling(cls, str(r.spec.get("precision", "fp32")), rec)
+            ceiling, name = profile.compute_ceiling(cls, r.setup.precision, rec)
             if ceiling:
                 roofs[name] = ceiling
     for name, ceiling in sorted(roofs.items(), key=lambda kv: kv[1]):

@@ -100,7 +100,7 @@ def placements(r: Result, record: Result | None) -> list[Placement]:
     profile = profile_of(r)
     if not profile:
         return []
-    precision = str(r.spec.get("precision", "fp32"))
+    precision = r.setup.precision
     out = [place(cls, entry, precision, record) for cls, entry in profile["classes"].items()]
     return sorted(out, key=lambda p: -p.share)
 
@@ -131,14 +131,13 @@ def _ceiling_words(name: str | None) -> str:
 
 
 def _advice(p: Placement, r: Result, on_cpu: bool) -> str:
-    spec = r.spec
-    level = spec.get("optimize", "eager")
+    setup, level = r.setup, r.optimize
     if p.cls == "idle" and on_cpu:
         return "Python and the dispatcher between operators; `--optimize compile` removes much of it"
     if p.cls == "idle":
         if level in ("graphs", "max"):
             return "the GPU waits for the host or for data even with CUDA graphs; look at the data phases"
-        return (f"launch-bound at batch {spec.get('batch')}: the host does not launch kernels fast enough; "
+        return (f"launch-bound at batch {setup.batch}: the host does not launch kernels fast enough; "
                 f"`--optimize graphs` (CUDA graphs) or a larger batch")
     if p.cls in ("elementwise", "reduction", "other"):
         fuse = "`--kernels fused`, `--optimize compile`" if r.workload == "volume" else "`--optimize compile`"
@@ -148,7 +147,7 @@ def _advice(p: Placement, r: Result, on_cpu: bool) -> str:
     if p.cls == "matmul":
         if on_cpu:
             return "the model's convolutions and matmuls on the CPU cores"
-        if spec.get("precision", "fp32") == "fp32":
+        if setup.precision == "fp32":
             return "not on tensor cores: `--precision tf32` or `bf16` moves them there"
         return "convolutions or matmuls that did not use tensor cores (shapes, layouts); try `--channels-last`"
     if p.cls == "tensor_core":
@@ -167,12 +166,12 @@ def _advice(p: Placement, r: Result, on_cpu: bool) -> str:
 def _tensor_core_levers(r: Result) -> list[str]:
     """What could feed the tensor cores better and has not been tried in this run: a volume's tiles
     are its batch, and `--block auto` has already timed the candidates."""
-    spec, levers = r.spec, []
+    levers = []
     if r.workload != "volume":
         levers.append("a larger batch")
-    elif (spec.get("options") or {}).get("block") != "auto":
+    elif r.setup.options.get("block") != "auto":
         levers.append("`--block auto` (it times larger tiles)")
-    if not spec.get("channels_last"):
+    if not r.setup.channels_last:
         levers.append("`--channels-last`")
     return levers
 

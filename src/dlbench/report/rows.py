@@ -18,7 +18,7 @@ def on_gpu(r: Result) -> bool:
 
 def processes(r: Result) -> int:
     m = r.measured  # volume prediction stores its processes as world_size, converge as gpus
-    return int(m.volume.world_size or m.convergence.gpus or r.spec.get("gpus") or 1)
+    return int(m.volume.world_size or m.convergence.gpus or r.setup.gpus)
 
 
 def count(r: Result) -> str:
@@ -31,15 +31,14 @@ def count(r: Result) -> str:
 
 def variant(r: Result, *, precision: bool = True) -> list[str]:
     """What sets this row apart from the same model on the same machine."""
-    spec = r.spec
+    setup = r.setup
     parts = []
-    if precision and spec.get("precision", "fp32") != "fp32":
-        parts.append(str(spec["precision"]))
-    if spec.get("channels_last"):
+    if precision and setup.precision != "fp32":
+        parts.append(setup.precision)
+    if setup.channels_last:
         parts.append("channels-last")
-    level = spec.get("optimize") or r.measured.run.optimize
-    if level and level != "eager":
-        parts.append(str(level))
+    if r.optimize != "eager":
+        parts.append(r.optimize)
     return parts
 
 
@@ -86,7 +85,7 @@ def data_source(r: Result) -> str:
     """Where the inputs came from: synthetic, dummy, a folder or a volume (its file name)."""
     from pathlib import Path
 
-    options = r.spec.get("options") or {}
+    options = r.setup.options
     if r.workload == "volume":  # blockwise prediction reads --input, else a volume it generates
         return Path(str(options["input"]).split(":")[0].rstrip("/")).name if options.get("input") else "Generated volume"
     stored = str(options.get("data") or r.measured.data.source or "synthetic")
@@ -101,7 +100,7 @@ def data_source(r: Result) -> str:
             break
     if folder or "/" in source or source.endswith((".h5", ".hdf5", ".zarr", ".n5")):
         name = Path(source.split(":")[0].rstrip("/")).name or source
-        gpu = ", GPU decode" if (r.spec.get("options") or {}).get("decode") == "gpu" else ""
+        gpu = ", GPU decode" if options.get("decode") == "gpu" else ""
         # A folder of class folders of JPEG files (data/images.py reads nothing else): real images, decoded per batch.
         return f"JPEG folder ({name}{gpu})" if folder else name + (" (GPU decode)" if gpu else "")
     return source.capitalize() if source in ("synthetic", "dummy") else source

@@ -60,7 +60,7 @@ def _mean_step(r: Result) -> float | None:
 
 def _patch(r: Result) -> str:
     m = r.measured
-    shape = m.training.patch or (m.data.input_shape or [])[2:] or r.spec.get("input_shape") or []
+    shape = m.training.patch or (m.data.input_shape or [])[2:] or r.setup.input_shape or []
     return "x".join(map(str, shape))
 
 
@@ -88,12 +88,12 @@ class _Row:
 def _key(r: Result) -> tuple:
     """A row: model, workload, system with its variant (channels-last), GPUs, precision, tag."""
     return (r.model, r.workload, rowinfo.system(r, gpus=False, precision=False), rowinfo.processes(r),
-            r.spec.get("precision", "fp32"), r.tag or "")
+            r.setup.precision, r.tag or "")
 
 
 def _base(r: Result) -> tuple:
     """What a row's 1-GPU counterpart shares with it (the tag may differ)."""
-    return r.model, r.workload, rowinfo.system(r, gpus=False, precision=False), r.spec.get("precision", "fp32")
+    return r.model, r.workload, rowinfo.system(r, gpus=False, precision=False), r.setup.precision
 
 
 def tables(results: list[Result], published: bool = False) -> list[Table]:
@@ -115,7 +115,7 @@ def tables(results: list[Result], published: bool = False) -> list[Table]:
 
 
 def _order(r: Result) -> tuple:
-    return r.system_label, rowinfo.system(r, gpus=False, precision=False), r.spec.get("precision", "fp32"), \
+    return r.system_label, rowinfo.system(r, gpus=False, precision=False), r.setup.precision, \
         rowinfo.processes(r)
 
 
@@ -178,7 +178,7 @@ def _title(rs: list[Result]) -> str:
 
 
 def _training_row(train: Result, single: Result | None) -> _Row:
-    head = [rowinfo.system(train, gpus=False, precision=False), rowinfo.processes(train), train.spec.get("precision", "fp32")]
+    head = [rowinfo.system(train, gpus=False, precision=False), rowinfo.processes(train), train.setup.precision]
     extra = {"Tag": train.tag, "cpu": not rowinfo.on_gpu(train)}
     if train.status == "oom":
         return _Row(head + ["OOM", "OOM", DASH, "OOM", _software(train), rowinfo.data_source(train)], extra)
@@ -192,7 +192,7 @@ def _training_row(train: Result, single: Result | None) -> _Row:
 
 def _prediction_row(volume: Result, single: Result | None, target: float) -> _Row:
     head = [rowinfo.system(volume, gpus=False, precision=False), rowinfo.processes(volume),
-            volume.spec.get("precision", "fp32")]
+            volume.setup.precision]
     extra = {"Tag": volume.tag, "cpu": not rowinfo.on_gpu(volume)}
     if volume.status != "ok":
         return _Row(head + ["OOM", DASH, DASH, DASH, DASH, _software(volume)], extra)
@@ -264,7 +264,7 @@ def _prediction_notes(volumes: list[Result], target: float) -> str:
 
 def _generation(volumes: list[Result]) -> str:
     """A run given no input generates one before it predicts, and its wall time holds that."""
-    if all((v.spec.get("options") or {}).get("input") for v in volumes):
+    if all(v.setup.options.get("input") for v in volumes):
         return ""
     return "; a run given no input file generates its volume first, and that is included too"
 

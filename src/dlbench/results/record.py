@@ -28,6 +28,28 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
+@dataclass(frozen=True)
+class Setup:
+    """A stored spec's general settings, typed, as reports read them. A setting that a record lacks
+    (stored before it existed) or holds in no usable form (edited by hand, or `tamed`) reads as
+    the spec's default."""
+    batch: int | None = None
+    input_shape: list[int] | None = None  # without the batch
+    precision: str = "fp32"
+    channels_last: bool = False
+    gpus: int = 1  # processes, one per GPU
+    optimize: str | None = None  # None: the spec does not say (see Result.optimize)
+    options: dict[str, Any] = field(default_factory=dict)  # the workload's settings
+
+    @classmethod
+    def read(cls, spec: dict[str, Any]) -> "Setup":
+        gpus, options = spec.get("gpus"), spec.get("options")
+        return cls(batch=spec.get("batch"), input_shape=spec.get("input_shape"),
+                   precision=spec.get("precision") or "fp32", channels_last=bool(spec.get("channels_last")),
+                   gpus=gpus if type(gpus) is int and gpus >= 1 else 1, optimize=spec.get("optimize") or None,
+                   options=options if isinstance(options, dict) else {})
+
+
 @dataclass
 class Result:
     spec: dict[str, Any]
@@ -81,6 +103,17 @@ class Result:
         """Write the figures set in `parts` into the stored metrics."""
         for part in parts:
             self.metrics.update(part.to_metrics())
+
+    @property
+    def setup(self) -> Setup:
+        """The spec's general settings, typed."""
+        return Setup.read(self.spec)
+
+    @property
+    def optimize(self) -> str:
+        """The optimisation level the run ran at: its spec's, else its run record's (records stored
+        before the spec held it), else eager."""
+        return self.setup.optimize or self.measured.run.optimize or "eager"
 
     # Derived labels used by the store's index columns and by reports.
     @property

@@ -58,15 +58,10 @@ def ceiling_name(precision: str) -> str:
     return _PRECISION_CEILING.get(precision, "matmul_fp32_tflops")
 
 
-def precision_of(result: Result) -> str:
-    """The precision that ran: the spec holds what the workload settled on (`asked` what was asked)."""
-    return str(result.spec.get("precision") or "fp32")
-
-
 def matmul_ceiling(result: Result, candidates: Iterable[Result]) -> tuple[float, Result] | None:
     """The measured matmul ceiling (TFLOP/s) for the precision `result` ran in, on its machine, and
     its record: the newest `dlbench system` survey that has it, else the newest quick one."""
-    name = ceiling_name(precision_of(result))
+    name = ceiling_name(result.setup.precision)
     found = [(value, r) for r in _on_machine(result, candidates)
              if (value := r.measured.system.measured(name)) is not None]
     if not found:
@@ -78,7 +73,7 @@ def matmul_ceiling(result: Result, candidates: Iterable[Result]) -> tuple[float,
 def datasheet_tflops(result: Result) -> float | None:
     label = machine_key(result)[1]
     spec = lookup(label)
-    return spec.peak_tflops(precision_of(result)) if spec else None
+    return spec.peak_tflops(result.setup.precision) if spec else None
 
 
 def utilisation(result: Result, candidates: Iterable[Result]) -> Utilisation:
@@ -92,7 +87,7 @@ def utilisation(result: Result, candidates: Iterable[Result]) -> Utilisation:
     peak = datasheet_tflops(result)
     if ceiling is None and not peak:
         return Utilisation()
-    return Utilisation(ceiling_precision=precision_of(result), ceiling_tflops=ceiling,
+    return Utilisation(ceiling_precision=result.setup.precision, ceiling_tflops=ceiling,
                        ceiling_fraction=None if ceiling is None else achieved / ceiling,
                        ceiling_record=None if record is None else record.id,
                        datasheet_tflops=peak or None, datasheet_fraction=achieved / peak if peak else None)
@@ -124,7 +119,7 @@ def annotate(result: Result, candidates: Iterable[Result], measure: Measure | No
     known = list(candidates)
     new = None
     if measure is not None and matmul_ceiling(result, known) is None:
-        new = measure(precision_of(result))
+        new = measure(result.setup.precision)
         known += [new] if new is not None else []
     result.add(utilisation(result, known))
     return new

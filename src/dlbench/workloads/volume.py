@@ -351,9 +351,8 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
     ready.volume.close()
     samples = ready.pipeline.log.samples()
     waits = samples["wait"]
-    per_rank = group.gather({"voxels": voxels, "wall": wall, "blocks": len(mine), "first_wait": waits[0] if waits else 0.0,
-                             "phases": {k: float(sum(v)) for k, v in samples.items()},
-                             "nonfinite": ready.pipeline.nonfinite.voxels})
+    per_rank = group.gather(_RankShare(voxels, wall, len(mine), waits[0] if waits else 0.0,
+                                       {k: float(sum(v)) for k, v in samples.items()}, ready.pipeline.nonfinite.voxels))
     group.barrier()
     own = _metrics(opts, ready.volume, ready.blocking, per_rank, group.world, len(finished), ready.warmup_s,
                    ready.warmup_tile_s, ready.store, device)
@@ -494,24 +493,35 @@ def _common_metrics(wall: float, tiles: int, flops: int, monitor: MonitorData, v
     return common_metrics(steps, flops, monitor, voxels / 1e6 / tiles if tiles else 0.0, "mvox", profile)
 
 
-def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], world: int, skipped: int,
+@dataclasses.dataclass(frozen=True)
+class _RankShare:
+    """What one rank did, gathered on every rank to make the run's figures."""
+    voxels: int
+    wall: float  # seconds from its first block to its last
+    blocks: int
+    first_wait: float  # seconds the GPU waited for its first tile
+    phases: dict[str, float]  # seconds in each phase of the pipeline, summed over its tiles
+    nonfinite: int  # NaN or Inf voxels let through (--allow-nonfinite)
+
+
+def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[_RankShare], world: int, skipped: int,
              warmup_s: float, warmup_tile_s: float, store: PredictionStore, device: torch.device) -> Measurement:
-    voxels = sum(r["voxels"] for r in per_rank)
-    wall = max(r["wall"] for r in per_rank) or float("nan")
+    voxels = sum(r.voxels for r in per_rank)
+    wall = max(r.wall for r in per_rank) or float("nan")
     mvox_s = voxels / wall / 1e6 if voxels else 0.0
     # Once per volume the GPU waits for its first tile; the rate after it is the one a larger
     # volume runs at (on a volume of a few tiles the wait is a visible share). Both set the hours.
-    first = max(r.get("first_wait", 0.0) for r in per_rank)
+    first = max(r.first_wait for r in per_rank)
     sustained = voxels / (wall - first) / 1e6 if voxels and wall > first else mvox_s
     target = parse_voxels(opts.extrapolate)
-    phases = {k: sum(r["phases"][k] for r in per_rank) for k in per_rank[0]["phases"]}
+    phases = {k: sum(r.phases[k] for r in per_rank) for k in per_rank[0].phases}
     compute = phases.get("compute") or float("nan")
     return Measurement(
         throughput=Throughput(mvox_s, "Mvox/s"),
         window=Window(total_s=wall, warmup_s=warmup_s),
         volume=VolumeFigures(
-            mvox_per_s=mvox_s, voxels=voxels, blocks=sum(r["blocks"] for r in per_rank), blocks_skipped=skipped,
-            blocks_per_rank=[r["blocks"] for r in per_rank],
+            mvox_per_s=mvox_s, voxels=voxels, blocks=sum(r.blocks for r in per_rank), blocks_skipped=skipped,
+            blocks_per_rank=[r.blocks for r in per_rank],
             volume_shape=list(volume.shape), volume_voxels=int(np.prod(volume.shape)),
             block=list(blocking.block), halo=list(blocking.halo), tile=list(blocking.tile),
             block_fill=blocking.fill, kept_share=blocking.kept,
@@ -519,7 +529,7 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[dict], wor
             phase_s=phases, data_wait_share=phases.get("wait", 0.0) / (wall * world) if voxels else 0.0,
             model_mvox_per_s=voxels / compute / 1e6 if voxels else None,
             warmup_tile_s=warmup_tile_s, first_tile_wait_s=first, sustained_mvox_per_s=sustained,
-            nonfinite_voxels=sum(r["nonfinite"] for r in per_rank) if opts.allow_nonfinite else None,
+            nonfinite_voxels=sum(r.nonfinite for r in per_rank) if opts.allow_nonfinite else None,
             extrapolate_voxels=target, **_hours(target, sustained, world, device, first)))
 
 
