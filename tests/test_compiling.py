@@ -180,7 +180,11 @@ def test_suite_view_and_timeout_message_show_a_phase_of_unknown_length_by_its_na
     assert info.startswith("compile (torch.compile, max-autotune): 42 s, ") and "0/" not in info
     view.tick({"stage": "measure", "done": 3, "total": 10})
     assert view.bars.tasks[view.current].fields["info"].startswith("measure 3/10, ")
+    view.tick({"stage": "warm-up", "done": 5, "total": 2})  # past its count of steps until its seconds are up
+    assert view.bars.tasks[view.current].fields["info"].startswith("warm-up 2/2, ")
     assert _where({"stage": "compile (torch.compile): 7 s", "done": 0, "total": 0}) == " (in compile (torch.compile): 7 s)"
+    assert _where({"stage": "measure", "done": 3, "total": 10}) == " (in measure, step 3 of 10)"
+    assert _where({"stage": "measure", "done": 31, "total": 10}) == " (in measure, step 31)"
 
 
 def test_inductor_cache_folder_is_dlbench_s_unless_the_user_chose_one(cache, monkeypatch, tmp_path):

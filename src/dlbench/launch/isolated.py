@@ -166,7 +166,9 @@ def _where(progress: dict | None) -> str:
         return " (while starting)"
     if not progress.get("total"):  # a phase of unknown length (a compile)
         return f" (in {progress.get('stage')})"
-    return f" (in {progress.get('stage')}, step {progress.get('done')} of {progress.get('total')})"
+    done, total = int(progress.get("done") or 0), int(progress["total"])
+    # a warm-up or measurement goes on past its count of steps until its seconds are up
+    return f" (in {progress.get('stage')}, step {done}" + (f" of {total})" if done <= total else ")")
 
 
 def _death(returncode: int, output: str) -> str:

@@ -151,8 +151,9 @@ class SuiteView:
         if progress and progress.get("stage") != "start":
             done, total = int(progress.get("done", 0)), int(progress.get("total", 1))
             self.bars.update(self.current, completed=min(done, total), total=max(1, total))
-            # a total of 0: a phase of unknown length (a compile), whose name tells its elapsed time
-            stage = f"{progress.get('stage')} {done}/{total}" if total > 0 else str(progress.get("stage"))
+            # a total of 0: a phase of unknown length (a compile), whose name tells its elapsed time; a
+            # warm-up or measurement goes on past its count until its seconds are up, and reads full
+            stage = f"{progress.get('stage')} {min(done, total)}/{total}" if total > 0 else str(progress.get("stage"))
         self.bars.update(self.current, info=f"{stage}, {format_seconds(elapsed)}{limit}")
         self.bars.update(self.overall, completed=self.index, info=self._eta(elapsed))
         self.heartbeat(f"  {stage}, {format_seconds(elapsed)}{limit}; {self._eta(elapsed)}")
