@@ -98,6 +98,10 @@ def test_no_reference_and_cpu_results_are_said_plainly():
                     metrics={"device": "cpu", "throughput": 5.0, "throughput_unit": "img/s"}, samples={"step": [3.2]})
     [d] = diagnose([r])
     assert d.expected is None and "no published or reference figure" in render([d])
+    assert "verdict: not judged" in render([d])  # nothing to compare it with: no verdict
+    again = make_result(spec=r.spec, system=r.system, metrics=r.metrics, samples={"step": [3.2, 3.21]})
+    judged = {x.result.id: x for x in diagnose([r, again])}
+    assert "verdict: as expected" in render([judged[again.id]])  # as fast as the earlier run here
 
 
 def test_shipped_references_cover_the_seeds():

@@ -519,7 +519,11 @@ def verdict(d: Diagnosis) -> str:
         return "scales poorly"
     if d.ratio is not None and d.ratio < AS_EXPECTED:
         return "below the reference"
-    return f"limited by {d.causes[0].name}" if d.causes else "as expected"
+    if d.causes:
+        return f"limited by {d.causes[0].name}"
+    # "as expected" only against something: a first run with no comparable reference is not judged
+    compared = any(c is not None for c in (d.ratio, d.history, d.one_gpu, d.synthetic))
+    return "as expected" if compared else "not judged"
 
 
 def _headline(d: Diagnosis) -> str:
