@@ -8,6 +8,7 @@ import torch
 from dlbench.report import images as report_images
 from dlbench.figures import add, fixed
 from dlbench.report import render_markdown
+from dlbench.models import registry
 from dlbench.results.store import Store
 
 from conftest import CORRUPT_JPEG, assert_user_error, cli, make_result
@@ -69,6 +70,9 @@ def test_two_processes_store_one_merged_result(folder, db):
     assert m["images"] == 2 * 2 * m["steps"]
     assert m["throughput"] == pytest.approx(m["images"] / m["window_s"])
     assert len(r.samples["step"]) == 2 * m["steps"]  # every rank's steps
+    comm = r.measured.training.all_reduce  # what decides the all-reduce's speed, read back typed
+    assert comm.backend == "gloo" and comm.gradient_bytes == 4 * sum(p.numel() for p in registry.build("resnet18").parameters())
+    assert comm.stored() == m["communication"]
 
 
 @pytest.mark.slow

@@ -256,16 +256,15 @@ def power_note(r: Result, p: Parts, base: Against | None, facts: dict[str, Any])
 # ---- several GPUs -------------------------------------------------------------------------------
 
 def degraded_path(r: Result) -> str | None:
-    comm = r.measured.training.communication or {}
-    settings = comm.get("nccl_settings") or {}
-    off = [f"{k}={v}" for k, v in settings.items() if TRANSPORT_OFF.get(k) == str(v)]
+    comm = r.measured.training.all_reduce
+    off = [f"{k}={v}" for k, v in comm.nccl_settings.items() if TRANSPORT_OFF.get(k) == str(v)]
     if not off:
         return None
-    links = [n for n in comm.get("nvlinks_active") or [] if n]
+    links = [n for n in comm.nvlinks_active if n]
     fast = []
     if links:
         fast.append(f"NVLink is up ({min(links)} links per GPU)")
-    if comm.get("peer_access"):
+    if comm.peer_access:
         fast.append("the GPUs reach each other directly")
     over = "over sockets" if {"NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1"} <= set(off) else "on a slower path"
     return f"all-reduce {over}: {' and '.join(off)} {'is' if len(off) == 1 else 'are'} set" + (
@@ -274,8 +273,7 @@ def degraded_path(r: Result) -> str | None:
 
 def allreduce_seconds(r: Result, record: Result | None) -> float | None:
     """What the gradients' all-reduce should cost a step at the bandwidth `dlbench system` measured."""
-    comm = r.measured.training.communication or {}
-    nbytes, world = comm.get("gradient_bytes"), r.setup.gpus
+    nbytes, world = r.measured.training.all_reduce.gradient_bytes, r.setup.gpus
     busbw = record.measured.system.allreduce_busbw_gbs if record else None
     if not nbytes or not busbw or world < 2:
         return None
@@ -293,8 +291,8 @@ def communication_note(r: Result, record: Result | None) -> str | None:
     expected = allreduce_seconds(r, record)
     if expected is None or record is None:
         return None
-    comm = r.measured.training.communication or {}
-    return (f"all-reduce of {comm['gradient_bytes'] / 1e6:,.0f} MB of gradients a step should take "
+    nbytes = r.measured.training.all_reduce.gradient_bytes or 0
+    return (f"all-reduce of {nbytes / 1e6:,.0f} MB of gradients a step should take "
             f"{ms(expected * 1e3)} ms at the all-reduce bandwidth `dlbench system` measured "
             f"({sig(record.measured.system.allreduce_busbw_gbs)} GB/s)")
 
@@ -331,9 +329,9 @@ def differences(r: Result, other: Result) -> list[str]:
     for key in _VERSIONS:
         if r.system.get(key) != other.system.get(key):
             out.append(f"{key} {r.system.get(key)} against {other.system.get(key)}")
-    mine, theirs = ((m.training.communication or {}).get("nccl_settings") for m in measured)
+    mine, theirs = (m.training.all_reduce.nccl_settings for m in measured)
     if mine != theirs and (mine or theirs):
-        out.append(f"NCCL settings {mine or {}} against {theirs or {}}")
+        out.append(f"NCCL settings {mine} against {theirs}")
     if missing:
         out.append(f"not recorded in one of them (stored by an earlier dlbench): {', '.join(missing)}")
     return out

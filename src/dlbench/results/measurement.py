@@ -185,6 +185,26 @@ class Data(Group):
 
 
 @dataclass(frozen=True)
+class Communication:
+    """What decides how fast a multi-GPU step's all-reduce can be (workloads/distributed.py), stored
+    as one mapping under `communication`; a fact a record lacks reads as None (or empty)."""
+    gradient_bytes: int | None = None  # what each step reduces
+    nccl_settings: dict[str, str] = field(default_factory=dict)  # the NCCL_* environment
+    backend: str | None = None
+    nccl_version: str | None = None
+    peer_access: bool | None = None  # whether the GPUs reach each other directly
+    nvlinks_active: list[int | None] = field(default_factory=list)  # per GPU, as NVML reports them
+
+    @classmethod
+    def read(cls, stored: Mapping[str, Any] | None) -> "Communication":
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in (stored or {}).items() if k in known and v is not None})
+
+    def stored(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
 class Training(Group):
     """What only training reports: iterations, the extrapolated time, the step's communication."""
     iters_per_min: float | None = None
@@ -199,7 +219,11 @@ class Training(Group):
     patch: list[int] | None = None
     task: str | None = None
     optimizer: str | None = None
-    communication: dict[str, Any] | None = None
+    communication: dict[str, Any] | None = None  # as stored: read it through `all_reduce`
+
+    @property
+    def all_reduce(self) -> Communication:
+        return Communication.read(self.communication)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import contextlib
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
 import torch
@@ -23,6 +23,7 @@ import torch.distributed as dist
 from dlbench.measure.loop import Measured, Progress, run_steps, synchronize
 from dlbench.measure.profile import compact
 from dlbench.measure.timer import NullTimer
+from dlbench.results.measurement import Communication
 from dlbench.workloads import early
 
 
@@ -173,21 +174,30 @@ def rank_path(path: str, rank: int) -> str:
 
 
 
-def communication_facts(group: Group, model: torch.nn.Module) -> dict[str, Any]:
+def communication_facts(group: Group, model: torch.nn.Module) -> Communication | None:
     """What decides how fast the gradients' all-reduce can be, recorded with a multi-GPU result:
     the bytes each step reduces, the NCCL settings in the environment (NCCL_P2P_DISABLE and its
     kind change the transport), NCCL's version, whether the GPUs reach each other directly, and
-    their active NVLinks as NVML reports them. {} with one process."""
+    their active NVLinks as NVML reports them. None with one process."""
     if not group.distributed:
-        return {}
+        return None
     group.join()
-    facts: dict[str, Any] = {
-        "gradient_bytes": sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad),
-        "nccl_settings": {k: v[:200] for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
-        "backend": dist.get_backend(),
-    }
+    facts = Communication(
+        gradient_bytes=sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad),
+        nccl_settings={k: v[:200] for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
+        backend=dist.get_backend())
     if group.device.type != "cuda":
         return facts
+    from dlbench.measure import nvml
+
+    count = torch.cuda.device_count()
+    version = None
+    with contextlib.suppress(Exception):
+        version = ".".join(map(str, torch.cuda.nccl.version()))
+    found, _ = nvml.all_device_facts(list(range(count)))
+    return replace(
+        facts, nccl_version=version, nvlinks_active=[f.get("nvlinks_active") for f in found],
+        peer_access=all(torch.cuda.can_device_access_peer(a, b) for a in range(count) for b in range(count) if a != b))
     from dlbench.measure import nvml
 
     count = torch.cuda.device_count()

@@ -184,7 +184,8 @@ def run(spec, device: torch.device, progress: Progress):
     iterations = iteration_metrics(ranks, spec.opts.extrapolate_iters) if volume or entry.task in VOLUME_TASKS \
         else Training()
     training = dataclasses.replace(iterations, task=entry.task, optimizer=optimizer_name(spec, entry.task),
-                                   epochs=spec.opts.epochs, communication=communication or None)
+                                   epochs=spec.opts.epochs,
+                                   communication=communication.stored() if communication else None)
     own = Measurement(window=Window(warmup_steps=measured.warmup_steps, warmup_s=measured.warmup_s),
                       data=Data(input_shape=[spec.batch, *shape], batch_per_process=spec.batch), training=training)
     if volume:
