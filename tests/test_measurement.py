@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dlbench.figures import Odd
-from dlbench.results.measurement import Measurement, Phase, Stats, Throughput, Volume
+from dlbench.results.measurement import ClassTime, Measurement, Phase, Stats, Throughput, Volume
 from dlbench.results.record import Result, Setup, tamed
 from dlbench.results.store import Store
 
@@ -103,3 +103,16 @@ def test_a_stored_spec_reads_as_typed_settings_with_defaults_for_what_it_lacks()
     assert old.setup.optimize is None and old.optimize == "graphs"  # the run record says what ran
     assert make_result().optimize == "eager"
     assert tamed(make_result(spec={"batch": -3})).setup.batch is None
+
+
+def test_a_stored_profile_reads_as_typed_classes_and_a_failed_one_as_its_error():
+    stored = {"steps": 5, "step_s": 0.02, "adds_up": True, "coverage": 1.01, "device": "cuda",
+              "classes": {"idle": {"seconds": 0.004, "share": 0.2, "kernel_seconds": 0.0},
+                          "tensor_core": {"seconds": 0.016, "share": 0.8, "kernel_seconds": 0.016, "flop_s": 3e14}},
+              "top_kernels": [{"name": "k", "seconds": 0.01}], "unknown_key": 1}
+    profile = Measurement.read({"profile": stored}).profiled
+    assert profile.classes["tensor_core"] == ClassTime(seconds=0.016, share=0.8, kernel_seconds=0.016, flop_s=3e14)
+    assert (profile.share("idle"), profile.share("communication"), profile.steps, profile.adds_up) == (0.2, None, 5, True)
+    failed = Measurement.read({"profile": {"steps": 5, "error": "RuntimeError: CUPTI"}}).profiled
+    assert failed.classes is None and failed.error == "RuntimeError: CUPTI"
+    assert Measurement.read({}).profiled is None

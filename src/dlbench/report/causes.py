@@ -79,10 +79,11 @@ def parts(r: Result) -> Parts:
     share = data_share(r, m)
     data = None if share is None else share * step
     idle, source = None, ""
-    idle_class = ((profile.profile_in(m) or {}).get("classes") or {}).get("idle")
+    profiled = profile.profile_in(m)
+    idle_share = profiled.share("idle") if profiled else None
     monitor = m.monitor
-    if isinstance(idle_class, dict) and idle_class.get("share") is not None:
-        idle, source = float(idle_class["share"]) * step, "profile"
+    if idle_share is not None:
+        idle, source = idle_share * step, "profile"
     elif monitor.gpu_util_mean is not None and (monitor.readings or 0) >= MIN_UTIL_READINGS:
         idle, source = (1 - float(monitor.gpu_util_mean) / 100) * step, "NVML"
     nb = m.neighbours.gpu_neighbours_sm_share
@@ -340,9 +341,10 @@ def differences(r: Result, other: Result) -> list[str]:
 def nccl_profile_note(r: Result) -> str | None:
     """With --profile on several GPUs: the all-reduce kernels' time a step, and how much of it ran
     under compute (the profile's communication class counts only the exposed part)."""
-    comm = ((profile.profile_of(r) or {}).get("classes") or {}).get("communication")
-    if r.setup.gpus < 2 or not isinstance(comm, dict) or not comm.get("kernel_seconds"):
+    profiled = profile.profile_of(r)
+    comm = (profiled.classes or {}).get("communication") if profiled else None
+    if r.setup.gpus < 2 or comm is None or not comm.kernel_seconds:
         return None
-    total, exposed = float(comm["kernel_seconds"]), float(comm.get("seconds") or 0.0)
+    total, exposed = comm.kernel_seconds, comm.seconds
     return (f"profile: NCCL kernels ran {ms(total * 1e3)} ms a step, {percent(max(0.0, 1 - exposed / total))} of it "
-            f"under compute; {ms(exposed * 1e3)} ms exposed ({percent(comm.get('share') or 0.0)} of the step)")
+            f"under compute; {ms(exposed * 1e3)} ms exposed ({percent(comm.share)} of the step)")

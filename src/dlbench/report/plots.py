@@ -559,11 +559,10 @@ def profile_plots(results: list[Result]) -> list[Plot]:
     plt = _pyplot()
     labels = [_label(profile_label(r, runs, figure=True)) for r in runs]
     fig, ax = plt.subplots(figsize=(8, 0.9 + (_row_height(labels) + 0.05) * len(runs)))
-    present = [c for c in PROFILE_COLOURS if any(c in profile.profile_of(r)["classes"] for r in runs)]
+    present = [c for c in PROFILE_COLOURS if any(profile.profile_of(r).share(c) is not None for r in runs)]
     left = np.zeros(len(runs))
     for cls in present:
-        shares = np.array([100.0 * float(profile.profile_of(r)["classes"].get(cls, {}).get("share") or 0.0)
-                           for r in runs])
+        shares = np.array([100.0 * (profile.profile_of(r).share(cls) or 0.0) for r in runs])
         ax.barh(range(len(runs)), shares, left=left, color=PROFILE_COLOURS[cls], label=profile.CLASS_LABELS[cls])
         left += shares
     ax.set_yticks(range(len(runs)), labels)

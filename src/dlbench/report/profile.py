@@ -10,10 +10,9 @@ otherwise. `causes` turns the placement into the doctor's sentences with numbers
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from dlbench.figures import ms, percent, sig
-from dlbench.results.measurement import Measurement
+from dlbench.results.measurement import ClassTime, Measurement, ProfileSummary
 from dlbench.results.record import Result
 from dlbench.system.records import ceiling_name
 
@@ -43,14 +42,14 @@ class Placement:
     bound: str | None = None  # 'compute' or 'memory'
 
 
-def profile_of(r: Result) -> dict[str, Any] | None:
+def profile_of(r: Result) -> ProfileSummary | None:
     return profile_in(r.measured)
 
 
-def profile_in(m: Measurement) -> dict[str, Any] | None:
+def profile_in(m: Measurement) -> ProfileSummary | None:
     """The profile's summary where it has its classes (not where the profiled steps failed)."""
-    p = m.profile
-    return p if isinstance(p, dict) and isinstance(p.get("classes"), dict) else None
+    p = m.profiled
+    return p if p is not None and p.classes is not None else None
 
 
 def measured_ceiling(record: Result | None, name: str) -> float | None:
@@ -73,12 +72,11 @@ def memory_ceiling(cls: str, record: Result | None) -> tuple[float | None, str]:
     return (value * 1e9 if value else None), name
 
 
-def place(cls: str, entry: dict[str, Any], precision: str, record: Result | None) -> Placement:
+def place(cls: str, entry: ClassTime, precision: str, record: Result | None) -> Placement:
     """Where one class sits under the ceilings; fields stay None where a figure is missing."""
-    p = Placement(cls, float(entry.get("share") or 0.0), float(entry.get("seconds") or 0.0),
-                  entry.get("flop_s"), entry.get("bytes_s"))
-    if entry.get("flops") and entry.get("bytes"):
-        p.intensity = entry["flops"] / entry["bytes"]
+    p = Placement(cls, entry.share, entry.seconds, entry.flop_s, entry.bytes_s)
+    if entry.flops and entry.bytes:
+        p.intensity = entry.flops / entry.bytes
     if cls in COMPUTE:
         p.ceiling, p.ceiling_name = compute_ceiling(cls, precision, record)
         p.bound = "compute"
@@ -101,7 +99,7 @@ def placements(r: Result, record: Result | None) -> list[Placement]:
     if not profile:
         return []
     precision = r.setup.precision
-    out = [place(cls, entry, precision, record) for cls, entry in profile["classes"].items()]
+    out = [place(cls, entry, precision, record) for cls, entry in profile.classes.items()]
     return sorted(out, key=lambda p: -p.share)
 
 
@@ -183,14 +181,14 @@ def causes(r: Result, record: Result | None, idle_advice: bool = True) -> list[t
     profile = profile_of(r)
     if not profile:
         return []
-    step = float(profile.get("step_s") or 0.0)
+    step = profile.step_s or 0.0
     found = [p for p in placements(r, record) if p.share >= MIN_SHARE]
     found.sort(key=lambda p: (p.cls in COMPUTE, -p.share))
     out = []
     for p in found:
         head = f"{percent(p.share)} of the step ({ms(p.seconds * 1e3)} of {ms(step * 1e3)} ms)"
         rate = "" if p.cls in ("idle", "communication") else f" {_rate(p)}"
-        on_cpu = profile.get("device") == "cpu"
+        on_cpu = profile.device == "cpu"
         label = "outside operators (Python, dispatch)" if p.cls == "idle" and on_cpu else CLASS_LABELS.get(p.cls, p.cls)
         advice = f": {_advice(p, r, on_cpu)}" if idle_advice or p.cls != "idle" else ""
         out.append((f"profile: {label}", f"{head}{rate}{advice}"))
@@ -199,22 +197,19 @@ def causes(r: Result, record: Result | None, idle_advice: bool = True) -> list[t
 
 def profile_note(r: Result) -> str | None:
     """How long profiling took and whether the classes add up to the measured step (why not, if not)."""
-    m = r.measured
-    if failed := (m.profile or {}).get("error"):
-        return f"profile: the profiled steps failed ({failed}); the measured figures stand"
-    profile = profile_in(m)
-    if not profile:
+    profile = r.measured.profiled
+    if profile is not None and profile.error:
+        return f"profile: the profiled steps failed ({profile.error}); the measured figures stand"
+    if profile is None or profile.classes is None:
         return None
-    took = sig(profile.get("wall_s") or 0)
-    text = f"profile: {profile.get('steps')} extra steps after the measured ones took {took} s"
-    ranks = profile.get("ranks") or []
-    if len(ranks) > 1:  # a rank that idles much more than the others waits for them
-        idle = ", ".join(percent((rank or {}).get("shares", {}).get("idle", 0.0)) for rank in ranks)
+    text = f"profile: {profile.steps} extra steps after the measured ones took {sig(profile.wall_s or 0)} s"
+    if len(profile.ranks) > 1:  # a rank that idles much more than the others waits for them
+        idle = ", ".join(percent((rank or {}).get("shares", {}).get("idle", 0.0)) for rank in profile.ranks)
         text += f"; idle per rank {idle}"
-    cover = profile.get("coverage")
-    if profile.get("adds_up") and cover is not None:
+    cover = profile.coverage
+    if profile.adds_up and cover is not None:
         return f"{text}; the classes add up to {percent(cover)} of the measured step"
-    if profile.get("adds_up"):
+    if profile.adds_up:
         return text
     share = f" (the profiled step is {percent(cover)} of the measured one)" if cover else ""
-    return f"{text}; the classes do not add up to the measured step{share}: {profile.get('note')}"
+    return f"{text}; the classes do not add up to the measured step{share}: {profile.note}"

@@ -20,7 +20,7 @@ def tables(results: list[Result]) -> list[Table]:
     runs = [r for r in latest_ok(results) if profile.profile_of(r)]
     if not runs:
         return []
-    present = [c for c in profile.CLASS_LABELS if any(c in profile.profile_of(r)["classes"] for r in runs)]
+    present = [c for c in profile.CLASS_LABELS if any(profile.profile_of(r).share(c) is not None for r in runs)]
     header = ["Run", "System", "Step (ms)", "Adds up", *(profile.CLASS_LABELS[c] for c in present)]
     rows = [_row(r, runs, present) for r in runs]
     return [Table(TITLE, header, "llrl" + "r" * len(present), rows, notes=list(NOTES))]
@@ -28,8 +28,7 @@ def tables(results: list[Result]) -> list[Table]:
 
 def _row(r: Result, runs: list[Result], present: list[str]) -> list[object]:
     p = profile.profile_of(r)
-    cover = p.get("coverage")
-    adds_up = ("yes" if p.get("adds_up") else "no") + (f" ({percent(cover)})" if cover is not None else "")
-    shares = [p["classes"].get(c, {}).get("share") for c in present]
-    return [f"{r.workload} {profile_label(r, runs)}", r.system_label, ms(float(p.get("step_s") or 0.0) * 1e3), adds_up,
+    adds_up = ("yes" if p.adds_up else "no") + (f" ({percent(p.coverage)})" if p.coverage is not None else "")
+    shares = [p.share(c) for c in present]
+    return [f"{r.workload} {profile_label(r, runs)}", r.system_label, ms((p.step_s or 0.0) * 1e3), adds_up,
             *(None if s is None else percent(s) for s in shares)]

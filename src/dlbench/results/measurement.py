@@ -184,6 +184,59 @@ class Data(Group):
     warnings: list[str] | None = None  # what the data checks warned of before the run
 
 
+def _known(cls, stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of a stored mapping that are fields of the dataclass `cls`, Nones left out."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in stored.items() if k in names and v is not None}
+
+
+@dataclass(frozen=True)
+class ClassTime:
+    """One class of a profiled step's time (measure/kernels.py's CLASSES): seconds a step on the
+    device timeline and their share of the step, the time its kernels ran (overlapped ones too),
+    and its FLOPs or bytes a step with their rates where they are known."""
+    seconds: float = 0.0
+    share: float = 0.0
+    kernel_seconds: float = 0.0
+    flops: float | None = None
+    flop_s: float | None = None
+    bytes: float | None = None
+    bytes_s: float | None = None
+    bytes_coverage: float | None = None  # the share of the class's kernels whose bytes are known
+
+
+@dataclass(frozen=True)
+class ProfileSummary:
+    """`--profile`'s summary as measure/profile.py stores it under `profile`. `classes` is None where
+    the profiled steps failed (`error` says why)."""
+    classes: dict[str, ClassTime] | None = None
+    steps: int | None = None
+    step_s: float | None = None  # the profiled step the classes add up to
+    measured_step_s: float | None = None
+    device: str | None = None  # cuda or cpu
+    coverage: float | None = None  # the profiled step over the measured one
+    adds_up: bool = False  # within measure/profile.py's ADDS_UP of it
+    note: str = ""  # why not, where it does not
+    wall_s: float | None = None  # what profiling took
+    ranks: list[dict[str, Any]] = field(default_factory=list)  # each rank's step, coverage and shares
+    top_kernels: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+    @classmethod
+    def read(cls, stored: Any) -> "ProfileSummary | None":
+        if not isinstance(stored, Mapping):
+            return None
+        raw = stored.get("classes")
+        classes = {name: ClassTime(**_known(ClassTime, entry)) for name, entry in raw.items()
+                   if isinstance(entry, Mapping)} if isinstance(raw, Mapping) else None
+        return cls(**{**_known(cls, stored), "classes": classes})
+
+    def share(self, cls: str) -> float | None:
+        """The share of the step a class took; None where the profile has no such class."""
+        found = (self.classes or {}).get(cls)
+        return None if found is None else found.share
+
+
 @dataclass(frozen=True)
 class Communication:
     """What decides how fast a multi-GPU step's all-reduce can be (workloads/distributed.py), stored
@@ -197,8 +250,7 @@ class Communication:
 
     @classmethod
     def read(cls, stored: Mapping[str, Any] | None) -> "Communication":
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in (stored or {}).items() if k in known and v is not None})
+        return cls(**_known(cls, stored or {}))
 
     def stored(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
@@ -408,6 +460,11 @@ class Measurement:
     @property
     def device(self) -> str | None:
         return self.run.device
+
+    @property
+    def profiled(self) -> ProfileSummary | None:
+        """The profile's summary, typed (`profile` holds it as stored)."""
+        return ProfileSummary.read(self.profile)
 
     @property
     def step(self) -> Stats | None:
