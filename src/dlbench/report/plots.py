@@ -295,7 +295,7 @@ def _sweeps(results: list[Result], field: str) -> dict[tuple, list[tuple[float, 
             continue
         rest = {k: v for k, v in r.spec.items() if k != field}
         key = (found[1], r.system_label, benchmark_key(Result(spec=rest, system={})), r.tag or "")
-        lines[key][float(r.spec.get(field, 1) or 1)] = (found[0], r)
+        lines[key][float(getattr(r.setup, field) or 1)] = (found[0], r)
     drawn: dict[tuple, list[tuple[float, float, Result]]] = {}
     for key, own in lines.items():
         points, lowest = {}, min(own)
