@@ -458,3 +458,19 @@ def test_torchvision_releases_pair_with_torch_releases(torchvision, torch):
 
     assert vision.made_for(torchvision) == torch
     assert vision.matching_torchvision(f"{torch}.1+cpu") == f"torchvision=={torchvision.rsplit('.', 1)[0]}.*"
+
+
+def test_remove_takes_a_file_a_folder_tree_or_a_link_and_leaves_what_a_link_points_to(tmp_path):
+    from dlbench.paths import remove
+
+    (tmp_path / "tree" / "a").mkdir(parents=True)
+    (tmp_path / "tree" / "a" / "chunk").write_bytes(b"x")
+    (tmp_path / "file.h5").write_bytes(b"x")
+    (tmp_path / "link").symlink_to(tmp_path / "tree")
+    for name in ("link", "tree", "file.h5", "missing"):
+        remove(tmp_path / name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "kept")
+    remove(tmp_path / "link")
+    assert (tmp_path / "kept").is_dir()  # an output given as a link: the link goes, not the folder

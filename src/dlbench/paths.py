@@ -12,6 +12,7 @@ import contextlib
 import errno
 import os
 import resource
+import shutil
 import stat
 from pathlib import Path
 from typing import IO, Iterator
@@ -116,6 +117,15 @@ def write_failure(path: str | os.PathLike, error: OSError | str) -> str:
         return f"{path}: it would pass this process's file-size limit of {_kib(limit)} (ulimit -f)"
     reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
     return f"{path}: {reason}"
+
+
+def remove(path: Path) -> None:
+    """Remove the file or the folder tree at `path`, if there is one (a zarr or N5 volume is a folder,
+    an HDF5 one a file)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
 
 
 @contextlib.contextmanager

@@ -13,7 +13,6 @@ volume until the new one is whole.
 from __future__ import annotations
 
 import os
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
@@ -23,6 +22,7 @@ import numpy as np
 from dlbench.data.volumes import LABEL_KEY, RAW_KEY
 from dlbench.errors import UserError
 from dlbench.measure.memory import available_memory
+from dlbench.paths import remove
 from dlbench.units import parse_zyx
 
 FORMATS = ("hdf5", "zarr", "n5")
@@ -195,13 +195,6 @@ def partial_path(path: Path) -> Path:
     return path.with_name(path.name + ".partial")
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path)
-    elif path.exists():
-        path.unlink()
-
-
 def generate(path: Path, shape: tuple[int, ...], fmt: str | None = None, *, chunks: tuple[int, ...] | None = None,
              seed: int = 0, labels: bool = True, workers: int = 1, overwrite: bool = False,
              progress: Progress | None = None) -> Path:
@@ -211,16 +204,16 @@ def generate(path: Path, shape: tuple[int, ...], fmt: str | None = None, *, chun
     fmt, chunks = check(path, shape, fmt, chunks, overwrite)
     workers = slab_workers(shape, chunks, workers, available_memory())
     partial = partial_path(path)
-    _remove(partial)  # what a generation that died left
+    remove(partial)  # what a generation that died left
     try:
         _write(partial, fmt, shape, chunks, seed, labels, workers, progress)
     except BaseException:
-        _remove(partial)
+        remove(partial)
         raise
     # The old volume is still there with --overwrite only (`check`): a file is replaced at once,
     # a folder removed first.
     if path.is_dir() or partial.is_dir():
-        _remove(path)
+        remove(path)
     os.replace(partial, path)
     return path
 

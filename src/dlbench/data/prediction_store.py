@@ -17,14 +17,13 @@ import json
 import math
 import os
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
 
 from dlbench.data.volumes import Volume, split_path_key
 from dlbench.errors import UserError
-from dlbench.paths import check_folder_of, check_new_folder, overlap, too_large, write_failure
+from dlbench.paths import check_folder_of, check_new_folder, overlap, remove, too_large, write_failure
 
 OUTPUT_KEY = "prediction"
 DTYPES = ("uint8", "float16")
@@ -128,7 +127,7 @@ class PredictionStore:
         import tensorstore as ts
 
         if self.exists() and overwrite:
-            shutil.rmtree(self.path) if self.path.is_dir() else self.path.unlink()
+            remove(self.path)
         if self.exists() and resume:
             stored = self.settings() or {}
             changed = sorted(k for k in set(stored) | set(settings) if k not in HOW and stored.get(k) != settings.get(k))
