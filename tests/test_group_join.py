@@ -87,3 +87,23 @@ def test_early_makes_a_host_group_without_binding_it_to_the_gpu(monkeypatch):
     finally:
         early._made.clear()
     assert made == [("gloo", None), "barrier", ("nccl", torch.device("cuda", 0)), "barrier"]
+
+
+def test_a_gpu_ranks_all_reduce_facts(monkeypatch):
+    """The facts a multi-GPU training result records, on the GPU path (the CPU path runs for real in
+    test_two_processes_store_one_merged_result): the machine's answers stubbed, the record typed."""
+    from dlbench.measure import nvml
+
+    calls = []
+    _ranks(monkeypatch, calls)
+    monkeypatch.setenv("NCCL_P2P_DISABLE", "1")
+    monkeypatch.setattr(dist, "get_backend", lambda: "nccl")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 27, 3))
+    monkeypatch.setattr(torch.cuda, "can_device_access_peer", lambda a, b: True)
+    monkeypatch.setattr(nvml, "all_device_facts", lambda indices: ([{"nvlinks_active": 18} for _ in indices], None))
+    group = distributed.Group(1, 2, torch.device("cuda", 1), join=lambda: None)
+    facts = distributed.communication_facts(group, torch.nn.Linear(10, 3))
+    assert facts.stored() == {"gradient_bytes": 4 * 33, "nccl_settings": {"NCCL_P2P_DISABLE": "1"}, "backend": "nccl",
+                              "nccl_version": "2.27.3", "peer_access": True, "nvlinks_active": [18, 18]}
+    assert distributed.communication_facts(distributed.Group(0, 1, torch.device("cpu")), torch.nn.Linear(1, 1)) is None

@@ -173,7 +173,6 @@ def rank_path(path: str, rank: int) -> str:
     return f"{stem}.rank{rank}.{suffix}" if dot and "/" not in suffix else f"{path}.rank{rank}"
 
 
-
 def communication_facts(group: Group, model: torch.nn.Module) -> Communication | None:
     """What decides how fast the gradients' all-reduce can be, recorded with a multi-GPU result:
     the bytes each step reduces, the NCCL settings in the environment (NCCL_P2P_DISABLE and its
@@ -198,13 +197,3 @@ def communication_facts(group: Group, model: torch.nn.Module) -> Communication |
     return replace(
         facts, nccl_version=version, nvlinks_active=[f.get("nvlinks_active") for f in found],
         peer_access=all(torch.cuda.can_device_access_peer(a, b) for a in range(count) for b in range(count) if a != b))
-    from dlbench.measure import nvml
-
-    count = torch.cuda.device_count()
-    with contextlib.suppress(Exception):
-        facts["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
-    facts["peer_access"] = all(torch.cuda.can_device_access_peer(a, b)
-                               for a in range(count) for b in range(count) if a != b)
-    found, _ = nvml.all_device_facts(list(range(count)))
-    facts["nvlinks_active"] = [f.get("nvlinks_active") for f in found]
-    return facts
