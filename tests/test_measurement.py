@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dlbench.figures import Odd
-from dlbench.results.measurement import ClassTime, Measurement, Phase, Stats, Throughput, Volume
+from dlbench.results.measurement import ClassTime, GpuNeighbour, Measurement, Phase, Stats, Throughput, Volume
 from dlbench.results.record import Result, Setup, tamed
 from dlbench.results.store import Store
 
@@ -116,3 +116,11 @@ def test_a_stored_profile_reads_as_typed_classes_and_a_failed_one_as_its_error()
     failed = Measurement.read({"profile": {"steps": 5, "error": "RuntimeError: CUPTI"}}).profiled
     assert failed.classes is None and failed.error == "RuntimeError: CUPTI"
     assert Measurement.read({}).profiled is None
+
+
+def test_the_gpus_other_processes_read_typed_without_the_runs_launcher():
+    stored = {"gpu_neighbours": [{"pid": 9, "sm_share": 0.6, "memory_gb": 2.0, "command": "python3 x.py"},
+                                 {"pid": 5, "sm_share": 0.0, "launcher": True, "command": "dlbench suite quick"},
+                                 {"sm_share": 0.1}]}  # no pid: not a process dlbench can name
+    assert Measurement.read(stored).neighbours.strangers == [GpuNeighbour(9, 0.6, 2.0, "python3 x.py")]
+    assert Measurement.read({}).neighbours.strangers == []

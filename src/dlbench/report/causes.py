@@ -203,9 +203,9 @@ def host_gaps(r: Result, seconds: float, p: Parts, base: Against | None) -> Caus
 
 
 def neighbour_cause(r: Result, seconds: float) -> Cause:
-    found = [n for n in r.measured.neighbours.gpu_neighbours or [] if not n.get("launcher")]
-    named = "; ".join(f"PID {n['pid']} `{n.get('command') or '?'}` used {percent(n['sm_share'])} of the SM time"
-                      + (f" and held {n['memory_gb']:.1f} GB" if n.get("memory_gb") else "")
+    found = r.measured.neighbours.strangers
+    named = "; ".join(f"PID {n.pid} `{n.command or '?'}` used {percent(n.sm_share)} of the SM time"
+                      + (f" and held {n.memory_gb:.1f} GB" if n.memory_gb else "")
                       for n in found[:3])
     who = "another process" if len(found) == 1 else f"{len(found)} other processes"
     return Cause("another process on the GPU", f"{who} computed on this GPU during the window: {named}", seconds)

@@ -118,6 +118,16 @@ class Monitor(Group):
 
 
 @dataclass(frozen=True)
+class GpuNeighbour:
+    """Another process that computed on the GPU during the window (measure/monitor.py)."""
+    pid: int
+    sm_share: float = 0.0  # its share of the window's SM time
+    memory_gb: float | None = None
+    command: str | None = None
+    launcher: bool = False  # the process that started this run: it holds memory, and is no neighbour
+
+
+@dataclass(frozen=True)
 class Neighbours(Group):
     """What else used the GPU and the CPU while the benchmark ran (measure/monitor.py, measure/host.py)."""
     gpu_sm_instants: int | None = None
@@ -135,6 +145,14 @@ class Neighbours(Group):
     launcher_processes: int | None = None  # the process(es) that started the run, holding GPU memory
     launcher_memory_gb: float | None = None
     launcher_commands: list[str] | None = None
+
+    @property
+    def strangers(self) -> list[GpuNeighbour]:
+        """The other processes that computed on the GPU, the largest share first; the run's launcher
+        is not among them."""
+        found = [GpuNeighbour(**_known(GpuNeighbour, n)) for n in self.gpu_neighbours or []
+                 if isinstance(n, Mapping) and "pid" in n]
+        return [n for n in found if not n.launcher]
 
 
 @dataclass(frozen=True)
