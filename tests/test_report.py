@@ -30,6 +30,20 @@ def test_seed_004_layout_sorted_by_total_with_cpu_and_oom_rows():
     assert lines[8] == "|GTX 1080|5.1.10|OOM|OOM|OOM|OOM|"
 
 
+def test_a_host_bound_row_is_marked_and_says_how_long_the_gpu_waited():
+    """A GPU busy 63% of the window: the forward and backward times are mostly the host's launching
+    (ResNet-50 at batch 16 on a slow host). A busy GPU, or too few monitor readings, leave no mark."""
+    times = {"forward_ms": 20.15, "backward_ms": 16.83, "total_ms": 36.98}
+    slow = make_result(metrics={**times, "gpu_util_mean": 63.0, "monitor_readings": 12}, samples={"step": [0.037] * 20})
+    lines = _section(render_markdown([slow]), "ResNet-50")
+    assert "|NVIDIA H200|9.1.0|20.15|16.83|36.98 (host-bound)|36.98|" in lines
+    assert "(host-bound), NVIDIA H200: the GPU waited for the host 37% of each step (by NVML's busy share)" in "\n".join(lines)
+    assert "|(host-bound)|The GPU waited for the host" in render_markdown([slow])  # the legend explains the mark
+    for metrics in ({"gpu_util_mean": 97.0, "monitor_readings": 12}, {"gpu_util_mean": 63.0, "monitor_readings": 3}):
+        busy = make_result(metrics={**times, **metrics}, samples={"step": [0.037] * 20})
+        assert "host-bound" not in render_markdown([busy])
+
+
 def test_latest_result_per_system_and_precision_rows_apart():
     old = make_result(started="2026-01-01T00:00:00+00:00", metrics={"forward_ms": 33.0, "backward_ms": 66.0})
     new = make_result(started="2026-02-01T00:00:00+00:00", metrics={"total_ms": 15.0})

@@ -96,6 +96,15 @@ def parts(r: Result) -> Parts:
     return Parts(step, data, idle, neighbours, monitor.sm_clock_mean_mhz, source)
 
 
+def host_bound(r: Result) -> Parts | None:
+    """The run's parts where its GPU waited for the host, apart from data, for LAUNCH_BOUND_IDLE of
+    the step or more: its step times are then the host's launching, not the GPU's work."""
+    if not r.device.startswith("cuda"):
+        return None
+    p = parts(r)
+    return p if p.idle is not None and p.step and p.idle >= LAUNCH_BOUND_IDLE * p.step else None
+
+
 def _label(r: Result) -> str:
     return f"run {r.id[:8]} ({r.started[:16].replace('T', ' ')})"
 

@@ -15,8 +15,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from dlbench.report import rows as rowinfo
+from dlbench.report.causes import host_bound
 from dlbench.report.tables import Table, model_title
-from dlbench.figures import DASH, add, ms
+from dlbench.figures import DASH, add, ms, percent
 from dlbench.results.measurement import Measurement
 from dlbench.results.record import Result
 from dlbench.results.titles import TITLES
@@ -25,6 +26,7 @@ SOURCE = "GPU in the Cloud (cnn-benchmarks)"  # the publication, as the Source c
 HEADER = ["GPU", "cuDNN", "Forward (ms)", "Backward (ms)", "Total (ms)", "Median step (ms)"]
 NOTE = ("Forward, Backward: medians over the measured steps; Total = Forward + Backward; "
         "Median step: the median of the per-step forward + backward times.")
+HOST_BOUND = " (host-bound)"
 
 
 def _row_key(r: Result) -> tuple:
@@ -58,10 +60,16 @@ class _Entry:
 
 def _table(model: str, shape: tuple, by_system: dict[tuple, Result], published: bool, by_input: bool) -> Table:
     entries = []
+    host_notes = []
     for (label, cudnn, tag), r in by_system.items():
         cells = _cells(r)
-        entries.append(_Entry(_order(r.status != "ok", cells[2]), [label, cudnn, *cells], tag))
-    notes = [f"(input {' x '.join(map(str, shape))})", NOTE]
+        order = _order(r.status != "ok", cells[2])
+        waited = host_bound(r) if r.status == "ok" else None
+        if waited is not None:
+            cells[2] += HOST_BOUND
+            host_notes.append(_host_note(label, waited.idle / waited.step, waited.idle_from))
+        entries.append(_Entry(order, [label, cudnn, *cells], tag))
+    notes = [f"(input {' x '.join(map(str, shape))})", NOTE, *host_notes]
     found = _published(model, shape) if published else []
     if found:
         entries += found
@@ -86,6 +94,12 @@ def _table(model: str, shape: tuple, by_system: dict[tuple, Result], published: 
              "publication's measure of speed per model; fastest first.")
     # Two tables of one model (two inputs) would share the publication's heading: the input tells them apart.
     return Table(f"{title} ({notes[0][1:-1]})" if by_input else title, header, align, body, notes=[about, *notes])
+
+
+def _host_note(label: str, share: float, source: str) -> str:
+    how = "by the profile" if source == "profile" else "by NVML's busy share"
+    return (f"(host-bound), {label}: the GPU waited for the host {percent(share)} of each step ({how}), so these "
+            "times are the host's launching of the operators more than the GPU's work; `dlbench doctor` says more.")
 
 
 def _without(header: list[str], align: str, body: list[list[object]], column: str):

@@ -24,6 +24,9 @@ ENTRIES: tuple[tuple[str, str | None, str], ...] = (
                                            "column's size (more iterations, a larger volume), from what the bracket says."),
     ("(data-bound)", r"\(data-bound\)", "The run waited for its data loader for much of each batch: its times are the "
                                         "loader's stalls, not the model's; the note under the table gives the share."),
+    ("(host-bound)", r"\(host-bound\)", "The GPU waited for the host to launch work for much of each step: the "
+                                        "times are the host's (Python, the framework's dispatch) more than the "
+                                        "GPU's; the note under the table gives the share."),
     ("(clamped)", r"\(clamped\)", "Other Time came out a few microseconds below zero (device and host clocks overlap) "
                                   "and is shown as 0."),
     ("(medians)", r"\(medians\)", "A record from before per-phase means were stored: Total is the sum of phase "
