@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from dlbench.figures import Odd
-from dlbench.results.measurement import ClassTime, GpuNeighbour, Measurement, Phase, Stats, Throughput, Volume
+from dlbench.results.measurement import (ClassTime, Communication, GpuNeighbour, Measurement, Phase, Stats, Throughput,
+                                        Volume)
 from dlbench.results.record import Result, Setup, tamed
 from dlbench.results.store import Store
 
@@ -124,3 +125,9 @@ def test_the_gpus_other_processes_read_typed_without_the_runs_launcher():
                                  {"sm_share": 0.1}]}  # no pid: not a process dlbench can name
     assert Measurement.read(stored).neighbours.strangers == [GpuNeighbour(9, 0.6, 2.0, "python3 x.py")]
     assert Measurement.read({}).neighbours.strangers == []
+
+
+def test_all_reduce_facts_are_stored_as_before_a_fact_not_known_left_out():
+    cpu = {"gradient_bytes": 400, "nccl_settings": {}, "backend": "gloo"}  # what a CPU run has always stored
+    assert Communication.read(cpu).stored() == cpu
+    assert Communication.read(None).nvlinks_active is None and Communication.read(None).nccl_settings == {}

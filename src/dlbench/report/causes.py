@@ -270,7 +270,7 @@ def degraded_path(r: Result) -> str | None:
     off = [f"{k}={v}" for k, v in comm.nccl_settings.items() if TRANSPORT_OFF.get(k) == str(v)]
     if not off:
         return None
-    links = [n for n in comm.nvlinks_active if n]
+    links = [n for n in comm.nvlinks_active or [] if n]
     fast = []
     if links:
         fast.append(f"NVLink is up ({min(links)} links per GPU)")

@@ -264,7 +264,7 @@ class Communication:
     backend: str | None = None
     nccl_version: str | None = None
     peer_access: bool | None = None  # whether the GPUs reach each other directly
-    nvlinks_active: list[int | None] = field(default_factory=list)  # per GPU, as NVML reports them
+    nvlinks_active: list[int | None] | None = None  # per GPU, as NVML reports them (on GPUs only)
 
     @classmethod
     def read(cls, stored: Mapping[str, Any] | None) -> "Communication":
