@@ -113,7 +113,7 @@ class Result:
     def optimize(self) -> str:
         """The optimisation level the run ran at: its spec's, else its run record's (records stored
         before the spec held it), else eager."""
-        return self.setup.optimize or self.measured.run.optimize or "eager"
+        return self.setup.optimize or Run.read(self.metrics).optimize or "eager"
 
     # Derived labels used by the store's index columns and by reports.
     @property
