@@ -101,7 +101,12 @@ def test_no_reference_and_cpu_results_are_said_plainly():
     assert "verdict: not judged" in render([d])  # nothing to compare it with: no verdict
     again = make_result(spec=r.spec, system=r.system, metrics=r.metrics, samples={"step": [3.2, 3.21]})
     judged = {x.result.id: x for x in diagnose([r, again])}
-    assert "verdict: as expected" in render([judged[again.id]])  # as fast as the earlier run here
+    # one earlier run: how far a fresh process moves is not known, so nothing is judged
+    assert "verdict: not judged" in render([judged[again.id]])
+    assert "between-run noise unknown" in render([judged[again.id]])
+    third = make_result(spec=r.spec, system=r.system, metrics=r.metrics, samples={"step": [3.21, 3.22]})
+    judged = {x.result.id: x for x in diagnose([r, again, third])}
+    assert "verdict: within this machine's run-to-run spread" in render([judged[third.id]])
 
 
 def test_shipped_references_cover_the_seeds():

@@ -39,40 +39,47 @@ def by_tag(diagnoses):
 # ---- stored records --------------------------------------------------------------------------
 
 def test_a_gpu_neighbour_is_the_first_cause_and_a_power_cap_with_full_clocks_only_a_note():
-    clean = run_record(0.021, "clean", throttle_reasons=["sw_power_cap"], throttled_share=0.9)
+    clean = [run_record(step, "clean", throttle_reasons=["sw_power_cap"], throttled_share=0.9)
+             for step in (0.0209, 0.021, 0.0211)]
     neighbour = run_record(0.036, "neighbour", gpu_util_mean=100.0, sm_clock_mean_mhz=1975.0,
                            gpu_neighbours_sm_share=0.68, throttle_reasons=["sw_power_cap"], throttled_share=1.0,
                            gpu_neighbours=[{"pid": 952, "sm_share": 0.68, "memory_gb": 0.9,
                                             "command": "python3 neighbour.py gpu 0"}])
-    found = by_tag(diagnose([clean, neighbour], refs=[]))
+    found = by_tag(diagnose([*clean, neighbour], refs=[]))
     d = found["neighbour"]
+    # three clean runs measure the between-run spread; the median one is the comparison
     assert d.history.slower and d.history.ratio == pytest.approx(0.021 / 0.036, rel=0.02)
+    assert d.history.other.id == clean[1].id and d.history.spread.n == 3
+    assert "slower than this machine's run-to-run spread (3 runs, 3,033–3,062 img/s" in render([d])
     assert d.causes[0].name == "another process on the GPU" and d.causes[0].explains == 1.0
     assert "PID 952 `python3 neighbour.py gpu 0` used 68% of the SM time and held 0.9 GB" in d.causes[0].evidence
     assert "throttled" not in [c.name for c in d.causes]
     assert any("sw_power_cap flagged" in h and "costs no measurable time" in h for h in d.hints)
-    # the clean run is the older one; it differs from the newest beyond noise, so it is judged too
-    assert found["clean"].causes == [] and "verdict: as expected" in render([found["clean"]])
+    # an older clean run lies within the others' spread (the neighbour's run among them): not judged
+    assert "clean" not in found
+    [again] = diagnose([*clean, neighbour], refs=[], chosen=[clean[0]])
+    assert again.causes == [] and "within this machine's run-to-run spread" in render([again])
 
 
 def test_a_degraded_nccl_path_and_poor_scaling_against_one_gpu():
     one = run_record(0.021, "one")
     settings = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
     comm = {"gradient_bytes": 102_000_000, "nvlinks_active": [18, 18], "peer_access": True}
-    clean = run_record(0.030, "two", spec={"gpus": 2}, gpu_util_mean=65.0,
-                       communication={**comm, "nccl_settings": {}})
+    clean, _ = (run_record(step, "two", spec={"gpus": 2}, gpu_util_mean=65.0,
+                           communication={**comm, "nccl_settings": {}}) for step in (0.030, 0.0301))
     sockets = run_record(0.043, "sockets", spec={"gpus": 2}, gpu_util_mean=95.0,
                          communication={**comm, "nccl_settings": settings})
     system = make_result(spec={"workload": "system", "model": "", "device": "cuda:0"}, system=H200,
                          metrics={"device": "cuda:0", "allreduce_busbw_gbs": 294.0, "ceilings": {}})
-    found = by_tag(diagnose([one, clean, sockets, system], refs=[]))
+    found = by_tag(diagnose([one, clean, _, sockets, system], refs=[]))
     d = found["sockets"]
     assert d.history.other.tag == "two" and d.history.slower
     assert d.causes[0].name == "degraded all-reduce path"
     assert ("all-reduce over sockets: NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 are set; NVLink is up (18 links "
             "per GPU), the GPUs reach each other directly") in d.causes[0].evidence
-    # the clean two-GPU run: efficiency 0.70 against one GPU, the host gaps that grew named
-    d = found["two"]
+    # a clean two-GPU run (within the others' spread, so judged when asked): efficiency 0.70 against
+    # one GPU, the host gaps that grew named
+    [d] = diagnose([one, clean, _, sockets, system], refs=[], chosen=[clean])
     assert d.one_gpu.kind == "one GPU" and d.one_gpu.ratio == pytest.approx(0.70, abs=0.01)
     assert "verdict: scales poorly" in render([d])
     assert d.causes[0].name == "host overhead of several processes"
@@ -104,19 +111,20 @@ def test_records_of_earlier_versions_say_what_they_lack():
 
 
 def test_json_named_runs_and_bad_selectors_on_the_command_line(db):
-    clean = run_record(0.021, "clean")
+    clean, second = run_record(0.021, "clean"), run_record(0.0211, "second")
     slow = run_record(0.036, "slow", gpu_neighbours_sm_share=0.68,
                       gpu_neighbours=[{"pid": 7, "sm_share": 0.68, "command": "x"}])
     with Store(db) as store:
-        store.add_many([clean, slow])
+        store.add_many([clean, second, slow])
     proc = cli("doctor", "--db", db, "--format", "json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["format"] == "dlbench-doctor"
     [entry] = [e for e in data["diagnoses"] if e["tag"] == "slow"]
     assert entry["result"] == slow.id and entry["verdict"] == "slower than this machine's own runs"
-    assert entry["comparison"]["kind"] == "history" and entry["comparison"]["run"] == clean.id
-    assert entry["comparison"]["high"] < 1 and entry["comparison"]["beyond_noise"]
+    assert entry["comparison"]["kind"] == "history" and entry["comparison"]["run"] == second.id
+    assert entry["comparison"]["beyond_noise"] and entry["comparison"]["between_runs"]["runs"] == 2
+    assert entry["comparison"]["between_runs"]["place"] == -1
     assert entry["causes"][0]["name"] == "another process on the GPU"
     assert entry["causes"][0]["share_of_step"] == pytest.approx(0.68, abs=0.01)
     proc = cli("doctor", "--db", db, "clean")  # a tag: that run alone

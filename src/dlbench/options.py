@@ -36,6 +36,7 @@ MAX_STEPS = 10**7
 MAX_SECONDS = 7 * 86400.0  # warm-up and measurement
 MAX_TIMEOUT_S = 30 * 86400.0
 MAX_GPUS = 1024
+MAX_REPEAT = 100  # fresh processes of one benchmark (--repeat, a suite entry's repeat)
 MAX_SEED = 2**32 - 1  # workloads derive seeds from it (seed * 1000 + rank) that must stay within 64 bits
 
 

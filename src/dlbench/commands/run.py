@@ -13,9 +13,9 @@ from typing import Any, Callable, Iterator, Sequence
 from dlbench import scratch, workloads
 from dlbench.commands.results import output_file
 from dlbench.errors import UserError
-from dlbench.launch import batchsize, interrupts
+from dlbench.launch import batchsize, interrupts, repeats
 from dlbench.launch.view import Heartbeat, Terminal
-from dlbench.options import MAX_BATCH, Options, option
+from dlbench.options import MAX_BATCH, MAX_SECONDS, Options, option
 from dlbench.results.measurement import Run
 from dlbench.results.record import FAILED, Result
 from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, one_store
@@ -33,6 +33,13 @@ class RunExtras(Options):
     retune: bool = option(False, "Measure what --batch auto (and volume's --block auto, --precision auto) chose "
                                  "again, although an earlier run on this machine tuned it for the same work, and "
                                  "keep the new choice.")
+    repeat: str | None = option(None, "Run the benchmark this many times, each in a fresh process, and store "
+                                      "every run as one set: its figure is the median run, with the spread "
+                                      "between runs and its CV (what `compare` and `doctor` judge against). "
+                                      "'auto' adds runs until the mean's 95% interval is within ±2% (3 to 20 "
+                                      "runs) or --repeat-budget ends.", parse=repeats.check)
+    repeat_budget: float = option(600.0, "With --repeat auto: no new run starts after this many seconds.",
+                                  unit="s", low=1, high=MAX_SECONDS)
     results_file: str | None = option(None, "Also write the result to this .json file (an object; a list for a "
                                             "list of batches or a sweep) or .jsonl file (one object per line): "
                                             "throughput, step time percentiles, batch, shape, precision, "
@@ -47,7 +54,10 @@ def run_command(workload: workloads.Workload, values: dict[str, Any], *, view: T
     spec, plan, sweep = _plan(workload, dict(values), extras.max_batch)
     check_writable(extras.db)  # the store, the results file and the spec are checked before anything runs
     results_file = _results_path(extras)
-    with _head_start(plan) as ranks:
+    if extras.repeat is not None and plan == "auto":
+        raise UserError("--repeat runs one batch again and again: find it with --batch auto first, then give "
+                        "--batch N --repeat")
+    with _head_start(plan, extras.repeat is None) as ranks:
         preflight(spec, view, () if sweep or plan == "auto" else [one.batch for one in plan])
         check_store_apart(spec, extras.db)
         scratch.clean_stale()  # what killed runs left behind
@@ -55,12 +65,13 @@ def run_command(workload: workloads.Workload, values: dict[str, Any], *, view: T
 
 
 @contextlib.contextmanager
-def _head_start(plan: str | list[BenchmarkSpec]) -> Iterator[Any]:
+def _head_start(plan: str | list[BenchmarkSpec], here: bool = True) -> Iterator[Any]:
     """What the first run of `plan` starts before the checks above it take their seconds (importing
     torch, reading the input): on several GPUs its ranks (launch/torchrun.py `started`: this process
     imports no torch before), else CUDA on this process's GPU (workloads/early.py). A check that
-    fails stops them, and nothing ran. Yields the started ranks, or None."""
-    first = None if plan == "auto" else plan[0]
+    fails stops them, and nothing ran. Yields the started ranks, or None. `here`: the first run is
+    in this process (not with --repeat, whose runs are each a fresh one)."""
+    first = None if plan == "auto" or not here else plan[0]
     if first is not None and first.gpus > 1:
         from dlbench.launch import torchrun
 
@@ -86,13 +97,39 @@ def _run_plan(spec: BenchmarkSpec, plan: str | list[BenchmarkSpec], sweep: bool,
             return 1 if result.status in FAILED else 0
         statuses = []
         for one in plan:
-            result = _run(one, store, extras, view, ranks=ranks if one is plan[0] else None)
-            done.append(result)
-            write(result)
-            statuses.append(result.status)
-            if result.status == "oom" and sweep:
+            if extras.repeat is not None:
+                results = _repeated(one, store, extras, view)
+            else:
+                results = [_run(one, store, extras, view, ranks=ranks if one is plan[0] else None)]
+            done.extend(results)
+            for result in results:
+                write(result)
+            statuses.append(_set_status(results))
+            if statuses[-1] == "oom" and sweep:
                 break  # larger batches cannot fit either
     return 1 if _failed(statuses, sweep) else 0
+
+
+def _set_status(results: list[Result]) -> str:
+    """A set's status: ok where a run measured, else its first failure (none ran: interrupted)."""
+    statuses = [r.status for r in results]
+    return "ok" if "ok" in statuses else next(iter(statuses), "interrupted")
+
+
+def _repeated(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal) -> list[Result]:
+    """The runs of --repeat, each in a fresh process, then the set's figure on stdout."""
+    from dlbench.launch.execute import describe
+    from dlbench.results.spread import Spread
+    from dlbench.system.info import launcher_fingerprint
+
+    asked = repeats.parse(extras.repeat or "1")
+    view.message(repeats.announce(spec, asked, extras.repeat_budget))
+    results = repeats.run_repeats(spec, asked, extras.repeat_budget, store, launcher_fingerprint(), tag=extras.tag,
+                                  console=view.err, describe=describe)
+    ok = [r for r in results if r.status == "ok"]
+    if ok:
+        view.text(f"{spec.label()}: {Spread.of(ok).text()}")
+    return results
 
 
 def _failed(statuses: list[str], sweep: bool) -> bool:

@@ -9,7 +9,9 @@ the second stops at once. Either way the store holds only whole records.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -22,6 +24,7 @@ from dlbench.launch.interrupts import OWNER, Interrupts, pending
 from dlbench.launch.interrupts import kept as interrupts_kept
 from dlbench.launch.speed import machine
 from dlbench.launch.view import SuiteView
+from dlbench.results.measurement import Run
 from dlbench.results.record import Result, now
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
@@ -41,6 +44,7 @@ class Plan:
     done: list[BenchmarkSpec]  # already ok in this run: skipped
     estimates: list[Estimate]  # one per spec in `todo`
     resumed: bool = False
+    repeat: int | str | None = None  # `dlbench run --repeat`: the runs asked for ('auto'), where not the suite's
 
 
 @dataclass
@@ -72,9 +76,14 @@ def make_plan(suite: Suite, store: Store | None, host: str | None, *, resume: bo
         run = latest_run([r for r in earlier if r.suite == suite.name], host)
     resumed = resume and run is not None
     run = run or new_run_id()
-    ok = {spec_key(r.spec) for r in earlier if r.run == run and r.status == "ok" and r.system.get("host") == host}
-    todo = [s for s in suite.specs if not resumed or spec_key(s) not in ok]
-    done = [s for s in suite.specs if resumed and spec_key(s) in ok]
+    ok = Counter(spec_key(r.spec) for r in earlier if r.run == run and r.status == "ok" and r.system.get("host") == host)
+    todo: list[BenchmarkSpec] = []
+    done: list[BenchmarkSpec] = []
+    for spec in suite.specs:  # an entry with `repeat: N` is N runs, each in a fresh process
+        runs = suite.runs(spec)
+        finished = min(ok[spec_key(spec)], runs) if resumed else 0
+        done += [spec] * finished
+        todo += [spec] * (runs - finished)
     times = history(earlier, host)
     if measure:
         return Plan(suite, run, todo, done, [estimate(s, times, machine) for s in todo], resumed)
@@ -105,27 +114,31 @@ def _check_resumable(run: str, suite: Suite, earlier: list[Result]) -> None:
 
 
 def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, default_timeout: float,
-              console: Console, describe: Callable[[Result], str], again: str | None = None) -> Outcome:
+              console: Console, describe: Callable[[Result], str], again: str | None = None,
+              enough: Callable[[list[Result]], bool] | None = None) -> Outcome:
     """Run the plan's specs one after another, each isolated. The first signal stops the running
     child, which is stored as interrupted, and ends the loop; a second stops the command at once
     (launch/interrupts.py), storing the running benchmark as interrupted. `again`: the command that
-    resumes, for the line a stop ends with."""
+    resumes, for the line a stop ends with. `enough`: asked before each run whether the results so
+    far suffice (`--repeat auto`), which ends the plan early."""
     from dlbench.launch import isolated
 
     outcome = Outcome()
-    job = isolated.Job(plan.suite.name, plan.run, tag)
+    # the runs of `dlbench run --repeat` belong to no suite: their set is their tie
+    job = isolated.Job(None, None, tag) if plan.repeat is not None else isolated.Job(plan.suite.name, plan.run, tag)
     known = here(store.results(workload=SYSTEM_WORKLOAD), system)  # the workers' ceilings for FLOP utilisation
     again = again or f"dlbench suite {plan.suite.name}"
     with Interrupts() as interrupts, SuiteView(console, plan.suite.name, plan.estimates) as view, \
             interrupts_kept(lambda: _kept(plan, outcome, store.path, again)):
         for index, spec in enumerate(plan.todo):
-            if interrupts.count:
+            if interrupts.count or (enough is not None and enough(outcome.results)):
                 break
-            timeout = spec.timeout or default_timeout
+            timeout = spec.timeout or default_timeout or None  # 0: no limit
             view.start(index, spec, timeout)
             with pending(partial(_store_interrupted, store.path, spec, system, job, outcome)) as settle:
                 result = isolated.run(spec, system, job, timeout=timeout, interrupts=interrupts, tick=view.tick,
                                       ceilings=known)
+                result.add(_repeat_of(plan, index))
                 ceiling = carried_ceiling(result)
                 if ceiling is not None:  # measured once, by the first run that needed it; later ones reuse it
                     store.add(ceiling)
@@ -138,11 +151,29 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
     return outcome
 
 
+def repeat_set(run: str, spec: BenchmarkSpec) -> str:
+    """The id shared by the runs of one repeated spec in one suite run (resumes included)."""
+    return f"{run}:{hashlib.sha1(spec_key(spec).encode()).hexdigest()[:8]}"
+
+
+def _repeat_of(plan: Plan, index: int) -> Run:
+    """Where the plan's run `index` stands in its repeat set: nothing for a spec that runs once."""
+    spec = plan.todo[index]
+    asked = plan.repeat or plan.suite.runs(spec)
+    if asked == 1:
+        return Run()
+    key = spec_key(spec)
+    before = sum(spec_key(s) == key for s in (*plan.done, *plan.todo[:index]))
+    return Run(repeat_set=repeat_set(plan.run, spec), repeat_index=before + 1, repeat_of=asked)
+
+
 def _kept(plan: Plan, outcome: Outcome, path: Path, again: str) -> str:
     """What a stop says: how many results the store kept, and how to run the rest."""
     finished = [r for r in outcome.results if r.status != "interrupted"]
     stopped = outcome.stopped or any(r.status == "interrupted" for r in outcome.results)
     running = "; the running benchmark is stored as interrupted" if stopped else ""
+    if plan.repeat is not None:
+        return f"{len(finished)} runs of the set kept in {path}{running}"
     rest = f"; `{again} --resume` runs the rest" if len(finished) < len(plan.todo) else ""
     return f"{len(finished)} of {len(plan.todo)} results of run {plan.run} kept in {path}{running}{rest}"
 

@@ -23,8 +23,8 @@ from dlbench.measure.flops import achieved_tflops, count_flops
 from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.measure.profile import profile_steps
 from dlbench.measure.timer import NullTimer, PhaseTimer
-from dlbench.results.measurement import (Measurement, Monitor as MonitorFigures, Neighbours, Utilisation, combine,
-                                        energy_per)
+from dlbench.results.measurement import (Host, Measurement, Monitor as MonitorFigures, Neighbours, Utilisation,
+                                        combine, energy_per)
 
 
 class Progress(Protocol):
@@ -44,28 +44,30 @@ class Measured:
     flops_per_step: int | None = None
     monitor: MonitorData | None = None
     profile: dict[str, Any] | None = None  # measure/profile.py's summary of the profiled steps
+    rank_gpus: list[dict[str, Any]] | None = None  # every rank's GPU, as RankGpu stores it (workloads/distributed.py)
 
     def common_metrics(self, items_per_step: float, unit: str = "img") -> Measurement:
-        return common_metrics(self.samples.get("step", []), self.flops_per_step, self.monitor, items_per_step, unit,
-                              self.profile)
+        found = common_metrics(self.samples.get("step", []), self.flops_per_step, self.monitor, items_per_step, unit,
+                               self.profile)
+        return combine(found, Measurement(monitor=MonitorFigures(ranks=self.rank_gpus))) if self.rank_gpus else found
 
 
 def common_metrics(step_seconds: Sequence[float], flops_per_step: int | None, monitor: MonitorData | None,
                    items_per_step: float, unit: str = "img", profile: dict[str, Any] | None = None) -> Measurement:
     """What every workload reports: FLOPs and TFLOP/s (utilisation), the GPU monitor's figures
     (monitor, neighbours), energy per step and per item (`unit`: img, mvox, ...; one no record
-    knows, a plug-in's, rides in `extra`). The monitor trace goes in `traces`, which the runner
-    moves into Result.traces. A workload that measures its own way (volume's pipeline) calls
-    this with its per-step seconds."""
+    knows, a plug-in's, rides in `extra`), the host's CPU figures (neighbours, host). The monitor
+    trace goes in `traces`, which the runner moves into Result.traces. A workload that measures its
+    own way (volume's pipeline) calls this with its per-step seconds."""
     utilisation = Utilisation(flops_per_step=flops_per_step,
                               achieved_tflops=achieved_tflops(flops_per_step or 0, list(step_seconds)))
     data = monitor or MonitorData(available=False, reason="monitor off")
     summary = data.summary()
     figures = MonitorFigures.read(summary)
-    known = {*MonitorFigures.keys().values(), *Neighbours.keys().values()}
-    parts = [Measurement(monitor=figures, neighbours=Neighbours.read(summary), utilisation=utilisation,
-                         profile=profile or None, extra={k: v for k, v in summary.items() if k not in known},
-                         traces={"monitor": data.trace()})]
+    known = {*MonitorFigures.keys().values(), *Neighbours.keys().values(), *Host.keys().values()}
+    parts = [Measurement(monitor=figures, neighbours=Neighbours.read(summary), host=Host.read(summary),
+                         utilisation=utilisation, profile=profile or None,
+                         extra={k: v for k, v in summary.items() if k not in known}, traces={"monitor": data.trace()})]
     if figures.energy_j is not None and step_seconds:
         parts.append(Measurement(monitor=MonitorFigures(energy_j_per_step=figures.energy_j / len(step_seconds))))
         if items_per_step:

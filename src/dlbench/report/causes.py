@@ -137,6 +137,20 @@ def _workers(r: Result) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def usable_cores(r: Result) -> int | None:
+    """The cores the run's loader workers can run on: the CPUs its process was allowed (affinity,
+    cgroup quota) where recorded, else the machine's; more workers than these only queue."""
+    allowed = r.measured.host.allowed_cores
+    if allowed is not None:
+        return max(1, int(allowed))
+    return (r.system.get("cpu") or {}).get("cores")
+
+
+def _cores_word(r: Result) -> str:
+    allowed, machine = r.measured.host.allowed_cores, r.measured.neighbours.cpu_cores
+    return "allowed cores" if allowed is not None and machine and allowed < machine else "cores"
+
+
 def _reads_storage(r: Result) -> str | None:
     options = r.setup.options
     for key in ("data", "dataset", "path", "root", "folder", "images", "volume", "input"):
@@ -161,7 +175,7 @@ def input_cause(r: Result, seconds: float, p: Parts, record: Result | None) -> C
         return Cause("slow storage", f"{wait}; data read from {_reads_storage(r)}; `dlbench system --disk` measured "
                                      f"{disk:.2f} GB/s on {where} (below {SLOW_DISK_GBS:g} GB/s): copy the data to "
                                      f"local or faster storage", seconds)
-    workers, cores = _workers(r), (r.system.get("cpu") or {}).get("cores")
+    workers, cores = _workers(r), usable_cores(r)
     gpus = r.setup.gpus
     decode = r.setup.options.get("decode")
     throughput = r.measured.throughput
@@ -175,7 +189,7 @@ def input_cause(r: Result, seconds: float, p: Parts, record: Result | None) -> C
                 + (f"; JPEG decode alone measured {per_core:,.0f} img/s per core" if per_core else "")
                 + f"); without the wait the GPU would take {sig(needed)} {unit}")
         if want > workers:
-            fix = f"`--workers {want}` ({cores} cores for {gpus} GPU(s))"
+            fix = f"`--workers {want}` ({cores} {_cores_word(r)} for {gpus} GPU(s))"
             fix += " or `--decode gpu`" if decode == "cpu" else ""
             return Cause("too few loader workers", f"{text}: {fix}", seconds)
         if decode == "cpu":
@@ -217,7 +231,9 @@ def neighbour_cause(r: Result, seconds: float) -> Cause:
                       + (f" and held {n.memory_gb:.1f} GB" if n.memory_gb else "")
                       for n in found[:3])
     who = "another process" if len(found) == 1 else f"{len(found)} other processes"
-    return Cause("another process on the GPU", f"{who} computed on this GPU during the window: {named}", seconds)
+    first = next(iter(r.measured.monitor.per_rank), None)  # rank 0's GPU, where each rank's was watched
+    where = f"GPU {first.gpu} (rank 0)" if r.setup.gpus > 1 and first and first.gpu is not None else "this GPU"
+    return Cause("another process on the GPU", f"{who} computed on {where} during the window: {named}", seconds)
 
 
 def clock_cause(r: Result, p: Parts, base: Against | None, facts: dict[str, Any]) -> Cause | None:
@@ -318,7 +334,12 @@ _COMPARED: tuple[tuple[str, Callable[[Measurement], Any], str], ...] = (
     ("other processes on the GPU", lambda m: m.neighbours.other_processes, "{}"),
     ("other processes' CPU", lambda m: m.neighbours.cpu_other_cores, "{:.1f} cores"),
     ("load average", lambda m: m.neighbours.load_average_1m, "{:.1f}"),
-    ("data wait", lambda m: m.phase_share("data"), "{:.1%}"))
+    ("data wait", lambda m: m.phase_share("data"), "{:.1%}"),
+    ("launching thread's wait for a CPU", lambda m: m.host.launch_wait_share, "{:.1%} of the window"),
+    ("steal", lambda m: m.host.cpu_steal_share, "{:.1%}"),
+    ("CPU clock", lambda m: m.host.cpu_mhz_mean, "{:.0f} MHz"),
+    ("cores allowed", lambda m: m.host.allowed_cores, "{:g}"),
+    ("torch threads", lambda m: m.host.torch_threads, "{}"))
 _VERSIONS = ("torch", "cuda", "cudnn", "driver", "torchvision")
 
 
@@ -339,12 +360,23 @@ def differences(r: Result, other: Result) -> list[str]:
     for key in _VERSIONS:
         if r.system.get(key) != other.system.get(key):
             out.append(f"{key} {r.system.get(key)} against {other.system.get(key)}")
-    mine, theirs = (m.training.all_reduce.nccl_settings for m in measured)
-    if mine != theirs and (mine or theirs):
-        out.append(f"NCCL settings {mine} against {theirs}")
+    environments = [m.host.environment for m in measured]
+    if None not in environments:  # NCCL_* among them: said once, here
+        out += _environment_differences(*environments)
+    else:
+        missing += ["environment"] if environments != [None, None] else []
+        mine, theirs = (m.training.all_reduce.nccl_settings for m in measured)
+        if mine != theirs and (mine or theirs):
+            out.append(f"NCCL settings {mine} against {theirs}")
     if missing:
         out.append(f"not recorded in one of them (stored by an earlier dlbench): {', '.join(missing)}")
     return out
+
+
+def _environment_differences(mine: dict[str, str], theirs: dict[str, str]) -> list[str]:
+    """Each recorded environment variable set differently in the two runs ('unset' where one lacks it)."""
+    return [f"{key} {mine.get(key, 'unset')} against {theirs.get(key, 'unset')}"
+            for key in sorted(mine.keys() | theirs.keys()) if mine.get(key) != theirs.get(key)]
 
 
 def nccl_profile_note(r: Result) -> str | None:

@@ -9,6 +9,7 @@ With two sides on one machine this is a regression check: the second side is the
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -19,6 +20,8 @@ from dlbench.errors import UserError
 from dlbench.report.tables import Table, model_title, odd_values
 from dlbench.figures import Odd, fixed, ms, odd
 from dlbench.results.record import Result
+from dlbench.results.spread import step_rate, t975
+from dlbench.system.records import machine_key
 
 RESAMPLES = 2000
 _CHUNK_ELEMENTS = 2_000_000  # bootstrap in chunks so a long run's samples never take much memory
@@ -32,6 +35,7 @@ _NOT_BENCHMARK = {"device", "seed", "warmup", "warmup_seconds", "steps", "min_se
 class Side:
     label: str  # what the user typed: a system, a host, a tag or an id prefix
     results: dict[tuple, Result]  # latest usable result per benchmark key
+    runs: dict[tuple, list[Result]] = field(default_factory=dict)  # every ok run per benchmark key
 
 
 @dataclass
@@ -44,6 +48,8 @@ class Ratio:
     low: float | None = None
     high: float | None = None
     oom: str | None = None  # label of the side that ran out of memory
+    runs: tuple[int, int] = (1, 1)  # the runs behind each side's figure
+    noise: str = "steps"  # 'between runs': the interval is the runs' spread; 'steps': one run each, steps only
 
     @property
     def has_interval(self) -> bool:
@@ -142,6 +148,15 @@ def _known(results: Sequence[Result]) -> str:
     return text
 
 
+def _runs(results: Sequence[Result]) -> dict[tuple, list[Result]]:
+    """Every ok run of each benchmark that has a median step, oldest first."""
+    found: dict[tuple, list[Result]] = {}
+    for r in sorted(results, key=lambda r: r.started):
+        if r.status == "ok" and r.workload != "system" and step_rate(r) is not None:
+            found.setdefault(benchmark_key(r), []).append(r)
+    return found
+
+
 def _latest(results: Sequence[Result]) -> dict[tuple, Result]:
     chosen: dict[tuple, Result] = {}
     for r in sorted(results, key=lambda r: r.started):
@@ -183,9 +198,67 @@ def _step_seconds(r: Result) -> float | None:
     return None
 
 
-def ratio_of(a: Result, b: Result, labels: tuple[str, str], name: str, level: float) -> Ratio | None:
+def between_runs(a: Sequence[float], b: Sequence[float], spread_a: float | None, spread_b: float | None,
+                 level: float = 0.95) -> tuple[float, float, float] | None:
+    """How many times as fast side a is as side b from each run's steps per second: the ratio of the
+    geometric means, and its interval by Welch's t over the runs' logarithms. A side of one run takes
+    `spread_*` (the variance of the logarithm its configuration's runs on its machine show), else the
+    other side's; None where neither side's between-run noise is known."""
+    la, lb = np.log(np.asarray(a, dtype=np.float64)), np.log(np.asarray(b, dtype=np.float64))
+    va = float(np.var(la, ddof=1)) if la.size > 1 else spread_a
+    vb = float(np.var(lb, ddof=1)) if lb.size > 1 else spread_b
+    va, vb = (va if va is not None else vb), (vb if vb is not None else va)
+    if va is None or vb is None:
+        return None
+    diff = float(la.mean() - lb.mean())
+    terms = va / la.size, vb / lb.size
+    se = math.sqrt(sum(terms))
+    dofs = [n - 1 for n in (la.size, lb.size) if n > 1]
+    df = (sum(terms) ** 2 / sum(t * t / (n - 1) for t, n in zip(terms, (la.size, lb.size)) if n > 1)
+          if se > 0 and dofs else max(dofs or [1]))
+    reach = _t(level, max(1, int(df))) * se
+    return math.exp(diff), math.exp(diff - reach), math.exp(diff + reach)
+
+
+def _t(level: float, df: int) -> float:
+    """Student's t for a two-sided interval: the 95% table, else the normal quantile scaled alike."""
+    if abs(level - 0.95) < 1e-9:
+        return t975(df)
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    return z * t975(df) / 1.96
+
+
+def _log_variance(runs: Sequence[Result]) -> float | None:
+    """The variance of the logarithm of a configuration's runs on one machine (two runs or more)."""
+    figures = [math.log(f) for r in runs if (f := step_rate(r))]
+    return float(np.var(figures, ddof=1)) if len(figures) > 1 else None
+
+
+def _recorded(r: Result, everything: dict[tuple, list[Result]], compared: set[str]) -> float | None:
+    """The between-run variance this machine recorded for `r`'s configuration, from runs neither side
+    holds (the difference between the sides is no noise)."""
+    same = [o for o in everything.get(benchmark_key(r), []) if machine_key(o) == machine_key(r)
+            and o.id not in compared]
+    return _log_variance(same)
+
+
+def ratio_of(a: Result, b: Result, labels: tuple[str, str], name: str, level: float,
+             runs: tuple[Sequence[Result], Sequence[Result]] = ((), ()),
+             everything: dict[tuple, list[Result]] | None = None) -> Ratio | None:
+    """`runs`: every run of each side of this benchmark; with several on a side, or the machine's
+    recorded spread (`everything`: all stored runs by benchmark) where a side has one, the interval is
+    between runs; else over both runs' steps, which see no between-run noise."""
     if a.status == "oom" or b.status == "oom":
         return Ratio(labels[0], labels[1], name, None, oom=labels[0] if a.status == "oom" else labels[1])
+    ra, rb = list(runs[0]) or [a], list(runs[1]) or [b]
+    if all(step_rate(r) for r in (*ra, *rb)):
+        compared = {r.id for r in (*ra, *rb)}
+        spread = [_recorded(side[0], everything or {}, compared) if len(side) == 1 else None for side in (ra, rb)]
+        found = between_runs([step_rate(r) for r in ra], [step_rate(r) for r in rb], *spread, level=level)
+        if found is not None:
+            return Ratio(labels[0], labels[1], name, *found, runs=(len(ra), len(rb)), noise="between runs")
     sa, sb = a.samples.get("step"), b.samples.get("step")
     if sa and sb:
         value, low, high = bootstrap_ratio(sa, sb, level=level)
@@ -201,7 +274,9 @@ def compare(results: Sequence[Result], selectors: Sequence[str], level: float = 
         raise UserError("compare needs at least two systems, tags or run ids")
     if not 0.5 <= level < 1.0:
         raise UserError(f"confidence level must be between 0.5 and 1, got {level}")
-    sides = [Side(s, _latest(select(results, s))) for s in selectors]
+    chosen = [select(results, s) for s in selectors]
+    sides = [Side(s, _latest(found), _runs(found)) for s, found in zip(selectors, chosen)]
+    everything = _runs(results)
     for side in sides:
         if not side.results:
             raise UserError(f"{side.label!r} has no finished results (only errors or interrupted runs)")
@@ -217,7 +292,8 @@ def compare(results: Sequence[Result], selectors: Sequence[str], level: float = 
         for b in sides[i + 1:]:
             for key, name in comparison.benchmarks.items():
                 if key in a.results and key in b.results:
-                    found = ratio_of(a.results[key], b.results[key], (a.label, b.label), name, level)
+                    found = ratio_of(a.results[key], b.results[key], (a.label, b.label), name, level,
+                                     (a.runs.get(key, []), b.runs.get(key, [])), everything)
                     if found:
                         comparison.ratios[(a.label, b.label, key)] = found
     return comparison
@@ -233,7 +309,7 @@ def get(comparison: Comparison, a: str, b: str, key: tuple) -> Ratio | None:
     if r.ratio is None:
         return Ratio(a, b, r.benchmark, None, oom=r.oom)
     flip = (lambda v: None if v is None else 1.0 / v)
-    return Ratio(a, b, r.benchmark, 1.0 / r.ratio, flip(r.high), flip(r.low))
+    return Ratio(a, b, r.benchmark, 1.0 / r.ratio, flip(r.high), flip(r.low), runs=r.runs[::-1], noise=r.noise)
 
 
 # --- rendering ---------------------------------------------------------------------------
@@ -250,7 +326,8 @@ def cell(r: Ratio | None) -> str | None:
     if not r.has_interval:
         return f"{_x(r.ratio)} (no samples)"
     noise = " ~" if r.within_noise else ""
-    return f"{_x(r.ratio)} ({fixed(r.low, 2)}–{fixed(r.high, 2)}){noise}"
+    steps = "" if r.noise == "between runs" else " steps"
+    return f"{_x(r.ratio)} ({fixed(r.low, 2)}–{fixed(r.high, 2)}{steps}){noise}"
 
 
 def tables(comparison: Comparison) -> list[Table]:
@@ -260,8 +337,10 @@ def tables(comparison: Comparison) -> list[Table]:
     for key, name in comparison.benchmarks.items():
         rows = [[a, *(("1.00x" if a == b else cell(get(comparison, a, b, key))) for b in labels)] for a in labels]
         out.append(Table(f"{name}: relative speed", ["", *labels], "l" + "r" * len(labels), rows,
-                         notes=[f"Each row is N x as fast as each column; {pct}% bootstrap interval in "
-                                "brackets; ~ marks a difference within noise."]))
+                         notes=[f"Each row is N x as fast as each column (median steps); {pct}% interval in "
+                                "brackets, between runs where a side has several or this machine recorded "
+                                "its spread, else over one run's steps each (marked 'steps': the noise "
+                                "between fresh processes unknown); ~ marks a difference within noise."]))
     return out + odd_values([r for side in comparison.sides for r in side.results.values()])
 
 
@@ -271,13 +350,18 @@ def _step_table(comparison: Comparison) -> Table:
         row: list[object] = [name]
         for side in comparison.sides:
             r = side.results.get(key)
-            row.append(None if r is None else "OOM" if r.status == "oom" else _median_ms(r))
+            runs = side.runs.get(key, [])
+            row.append(None if r is None else "OOM" if r.status == "oom" and not runs else _median_ms(r, runs))
         rows.append(row)
     labels = [s.label for s in comparison.sides]
     return Table("Median step time (ms)", ["Benchmark", *labels], "l" + "r" * len(labels), rows)
 
 
-def _median_ms(r: Result) -> str | None:
+def _median_ms(r: Result, runs: Sequence[Result] = ()) -> str | None:
+    """The median step; of several runs, the median of their median steps, with their count."""
+    if len(runs) > 1:
+        middle = float(np.median([1.0 / step_rate(o) for o in runs]))
+        return f"{ms(middle * 1e3)} (median of {len(runs)} runs)"
     steps = r.samples.get("step")
     seconds = float(np.median(steps)) if steps else _step_seconds(r)
     return None if seconds is None else ms(seconds if odd(seconds) else seconds * 1e3)
@@ -292,14 +376,21 @@ def conclusions(comparison: Comparison) -> list[str]:
             lines.append(f"{r.oom} ran out of memory on {r.benchmark}")
         elif r.within_noise:
             lines.append(f"{a} and {b} are within noise on {r.benchmark} "
-                         f"({_x(r.ratio)}, {pct}% CI {fixed(r.low, 2)}–{fixed(r.high, 2)})")
+                         f"({_x(r.ratio)}, {pct}% CI {fixed(r.low, 2)}–{fixed(r.high, 2)}{_basis(r)})")
         else:
             fast, slow, v, lo, hi = (a, b, r.ratio, r.low, r.high) if r.ratio >= 1 else \
                 (b, a, 1 / r.ratio, None if r.high is None else 1 / r.high, None if r.low is None else 1 / r.low)
             d = _digits(lo, hi)
-            ci = f", {pct}% CI {lo:.{d}f}–{hi:.{d}f}" if lo is not None else " (no samples: no interval)"
+            ci = f", {pct}% CI {lo:.{d}f}–{hi:.{d}f}{_basis(r)}" if lo is not None else " (no samples: no interval)"
             lines.append(f"{fast} is {v:.{d}f}x as fast as {slow} on {r.benchmark}{ci}")
     return lines + _ranges(comparison)
+
+
+def _basis(r: Ratio) -> str:
+    """What the interval stands on: the runs, or one run's steps on each side."""
+    if r.noise == "between runs":
+        return f", between runs ({r.runs[0]} and {r.runs[1]})"
+    return "; one run each: between-run noise unknown"
 
 
 def _digits(low: float | None, high: float | None) -> int:
@@ -362,7 +453,8 @@ def to_json(comparison: Comparison) -> dict:
         "sides": [s.label for s in comparison.sides],
         "level": comparison.level,
         "ratios": [{"a": r.a, "b": r.b, "benchmark": r.benchmark, "ratio": r.ratio, "low": r.low,
-                    "high": r.high, "within_noise": r.within_noise, "oom": r.oom}
+                    "high": r.high, "within_noise": r.within_noise, "oom": r.oom, "runs": list(r.runs),
+                    "noise": r.noise}
                    for r in comparison.ratios.values()],
         "conclusions": conclusions(comparison),
     }

@@ -23,7 +23,8 @@ from importlib import resources
 from typing import Any, Callable
 
 from dlbench.figures import ODD, ODD_LEGEND, fixed, ms, percent, sig
-from dlbench.report import causes as parts_of, history, profile
+from dlbench.report import causes as parts_of, history, host_causes, profile
+from dlbench.report import rank_causes
 from dlbench.report.causes import Cause
 from dlbench.report.history import Against
 from dlbench.report.markdown import line
@@ -276,7 +277,9 @@ MIN_CAUSE_SHARE = 0.03  # a part of the step smaller than this (of the step and 
 # causes that account for the idle a profile sees (the loader, other processes): no launch-bound advice then
 IDLE_EXPLAINED = frozenset({"CPU contention", "host overhead of several processes", "input-bound",
                             "CPU contention starving the input pipeline", "too few loader workers",
-                            "JPEG decoding on the CPU", "slow storage", "another process on the GPU"})
+                            "JPEG decoding on the CPU", "slow storage", "another process on the GPU",
+                            rank_causes.STRAGGLING,  # the other ranks' GPUs wait for it
+                            *host_causes.NAMES})
 
 
 def _facts(r: Result, record: Result | None) -> dict[str, Any]:
@@ -348,7 +351,7 @@ MACHINE_CHECKS: list[Callable[[Result, Result | None], Cause | None]] = [degrade
 def _baseline(d: Diagnosis) -> Against | None:
     """What the causes are measured against: a slower-than-history run's best other run, else a
     multi-GPU run's one-GPU run where it scales poorly."""
-    if d.history is not None and d.history.slower:
+    if d.history is not None and d.history.behind:
         return d.history
     if d.one_gpu is not None and d.one_gpu.ratio < SCALING_OK:
         return d.one_gpu
@@ -387,6 +390,9 @@ def measured_causes(r: Result, base: Against | None, record: Result | None) -> t
         found.append(Cause("other processes on the GPU", f"{count} other compute process(es) held {memory:.1f} GB of "
                            "GPU memory during the run; their share of the GPU's time was not recorded (stored by an "
                            "earlier dlbench)"))
+    ranked, rank_notes = rank_causes.causes(r, p, base)  # the other GPUs and the ranks of a multi-GPU run
+    found += ranked
+    notes += rank_notes
     facts = _facts(r, record)
     clock = parts_of.clock_cause(r, p, base, facts) or parts_of.power_note(r, p, base, facts)
     if isinstance(clock, Cause):
@@ -405,6 +411,8 @@ def measured_causes(r: Result, base: Against | None, record: Result | None) -> t
     elif (path := parts_of.degraded_path(r)) is not None:
         found.append(Cause("degraded all-reduce path", f"{path}; unset them to let NCCL use the fast path"))
     notes += [note for note in (parts_of.communication_note(r, record), parts_of.nccl_profile_note(r)) if note]
+    found, host_notes = host_causes.revise(r, p, base, lost, found)
+    notes += host_notes
     for c in found:
         if c.seconds is not None:
             c.share = c.seconds / p.step
@@ -430,13 +438,33 @@ def _unexplained(r: Result, base: Against, found: list[Cause]) -> Cause | None:
 
 def _against_text(a: Against) -> str:
     when = a.other.started[:16].replace("T", " ")
-    interval = (f", {percent(0.95)} interval {fixed(a.low, 2)}–{fixed(a.high, 2)}"
-                if a.low is not None and a.high is not None else "")
     if a.kind == "one GPU":
-        return (f"weak-scaling efficiency {fixed(a.ratio, 2)} against run {a.other.id[:8]} ({when}) on one GPU"
-                f"{interval}")
+        return f"weak-scaling efficiency {fixed(a.ratio, 2)} against run {a.other.id[:8]} ({when}) on one GPU" + \
+            (f"; {spread_text(a)}" if a.between_runs else _interval(a))
+    if a.between_runs:
+        return f"{fixed(a.ratio, 2)}x of run {a.other.id[:8]} ({when}), the median of {a.spread.n}; {spread_text(a)}"
+    if a.kind == "history":
+        return (f"{fixed(a.ratio, 2)}x of run {a.other.id[:8]} ({when}), the one other run: between-run noise "
+                f"unknown (`--repeat 5` measures it)")
     noise = "" if a.differs else ", within noise" if not a.beyond_noise else ", alike"
-    return f"{fixed(a.ratio, 2)}x of run {a.other.id[:8]} ({when}){interval}{noise}"
+    return f"{fixed(a.ratio, 2)}x of run {a.other.id[:8]} ({when}){_interval(a)}{noise}"
+
+
+def _interval(a: Against) -> str:
+    """The steps' bootstrap interval: a comparison of two runs with no between-run spread to go by."""
+    if a.low is None or a.high is None:
+        return ""
+    return f", {percent(0.95)} interval over both runs' steps {fixed(a.low, 2)}–{fixed(a.high, 2)}"
+
+
+def spread_text(a: Against) -> str:
+    """'within this machine's run-to-run spread (6 runs, 1,735–3,195 img/s)', or beyond it."""
+    spread = a.spread
+    where = {-1: "slower than", 0: "within", 1: "faster than"}[a.place]
+    unit = f" {spread.unit}" if spread.unit and a.kind != "one GPU" else ""
+    low, high = (spread.low, spread.high) if unit else (spread.low / spread.median, spread.high / spread.median)
+    figures = f"{_fmt(low)}–{_fmt(high)}{unit}" if unit else f"{fixed(low, 2)}–{fixed(high, 2)}x of the median"
+    return f"{where} this machine's run-to-run spread ({spread.n} runs, {figures}, CV {percent(spread.cv or 0.0)})"
 
 
 def diagnose(results: list[Result], refs: list[Reference] | None = None,
@@ -521,8 +549,11 @@ def verdict(d: Diagnosis) -> str:
         return "below the reference"
     if d.causes:
         return f"limited by {d.causes[0].name}"
-    # "as expected" only against something: a first run with no comparable reference is not judged
-    compared = any(c is not None for c in (d.ratio, d.history, d.one_gpu, d.synthetic))
+    if d.history is not None and d.history.between_runs:
+        return "within this machine's run-to-run spread" if d.history.place == 0 else "faster than this machine's own runs"
+    # "as expected" only against something: a first run with no comparable reference is not judged,
+    # and one other run of its configuration, whose between-run noise is unknown, judges nothing
+    compared = any(c is not None for c in (d.ratio, d.one_gpu, d.synthetic))
     return "as expected" if compared else "not judged"
 
 
@@ -545,8 +576,7 @@ def _headline(d: Diagnosis) -> str:
 def _history_line(d: Diagnosis) -> list[str]:
     lines = []
     if d.history is not None:
-        lines.append(f"against the fastest other run of this configuration here: {_against_text(d.history)}"
-                     + (": slower beyond noise" if d.history.slower else ""))
+        lines.append(f"against this machine's other runs of this configuration: {_against_text(d.history)}")
     if d.one_gpu is not None:
         lines.append(f"against one GPU: {_against_text(d.one_gpu)}"
                      + (" (below " + fixed(SCALING_OK, 2) + ")" if d.one_gpu.ratio < SCALING_OK else ""))
@@ -638,8 +668,12 @@ def render(diagnoses: list[Diagnosis]) -> str:
 def _against_json(a: Against | None) -> dict[str, Any] | None:
     if a is None:
         return None
+    spread = a.spread if a.between_runs else None
     return {"kind": a.kind, "run": a.other.id, "started": a.other.started, "tag": a.other.tag, "ratio": a.ratio,
-            "low": a.low, "high": a.high, "beyond_noise": a.beyond_noise}
+            "low": a.low, "high": a.high, "beyond_noise": a.beyond_noise,
+            "between_runs": None if spread is None else {
+                "runs": spread.n, "low": spread.low, "high": spread.high, "median": spread.median, "cv": spread.cv,
+                "unit": spread.unit, "band": spread.band(), "place": a.place}}
 
 
 def to_json(diagnoses: list[Diagnosis]) -> dict[str, Any]:

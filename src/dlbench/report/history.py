@@ -1,20 +1,22 @@
 """A machine's own history: the results of one configuration on one machine, and how one of them
-compares with the best the machine has done, or, on several GPUs, with the same run on one GPU.
+compares with the machine's other runs of it, or, on several GPUs, with the same run on one GPU.
 
 The doctor judges a run here first, before any published figure: the same machine with the same
-settings is the fairest expectation there is. Ratios are of median step times with a bootstrap
-interval over the per-step samples, as `dlbench compare` gives them.
+settings is the fairest expectation there is. A run is set beside the median of the other runs,
+and judged by their run-to-run spread (results/spread.py): fresh processes of one configuration
+move far more than the steps of one, so the steps' own interval never makes a verdict. With one
+other run the between-run noise is unknown, and said so.
 """
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from dlbench.report.compare import benchmark_key, bootstrap_ratio
 from dlbench.results.measurement import Measurement, Run
 from dlbench.results.record import Result
+from dlbench.results.spread import Spread, median_run, speed, step_rate
 from dlbench.system.records import is_system_record, machine_key
 
 
@@ -27,15 +29,36 @@ INPUT_OPTIONS = frozenset({"data", "workers", "decode", "cpu_share", "prefetch",
 
 @dataclass(frozen=True)
 class Against:
-    """`result` runs at `ratio` times the speed of `other` (below 1: slower), with its interval."""
+    """`result` runs at `ratio` times the speed of `other` (below 1: slower). `spread`: the runs that
+    `other` stands for (history: every other run of the configuration here; `other` is their median
+    run), whose between-run band decides "beyond noise" from two runs on. Without it (one run to go
+    by), `low`–`high` is the bootstrap interval over both runs' steps, which sees no between-run noise."""
     other: Result
     ratio: float
     low: float | None = None
     high: float | None = None
     kind: str = "history"  # 'history': the same configuration; 'one GPU': the same per-GPU work on one
+    spread: Spread | None = None
+    figure: float | None = None  # the judged run's own figure, in the spread's terms
+
+    @property
+    def between_runs(self) -> bool:
+        """Whether the between-run noise is known: two runs or more stand behind the comparison."""
+        return self.spread is not None and self.spread.n >= 2
+
+    @property
+    def place(self) -> int:
+        """-1 slower than the run-to-run spread, 1 faster, 0 inside it (or unknown)."""
+        if self.between_runs and self.figure is not None:
+            return self.spread.place(self.figure)
+        return 0
 
     @property
     def beyond_noise(self) -> bool:
+        if self.between_runs:
+            return self.place != 0
+        if self.kind == "history":  # one earlier run: how far a fresh process moves is not known
+            return False
         return self.low is not None and self.high is not None and not self.low <= 1.0 <= self.high
 
     @property
@@ -46,6 +69,15 @@ class Against:
     @property
     def slower(self) -> bool:
         return self.differs and self.ratio < 1.0
+
+    @property
+    def behind(self) -> bool:
+        """Slower, or, where the between-run noise is unknown, behind by more than a few percent
+        beyond the steps' interval: enough to measure causes against, not for a verdict."""
+        if self.between_runs:
+            return self.slower
+        stepwise = self.high is not None and self.high < 1.0
+        return stepwise and self.ratio < 1.0 - SAME
 
 
 def configuration(r: Result) -> tuple:
@@ -68,44 +100,54 @@ def mean_step(r: Result) -> float:
     return sum(steps) / len(steps)
 
 
-def against(r: Result, other: Result, kind: str = "history") -> Against:
-    """`r`'s speed as a share of `other`'s: other's median step over r's. On one GPU against
-    several the per-GPU work is equal (the batch is per process), so this is the weak-scaling
-    efficiency."""
-    speed, low, high = bootstrap_ratio(r.samples["step"], other.samples["step"])
-    return Against(other, speed, low, high, kind)
+def against(r: Result, other: Result, kind: str = "history", runs: Sequence[Result] = ()) -> Against:
+    """`r`'s speed as a share of `other`'s: other's median step over r's, with the between-run spread of
+    `runs` (those `other` stands for) where there are several. On one GPU against several the per-GPU
+    work is equal (the batch is per process), so this is the weak-scaling efficiency, and every figure
+    is the step's."""
+    ratio, low, high = bootstrap_ratio(r.samples["step"], other.samples["step"])
+    figure = step_rate if kind == "one GPU" else speed
+    spread = Spread.of(runs, figure) if len(runs) >= 2 else None
+    mine, theirs = figure(r), figure(other)
+    if spread is None or mine is None or not theirs:
+        return Against(other, ratio, low, high, kind)
+    return Against(other, mine / theirs, low, high, kind, spread, mine)
+
+
+def typical(r: Result, group: Sequence[Result], kind: str = "history") -> Against | None:
+    """`r` against the median run of `group` (its own run left out), judged by the group's spread."""
+    others = [o for o in group if o.id != r.id and o.samples.get("step")]
+    if not others or not r.samples.get("step"):
+        return None
+    figure = step_rate if kind == "one GPU" else speed
+    return against(r, median_run(others, figure), kind, others)
 
 
 def best_other(r: Result, group: Sequence[Result]) -> Against | None:
-    """`r` against the fastest other run of its configuration on its machine."""
-    others = [o for o in group if o.id != r.id and o.samples.get("step")]
-    return against(r, fastest(others)) if others and r.samples.get("step") else None
-
-
-def fastest(group: Sequence[Result]) -> Result:
-    return min(group, key=lambda o: statistics.median(o.samples["step"]))
+    """`r` against the other runs of its configuration on its machine: their median run, and the
+    band their run-to-run spread gives."""
+    return typical(r, group)
 
 
 def one_gpu(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> Against | None:
-    """A multi-GPU run against the fastest run of the same configuration on one GPU of its machine
+    """A multi-GPU run against the median run of the same configuration on one GPU of its machine
     (weak scaling: the batch is per process, so the ideal step is the one-GPU step)."""
     gpus = r.setup.gpus
     if gpus <= 1:
         return None
-    found = [o for o in results_by_configuration.get(configuration(_like(r, gpus=1))) or [] if o.samples.get("step")]
-    return against(r, fastest(found), "one GPU") if found and r.samples.get("step") else None
+    return typical(r, results_by_configuration.get(configuration(_like(r, gpus=1))) or [], "one GPU")
 
 
 def synthetic(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> Against | None:
-    """A run on images against the fastest run of the same work on synthetic data on its machine:
+    """A run on images against the median run of the same work on synthetic data on its machine:
     what reading the images costs, the data wait and what the input takes of the GPU."""
     if _on_synthetic(r) or not r.samples.get("step"):
         return None
     work = _work(r)
     # a configuration's runs share their spec's work and data: each group is looked at once
     found = [o for group in results_by_configuration.values() if _on_synthetic(group[0]) and _work(group[0]) == work
-             for o in group if o.samples.get("step")]
-    return against(r, fastest(found), "synthetic data") if found else None
+             for o in group]
+    return typical(r, found, "synthetic data")
 
 
 def _on_synthetic(r: Result) -> bool:
@@ -125,9 +167,9 @@ def _like(r: Result, **spec: Any) -> Result:
 
 
 def to_judge(group: Sequence[Result]) -> list[Result]:
-    """The newest run of a configuration and every older one that differs from it beyond noise
-    (and by more than a few percent)."""
+    """The newest run of a configuration and every older one that differs beyond the run-to-run
+    spread of the others (and by more than a few percent)."""
     newest = group[-1]
     if not newest.samples.get("step"):
         return [newest]
-    return [r for r in group[:-1] if r.samples.get("step") and against(r, newest).differs] + [newest]
+    return [r for r in group[:-1] if (a := typical(r, group)) is not None and a.differs] + [newest]

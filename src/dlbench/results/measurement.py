@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping, TypeVar
+from typing import Any, Collection, Mapping, TypeVar
 
 G = TypeVar("G", bound="Group")
 
@@ -115,6 +115,13 @@ class Monitor(Group):
     energy_j_per_mvox: float | None = None
     peak_memory_mb: float | None = None  # the allocator's peak in this process
     peak_host_rss_mb: float | None = None
+    ranks: list[dict[str, Any]] | None = stored_as("rank_gpus")  # as stored: read it through `per_rank`
+
+    @property
+    def per_rank(self) -> list["RankGpu"]:
+        """Every rank's GPU over the window in a multi-process run, in rank order (the figures above are
+        rank 0's); empty with one process, and in a record stored before each rank's GPU was watched."""
+        return [RankGpu.read(entry) for entry in self.ranks or [] if isinstance(entry, Mapping) and "rank" in entry]
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,57 @@ class Neighbours(Group):
         found = [GpuNeighbour(**_known(GpuNeighbour, n)) for n in self.gpu_neighbours or []
                  if isinstance(n, Mapping) and "pid" in n]
         return [n for n in found if not n.launcher]
+
+
+def _neighbour(stored: Mapping[str, Any]) -> GpuNeighbour:
+    """A stored neighbour; its `launcher` mark (the launcher's command, where it was recorded) as a flag."""
+    return GpuNeighbour(**{**_known(GpuNeighbour, stored), "launcher": bool(stored.get("launcher"))})
+
+
+@dataclass(frozen=True)
+class RankGpu:
+    """One rank's GPU over the measured window of a multi-process run, as that rank's own monitor saw
+    it (workloads/distributed.py): stored, one mapping per rank, under `rank_gpus`. The ranks wait
+    for each other every step, so what slows any one GPU slows the run."""
+    rank: int
+    gpu: int | None = None  # the rank's CUDA device index; None on the CPU
+    pid: int | None = None  # the rank's process: on another rank's GPU it is no neighbour
+    host: str | None = None
+    readings: int | None = None  # the monitor's readings; None where the GPU was not read
+    gpu_util_mean: float | None = None
+    sm_clock_mean_mhz: float | None = None
+    power_mean_w: float | None = None
+    neighbours_sm_share: float | None = None  # other processes' share of its SM time, launchers apart
+    other_processes: int | None = None
+    neighbours: tuple[GpuNeighbour, ...] = ()  # every other process that computed on it
+    reason: str | None = None  # why its GPU was not read (a CPU run, no NVML)
+
+    @classmethod
+    def watched(cls, rank: int, gpu: int | None, pid: int, host: str, summary: Mapping[str, Any],
+                reason: str | None = None) -> "RankGpu":
+        """The record of a rank from its monitor's summary (measure/monitor.py `MonitorData.summary`)."""
+        monitor, seen = Monitor.read(summary), Neighbours.read(summary)
+        return cls(rank, gpu, pid, host, monitor.readings, monitor.gpu_util_mean, monitor.sm_clock_mean_mhz,
+                   monitor.power_mean_w, seen.gpu_neighbours_sm_share, seen.other_processes,
+                   tuple(_neighbour(n) for n in seen.gpu_neighbours or [] if isinstance(n, Mapping) and "pid" in n),
+                   reason)
+
+    @classmethod
+    def read(cls, stored: Mapping[str, Any]) -> "RankGpu":
+        found = stored.get("neighbours") or []
+        return cls(**{**_known(cls, stored), "neighbours": tuple(
+            _neighbour(n) for n in found if isinstance(n, Mapping) and "pid" in n)})
+
+    def stored(self) -> dict[str, Any]:
+        figures = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        return {**figures, "neighbours": [{k: v for k, v in dataclasses.asdict(n).items() if v is not None}
+                                          for n in self.neighbours]}
+
+    def strangers(self, siblings: Collection[int] = ()) -> list[GpuNeighbour]:
+        """The processes that computed on this GPU beside the rank, the largest share first: neither the
+        run's launcher nor another rank of the run (`siblings`: the ranks' PIDs)."""
+        found = [n for n in self.neighbours if not n.launcher and n.pid not in siblings]
+        return sorted(found, key=lambda n: -n.sm_share)
 
 
 @dataclass(frozen=True)
@@ -200,6 +258,45 @@ class Data(Group):
     cuda_max_connections: str | None = None  # CUDA_DEVICE_MAX_CONNECTIONS as the decoder ran under it
     prefetch_priority: Any = None
     warnings: list[str] | None = None  # what the data checks warned of before the run
+
+    @property
+    def per_rank(self) -> list["RankPhases"]:
+        """Each rank's steps and phase times in a multi-process run, in rank order (empty with one)."""
+        return [RankPhases.read(line) for line in self.ranks or [] if isinstance(line, Mapping) and "rank" in line]
+
+
+@dataclass(frozen=True)
+class PhaseSpread:
+    """One phase's per-step times on one rank, in ms: its median and, where recorded, its p10 and p90."""
+    median_ms: float
+    p10_ms: float | None = None
+    p90_ms: float | None = None
+
+
+SPREAD_ENDS = ("_p10_ms", "_p90_ms")
+
+
+@dataclass(frozen=True)
+class RankPhases:
+    """One rank's line of a multi-process run (`Data.ranks`, workloads/pipeline.py): its steps, its
+    median step and each phase's spread, stored as `<phase>_ms`, `<phase>_p10_ms`, `<phase>_p90_ms`."""
+    rank: int
+    steps: int | None = None
+    step_ms: float | None = None
+    phases: dict[str, PhaseSpread] = field(default_factory=dict)  # in the step's order
+
+    @classmethod
+    def read(cls, line: Mapping[str, Any]) -> "RankPhases":
+        names = [k.removesuffix("_ms") for k, v in line.items() if k.endswith("_ms") and k != "step_ms"
+                 and not k.endswith(SPREAD_ENDS) and isinstance(v, (int, float))]
+        phases = {name: PhaseSpread(line[f"{name}_ms"], line.get(f"{name}_p10_ms"), line.get(f"{name}_p90_ms"))
+                  for name in names}
+        return cls(int(line["rank"]), line.get("steps"), line.get("step_ms"), phases)
+
+    @property
+    def spread_recorded(self) -> bool:
+        """Whether the line holds each phase's p10 and p90 (a line stored by an earlier dlbench has medians only)."""
+        return bool(self.phases) and all(s.p10_ms is not None and s.p90_ms is not None for s in self.phases.values())
 
 
 def _known(cls, stored: Mapping[str, Any]) -> dict[str, Any]:
@@ -429,11 +526,60 @@ class Run(Group):
     tuned: dict[str, Any] | None = None  # what the run tuned (volume's block, a batch), for the next run
     tuned_from: Any = None  # the earlier run whose tuning this one reused
     batch_search: dict[str, Any] | None = None  # --batch auto: the probes and what they found
+    # --repeat: the set of fresh processes this run is one of, its place in it and the runs asked for
+    # ('auto' where the set stops on its own noise)
+    repeat_set: str | None = None
+    repeat_index: int | None = None
+    repeat_of: Any = None
+
+
+@dataclass(frozen=True)
+class Host(Group):
+    """What the host's CPUs did for the run over the measured window (measure/host.py); the machine's
+    cores and the CPU the run's processes and others used are in `Neighbours`. A record stored
+    before these were recorded has none of them (`recorded` is False)."""
+    window_s: float | None = stored_as("host_window_s")  # the window these figures cover
+    launch_thread_wait_s: float | None = None  # the thread that launched the steps, waiting for a CPU
+    launch_thread_switches: int | None = None  # its involuntary context switches
+    launch_thread_migrations: int | None = None  # its moves between CPUs (None where the kernel hides them)
+    cpu_wait_process_s: float | None = None  # all threads of the benchmark process
+    cpu_wait_run_s: float | None = None  # all threads of the run's processes (loader workers, ranks)
+    cpu_wait_threads: list[dict[str, Any]] | None = None  # the process's longest waiters: tid, name, wait_s
+    cpu_steal_share: float | None = None  # of all CPUs' time, taken by the hypervisor
+    cpu_mhz_mean: float | None = None  # the allowed CPUs' clock at the window's end
+    cpus_allowed: int | None = None  # the CPUs the process may run on (its affinity)
+    cpu_quota_cores: float | None = None  # its cgroup's CPU quota; None: none (or not recorded)
+    torch_threads: int | None = None
+    torch_interop_threads: int | None = None
+    environment: dict[str, str] | None = None  # CUDA_*, NCCL_*, TORCH_*, PYTORCH_*, OMP/MKL threads
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the run recorded these figures (a record of an earlier dlbench did not)."""
+        return self.cpus_allowed is not None or self.environment is not None
+
+    @property
+    def allowed_cores(self) -> float | None:
+        """The cores the process may use: its CPU set, or its cgroup's quota where that is less."""
+        limits = [v for v in (self.cpus_allowed, self.cpu_quota_cores) if v is not None]
+        return min(limits) if limits else None
+
+    @property
+    def launch_wait_share(self) -> float | None:
+        """The share of the window the launching thread spent waiting for a CPU."""
+        if self.launch_thread_wait_s is None or not self.window_s:
+            return None
+        return self.launch_thread_wait_s / self.window_s
+
+    @property
+    def omp_num_threads(self) -> str | None:
+        return (self.environment or {}).get("OMP_NUM_THREADS")
 
 
 _GROUPS = {"throughput": Throughput, "window": Window, "monitor": Monitor, "neighbours": Neighbours,
            "utilisation": Utilisation, "latency": Latency, "data": Data, "training": Training,
-           "smoothing": Smoothing, "volume": Volume, "convergence": Convergence, "system": System, "run": Run}
+           "smoothing": Smoothing, "volume": Volume, "convergence": Convergence, "system": System, "run": Run,
+           "host": Host}
 _OWN = {"stats", "profile", *(f"{p}_{end}" for p in PHASES for end in ("ms", "share"))} | {
     key for group in _GROUPS.values() for key in group.keys().values()}
 
@@ -455,6 +601,7 @@ class Measurement:
     convergence: Convergence = field(default_factory=Convergence)
     system: System = field(default_factory=System)
     run: Run = field(default_factory=Run)
+    host: Host = field(default_factory=Host)
     profile: dict[str, Any] | None = None  # measure/profile.py's summary of the profiled steps
     extra: dict[str, Any] = field(default_factory=dict)  # keys no record knows
     # Not metrics, so neither stored in them nor read back: what a workload hands the runner beside

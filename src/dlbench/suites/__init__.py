@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from dlbench.errors import UserError
-from dlbench.options import fields_of, shown
+from dlbench.options import MAX_REPEAT, fields_of, shown
 from dlbench.spec import BenchmarkSpec
 from dlbench.units import suggest
 
@@ -54,6 +54,11 @@ class Suite:
     name: str
     description: str
     specs: list[BenchmarkSpec]
+    repeats: dict[str, int] = field(default_factory=dict)  # spec_key → runs asked for, each in a fresh process
+
+    def runs(self, spec: BenchmarkSpec) -> int:
+        """How many times `spec` runs: its entry's `repeat`, else once."""
+        return self.repeats.get(spec_key(spec), 1)
 
 
 def builtin_names() -> list[str]:
@@ -125,9 +130,14 @@ def parse(data: Any, source: str, overrides: dict[str, Any], *,
         raise UserError(f"suite {source}: unknown key {shown(unknown[0])}{suggest(str(unknown[0]), sorted(_KEYS))}; "
                         f"known keys: {', '.join(sorted(_KEYS))}")
     timeout = _timeout(data.get("timeout"), source)
-    specs = [s for ref in _includes(data.get("include"), source)
-             for s in _load(ref, overrides, _chain, _base).specs]
-    specs += [_spec(entry, source, overrides) for entry in _entries(data, source, bool(specs))]
+    included = [_load(ref, overrides, _chain, _base) for ref in _includes(data.get("include"), source)]
+    specs = [s for suite in included for s in suite.specs]
+    repeats = {key: n for suite in included for key, n in suite.repeats.items()}
+    for entry in _entries(data, source, bool(specs)):
+        spec = _spec({k: v for k, v in entry.items() if k != "repeat"}, source, overrides)
+        specs.append(spec)
+        if "repeat" in entry:
+            repeats[spec_key(spec)] = _repeat(entry["repeat"], source)
     if len(specs) > MAX_SPECS:
         raise UserError(f"suite {source} expands to {len(specs):,} benchmarks with its includes; at most "
                         f"{MAX_SPECS:,} are allowed")
@@ -135,7 +145,17 @@ def parse(data: Any, source: str, overrides: dict[str, Any], *,
         specs = [s if s.timeout is not None else dataclasses.replace(s, timeout=timeout) for s in specs]
     unique = {spec_key(s): s for s in reversed(specs)}  # the first of identical specs wins
     ordered = [s for s in specs if unique.get(spec_key(s)) is s]
-    return Suite(str(data.get("name") or Path(source).stem), str(data.get("description") or ""), ordered)
+    return Suite(str(data.get("name") or Path(source).stem), str(data.get("description") or ""), ordered,
+                 {k: n for k, n in repeats.items() if n > 1})
+
+
+def _repeat(value: Any, source: str) -> int:
+    """An entry's `repeat`: how many fresh processes run it (`dlbench run --repeat auto` has no suite form:
+    a suite's length is known before it starts)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_REPEAT:
+        raise UserError(f"suite {source}: repeat must be a whole number of runs from 1 to {MAX_REPEAT}, "
+                        f"got {shown(value)}")
+    return value
 
 
 def _entries(data: dict[str, Any], source: str, included: bool) -> list[dict[str, Any]]:

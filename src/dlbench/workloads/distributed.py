@@ -5,7 +5,8 @@ only objects are exchanged) and leaves it at the end; its `Group` holds the coll
 workloads use (barrier, broadcast, gather, agree, all_sum), each a no-op with one process. `wrap`
 puts a model under DistributedDataParallel; `measure` runs warm-up and measurement with step
 counts every rank agrees on (a rank that stopped on its own clock would leave the others waiting
-in an all-reduce). With one process all of it reduces to plain `run_steps`.
+in an all-reduce), and gathers what each rank's monitor saw of its own GPU (`watched`). With one
+process all of it reduces to plain `run_steps`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import socket
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
@@ -21,9 +23,10 @@ import torch
 import torch.distributed as dist
 
 from dlbench.measure.loop import Measured, Progress, run_steps, synchronize
+from dlbench.measure.monitor import MonitorData
 from dlbench.measure.profile import compact
 from dlbench.measure.timer import NullTimer
-from dlbench.results.measurement import Communication
+from dlbench.results.measurement import Communication, RankGpu
 from dlbench.workloads import early
 
 
@@ -162,9 +165,20 @@ def measure(step: Callable, spec, group: Group, progress: Progress, steps: int |
     measured = run_steps(step, group.device, warmup=0, warmup_seconds=0.0, steps=count, min_seconds=0.0,
                          progress=progress, **profiling)
     measured.warmup_steps, measured.warmup_s = first + extra, warmup_s
+    measured.rank_gpus = group.gather(watched(group, measured.monitor))
     if measured.profile:
         measured.profile["ranks"] = [compact(p) for p in group.gather(measured.profile)]
     return measured
+
+
+def watched(group: Group, data: MonitorData | None) -> dict[str, Any]:
+    """This rank's GPU over the measured window as its own monitor saw it, stored with every other
+    rank's in rank 0's result: the ranks wait for each other every step, so a neighbour or a low
+    clock on any one GPU slows the run, not only on rank 0's."""
+    gpu = group.device.index if group.device.type == "cuda" else None
+    reason = None if data is None or data.available else data.reason
+    summary = data.summary() if data is not None else {}
+    return RankGpu.watched(group.rank, gpu, os.getpid(), socket.gethostname(), summary, reason).stored()
 
 
 def rank_path(path: str, rank: int) -> str:

@@ -18,6 +18,7 @@ import os
 import time
 from typing import Any, Iterator
 
+import numpy as np
 import torch
 
 from dlbench import data
@@ -90,7 +91,11 @@ def _rank_line(rank: int, payload: dict[str, Any], phases: tuple[str, ...]) -> d
     line = {"rank": rank, "steps": len(samples["step"]),
             "throughput": payload["images_per_step"] * len(samples["step"]) / sum(samples["step"]),
             "step_ms": summarize(samples["step"])["median"] * 1e3}
-    line.update({f"{phase}_ms": summarize(samples[phase])["median"] * 1e3 for phase in phases})
+    for phase in phases:
+        # the p10-p90 spread beside the median: the doctor names a rank slower beyond it (report/rank_causes.py)
+        p10, p90 = np.percentile(samples[phase], (10, 90)) * 1e3
+        line.update({f"{phase}_ms": summarize(samples[phase])["median"] * 1e3, f"{phase}_p10_ms": float(p10),
+                     f"{phase}_p90_ms": float(p90)})
     return line
 
 

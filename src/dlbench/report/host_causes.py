@@ -1,0 +1,157 @@
+"""Causes on the host's side of the step, from the CPU figures a run records over its measured window
+(measure/host.py; results/measurement.py's `Host`):
+
+- the launching thread waited for a CPU: the thread that queues the step's work was runnable but
+  off every CPU (schedstat), in seconds a step from its share of the window;
+- held to fewer cores: the CPU set (affinity) or cgroup quota the run may use is smaller than the
+  machine and its processes filled it; it then takes the place of advice that needs more cores
+  (more loader workers, larger kernels);
+- hypervisor steal: the share of the CPUs' time the hypervisor gave to other guests.
+
+Against a baseline only what grew counts, as with the other causes (report/causes.py).
+"""
+
+from __future__ import annotations
+
+from dlbench.figures import ms, percent
+from dlbench.report.causes import Cause, Parts, parts
+from dlbench.report.history import Against
+from dlbench.results.record import Result
+
+WAIT_SHARE = 0.03  # without a baseline, a launching thread's wait below this share of the step is no cause
+FULL_CORES = 0.8  # the run's processes using this share of the cores they may use have filled them
+STEAL_SHARE = 0.05  # steal (or, against a baseline, its growth) at or above this share of the CPUs' time
+
+WAITED = "launching thread waited for a CPU"
+HELD = "held to fewer cores"
+STEAL = "hypervisor steal"
+NAMES = frozenset({WAITED, HELD, STEAL})  # each explains GPU idle: no launch-bound advice beside them
+
+# Causes whose fix needs more cores than a full, restricted CPU set has, and contention, which cannot be
+# on the run's own cores where its processes kept them all busy (others used cores it may not use):
+# the restriction is named instead, with what each of them saw
+_NEED_CORES = {"too few loader workers": "data", "JPEG decoding on the CPU": "data", "input-bound": "data",
+               "CPU contention starving the input pipeline": "data", "launch-bound": "gaps",
+               "CPU contention": "gaps"}
+NOT_RECORDED = ("the host's CPU figures (the launching thread's wait for a CPU, steal, the CPUs allowed, the "
+                "environment) were not recorded (stored by an earlier dlbench)")
+NO_SCHEDSTAT = "the threads' wait for a CPU was not recorded: this kernel shows no /proc/<pid>/task/<tid>/schedstat"
+
+
+def revise(r: Result, p: Parts, base: Against | None, lost: float | None,
+           found: list[Cause]) -> tuple[list[Cause], list[str]]:
+    """`found` with the host's causes: a full, restricted CPU set in place of the causes whose advice
+    needs more cores, the launching thread's wait and steal added; and notes of what was not recorded."""
+    host = r.measured.host
+    if not host.recorded:
+        return found, [NOT_RECORDED] if r.status == "ok" else []
+    notes = [NO_SCHEDSTAT] if host.launch_thread_wait_s is None and host.window_s else []
+    found = held(r, p, base, lost, found)
+    wait = waited(r, p, base)
+    if wait is not None:
+        found = [_less_launch_bound(c, wait.seconds or 0.0) for c in found] + [wait]
+    steal = stolen(r, base)
+    return found + ([steal] if steal else []), notes
+
+
+def _less_launch_bound(c: Cause, waited_s: float) -> Cause:
+    """The GPU idle the launching thread spent off its CPU is no sign of kernels too small: launch-bound
+    keeps only the rest (the doctor leaves out a rest too small to count)."""
+    if c.name != "launch-bound" or c.seconds is None:
+        return c
+    apart = min(waited_s, c.seconds)
+    return Cause(c.name, f"{c.evidence} ({ms(apart * 1e3)} ms a step of that idle is the launching thread's wait "
+                         "for a CPU, counted apart)", c.seconds - apart)
+
+
+def _label(r: Result) -> str:
+    return f"run {r.id[:8]} ({r.started[:16].replace('T', ' ')})"
+
+
+# ---- the launching thread -----------------------------------------------------------------------
+
+def waited(r: Result, p: Parts, base: Against | None) -> Cause | None:
+    """The launching thread's wait for a CPU, in seconds a step (its share of the window times the
+    mean step); against a baseline, the part that grew."""
+    host = r.measured.host
+    share = host.launch_wait_share
+    if share is None or not p.step:
+        return None
+    theirs = base.other.measured.host.launch_wait_share if base else None
+    seconds = (share - (theirs or 0.0)) * p.step
+    if seconds <= 0 or (base is None and share < WAIT_SHARE):
+        return None
+    counts = [f"{host.launch_thread_switches:,} involuntary switches"] if host.launch_thread_switches is not None else []
+    counts += [f"{host.launch_thread_migrations:,} migrations"] if host.launch_thread_migrations is not None else []
+    text = f"the launching thread waited {ms(share * p.step * 1e3)} ms a step for a CPU" + (
+        f" ({', '.join(counts)})" if counts else "")
+    if host.cpu_steal_share is not None:
+        text += f"; steal {percent(host.cpu_steal_share)}"
+    if base is not None and theirs is not None:
+        text += f"; against {ms(theirs * parts(base.other).step * 1e3)} ms in {_label(base.other)}"
+    allowed = host.allowed_cores
+    if host.torch_threads and allowed and host.torch_threads > allowed:
+        text += f"; torch runs {host.torch_threads} threads on {allowed:g} allowed cores"
+    if restriction(r):  # the run's own processes fill the cores it may use
+        fix = f"the run's own processes take turns on the {allowed:g} cores it may use; lift the restriction"
+    else:
+        fix = "other threads held its cores; free them, or run fewer threads beside it (`OMP_NUM_THREADS`, loader workers)"
+    return Cause(WAITED, f"{text}: {fix}", seconds)
+
+
+# ---- the cores it may use ------------------------------------------------------------------------
+
+def restriction(r: Result) -> str | None:
+    """'held to 2 of 32 cores by its CPU affinity (its processes used 2.0 cores)' where the run may use
+    fewer cores than the machine has and its processes used nearly all of them."""
+    host, seen = r.measured.host, r.measured.neighbours
+    allowed, used = host.allowed_cores, seen.cpu_own_cores
+    machine = seen.cpu_cores or (r.system.get("cpu") or {}).get("cores")
+    if allowed is None or used is None or not machine or allowed >= machine or used < FULL_CORES * allowed:
+        return None
+    by = "its CPU affinity" if host.cpus_allowed == allowed else "its cgroup's CPU quota"
+    return f"held to {allowed:g} of {machine} cores by {by} (its processes used {used:.1f} cores)"
+
+
+def held(r: Result, p: Parts, base: Against | None, lost: float | None, found: list[Cause]) -> list[Cause]:
+    """`found` with a full, restricted CPU set named in place of the causes whose advice needs more
+    cores (their seconds are its). On a CPU, where the cores are the device, it is named with the
+    rest of the loss where the baseline could use more cores, else with no share measured."""
+    text = restriction(r)
+    if text is None:
+        return found
+    taken = [c for c in found if c.name in _NEED_CORES]
+    kept = [c for c in found if c.name not in _NEED_CORES]
+    on_gpu = r.device.startswith("cuda")
+    what = {"data": f"the step waited for data {percent((p.data or 0.0) / (p.step or 1.0))} of the measured time",
+            "gaps": f"the GPU waited for the host {ms((p.idle or 0.0) * 1e3)} ms a step apart from data" if on_gpu
+            else "the benchmark runs on those cores"}
+    why = [what[_NEED_CORES[c.name]] for c in taken]
+    measured = [c.seconds for c in taken if c.seconds is not None]
+    seconds = sum(measured) if measured else None
+    if not taken:
+        if on_gpu:
+            return found  # the GPU lost no time the host's cores account for
+        why.append(what["gaps"])
+        theirs = base.other.measured.host.allowed_cores if base else None
+        if lost is not None and theirs is not None and theirs > (r.measured.host.allowed_cores or 0):
+            seconds = max(0.0, lost - sum(c.seconds or 0.0 for c in found))
+    fix = ("run it on more cores: lift the restriction (`taskset -c`, `numactl`, the job's or container's CPU "
+           "limit); more loader workers or threads would only share the same cores")
+    return kept + [Cause(HELD, f"{text}; {'; '.join(dict.fromkeys(why))}: {fix}", seconds)]
+
+
+# ---- the hypervisor -----------------------------------------------------------------------------
+
+def stolen(r: Result, base: Against | None) -> Cause | None:
+    """Steal at or above STEAL_SHARE of the CPUs' time (against a baseline, grown by that much); the
+    step's share of it is not measured."""
+    steal = r.measured.host.cpu_steal_share
+    theirs = base.other.measured.host.cpu_steal_share if base else None
+    if steal is None or steal - (theirs or 0.0) < STEAL_SHARE:
+        return None
+    text = f"the hypervisor took {percent(steal)} of the CPUs' time (steal)"
+    if base is not None and theirs is not None:
+        text += f", against {percent(theirs)} in {_label(base.other)}"
+    return Cause(STEAL, text + ": other guests of this virtual machine's host used its CPUs; a dedicated or "
+                               "less loaded host gives them back")
