@@ -14,6 +14,7 @@ from dlbench.errors import UserError
 from dlbench.launch.view import Terminal
 from dlbench.options import Options, option
 from dlbench.report import FORMATS
+from dlbench.results.spread import median_runs
 from dlbench.results.store import DB_HELP, Store, one_store
 
 
@@ -61,21 +62,23 @@ def report(request: ReportRequest, view: Terminal) -> None:
     output = output_file(request.output, request.db, "report")
     with Store(request.db, read_only=True) as store:
         chosen = filter_systems(store.results(suite=request.suite_name), request.systems or [])
+    chosen = median_runs(chosen)  # a repeat set's figure is its median run
     title = f"dlbench report: {request.suite_name}" if request.suite_name else "dlbench report"
     view.write(render(chosen, fmt, title=title, with_references=request.with_references), output)
 
 
 @dataclass(frozen=True, kw_only=True)
 class CompareRequest(Options):
-    """Relative speed of systems or runs on the benchmarks they share, with bootstrap confidence
-    intervals over the per-step samples. Exit status: 0, 1 when --fail-above finds a regression,
+    """Relative speed of systems or runs on the benchmarks they share, with confidence intervals:
+    between runs where a side has several (`--repeat`) or this machine recorded the spread of the
+    configuration, else over each run's per-step samples. Exit status: 0, 1 when --fail-above finds a regression,
     2 for a usage error."""
     sides: list[str] = option(MISSING, "Two or more systems (GPU name or host), tags, or run id prefixes; with "
                                        "--fail-above: the baseline, then the candidate.", argument=True)
     fail_above: float | None = option(None, "Regression check: exit 1 when the candidate is slower than the "
                                             "baseline by more than this and by more than the noise.",
                                       unit="%", low=0, high=1000)
-    confidence: float = option(0.95, "Level of the bootstrap intervals.", low=0, low_open=True, high=0.999)
+    confidence: float = option(0.95, "Level of the confidence intervals.", low=0, low_open=True, high=0.999)
     suite_name: str | None = option(None, "Only results of this suite.", flag="--suite")
     format: str = option("md", "md or json.", choices=("md", "json"))
     db: str | None = option(None, DB_HELP, parse=one_store)

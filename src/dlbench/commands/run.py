@@ -87,7 +87,7 @@ def _head_start(plan: str | list[BenchmarkSpec], here: bool = True) -> Iterator[
 
 def _run_plan(spec: BenchmarkSpec, plan: str | list[BenchmarkSpec], sweep: bool, extras: RunExtras,
               results_file: Path | None, view: Terminal, ranks: Any) -> int:
-    several = plan != "auto" and len(plan) > 1
+    several = plan != "auto" and (len(plan) > 1 or extras.repeat not in (None, "1"))
     done: list[Result] = []
     with Store(extras.db) as store, _results_to(results_file, several, view) as write, \
             interrupts.kept(lambda: _kept(done, 1 if plan == "auto" else len(plan), store.path)):

@@ -10,7 +10,9 @@ The parts of a step, all from the run's own record:
 - neighbours: the SM time other processes took on the same GPU (NVML's per-process samples);
 - clocks: the busy time lost to a lower SM clock than the baseline's;
 - communication: on several GPUs, the all-reduce (its path from the NCCL settings, NVLink and peer
-  access; its cost from the gradient bytes and the all-reduce bandwidth `dlbench system` measured).
+  access; its cost from the gradient bytes and the all-reduce bandwidth `dlbench system` measured);
+- the host's CPUs: the launching thread's wait for a CPU, a CPU set or quota the run filled, steal
+  (report/host_causes.py); the loader workers advised never exceed the cores the run may use.
 What the figures cannot name is said as unexplained, with the measured differences listed.
 """
 

@@ -8,10 +8,15 @@
   (more loader workers, larger kernels);
 - hypervisor steal: the share of the CPUs' time the hypervisor gave to other guests.
 
-Against a baseline only what grew counts, as with the other causes (report/causes.py).
+Where another cause already says why the CPUs fell short (contention, the restriction), the wait is
+said with it, as how that cause cost time, not counted twice; beside launch-bound, the idle the
+launching thread spent off its CPU is taken from launch-bound's share. Against a baseline only what
+grew counts, as with the other causes (report/causes.py).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from dlbench.figures import ms, percent
 from dlbench.report.causes import Cause, Parts, parts
@@ -27,6 +32,8 @@ HELD = "held to fewer cores"
 STEAL = "hypervisor steal"
 NAMES = frozenset({WAITED, HELD, STEAL})  # each explains GPU idle: no launch-bound advice beside them
 
+# Causes that say why the host's CPUs fell short: the launching thread's wait is how they cost time
+_SHORT_OF_CPU = frozenset({HELD, "CPU contention", "CPU contention starving the input pipeline"})
 # Causes whose fix needs more cores than a full, restricted CPU set has, and contention, which cannot be
 # on the run's own cores where its processes kept them all busy (others used cores it may not use):
 # the restriction is named instead, with what each of them saw
@@ -48,7 +55,10 @@ def revise(r: Result, p: Parts, base: Against | None, lost: float | None,
     notes = [NO_SCHEDSTAT] if host.launch_thread_wait_s is None and host.window_s else []
     found = held(r, p, base, lost, found)
     wait = waited(r, p, base)
-    if wait is not None:
+    why = next((c for c in found if c.name in _SHORT_OF_CPU), None)
+    if wait is not None and why is not None:  # the wait is how that cause cost time: said with it
+        found = [replace(c, evidence=f"{c.evidence}; {wait_text(r, p, base)}") if c is why else c for c in found]
+    elif wait is not None:
         found = [_less_launch_bound(c, wait.seconds or 0.0) for c in found] + [wait]
     steal = stolen(r, base)
     return found + ([steal] if steal else []), notes
@@ -73,16 +83,31 @@ def _label(r: Result) -> str:
 def waited(r: Result, p: Parts, base: Against | None) -> Cause | None:
     """The launching thread's wait for a CPU, in seconds a step (its share of the window times the
     mean step); against a baseline, the part that grew."""
-    host = r.measured.host
-    share = host.launch_wait_share
+    share = r.measured.host.launch_wait_share
     if share is None or not p.step:
         return None
     theirs = base.other.measured.host.launch_wait_share if base else None
     seconds = (share - (theirs or 0.0)) * p.step
     if seconds <= 0 or (base is None and share < WAIT_SHARE):
         return None
-    counts = [f"{host.launch_thread_switches:,} involuntary switches"] if host.launch_thread_switches is not None else []
-    counts += [f"{host.launch_thread_migrations:,} migrations"] if host.launch_thread_migrations is not None else []
+    allowed = r.measured.host.allowed_cores
+    if restriction(r):  # the run's own processes fill the cores it may use
+        fix = f"the run's own processes take turns on the {allowed:g} cores it may use; lift the restriction"
+    else:
+        fix = ("other threads held its cores; free them, or run fewer threads beside it (`OMP_NUM_THREADS`, "
+               "loader workers)")
+    return Cause(WAITED, f"{wait_text(r, p, base)}: {fix}", seconds)
+
+
+def wait_text(r: Result, p: Parts, base: Against | None) -> str:
+    """'the launching thread waited 6.10 ms a step for a CPU (N involuntary switches, M migrations);
+    steal 9%', and against the baseline's wait."""
+    host = r.measured.host
+    share = host.launch_wait_share or 0.0
+    theirs = base.other.measured.host.launch_wait_share if base else None
+    switches, migrations = host.launch_thread_switches, host.launch_thread_migrations
+    counts = [f"{switches:,} involuntary switches"] if switches is not None else []
+    counts += [f"{migrations:,} migrations"] if migrations is not None else []
     text = f"the launching thread waited {ms(share * p.step * 1e3)} ms a step for a CPU" + (
         f" ({', '.join(counts)})" if counts else "")
     if host.cpu_steal_share is not None:
@@ -92,11 +117,7 @@ def waited(r: Result, p: Parts, base: Against | None) -> Cause | None:
     allowed = host.allowed_cores
     if host.torch_threads and allowed and host.torch_threads > allowed:
         text += f"; torch runs {host.torch_threads} threads on {allowed:g} allowed cores"
-    if restriction(r):  # the run's own processes fill the cores it may use
-        fix = f"the run's own processes take turns on the {allowed:g} cores it may use; lift the restriction"
-    else:
-        fix = "other threads held its cores; free them, or run fewer threads beside it (`OMP_NUM_THREADS`, loader workers)"
-    return Cause(WAITED, f"{text}: {fix}", seconds)
+    return text
 
 
 # ---- the cores it may use ------------------------------------------------------------------------
