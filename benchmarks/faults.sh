@@ -25,7 +25,7 @@ BIG="--model resnet50 --batch 256 --precision bf16 --channels-last --steps 30 --
 images="folder:$work/images"
 REPEATS=${REPEATS:-5}
 
-dl system --db "$db" >&2
+[ "${SYSTEM:-1}" = 1 ] && dl system --db "$db" >&2
 [ -e "$work/images" ] || dl data images "$work/images" --n "${IMAGES:-6000}" >&2
 
 # clean repeats, each a fresh process: a host-bound and a GPU-bound configuration

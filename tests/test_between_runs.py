@@ -190,3 +190,15 @@ def test_repeat_runs_fresh_processes_stored_as_one_set(db, tmp_path):
     assert "median of 3 runs" in proc.stdout and "fresh processes" in proc.stderr
     assert len(json.loads(out.read_text())) == 3
     assert all(r.suite is None for r in results)
+
+
+def test_a_changed_environment_is_named_where_it_is_the_only_difference():
+    env = {"CUDA_DEVICE_MAX_CONNECTIONS": "32", "NCCL_NVLS_ENABLE": "0"}
+    clean = [run(v, environment=env) for v in (3990, 3991, 4000)]
+    one = run(2400, tag="fault", environment={**env, "CUDA_DEVICE_MAX_CONNECTIONS": "1"})
+    [d] = diagnose([*clean, one], refs=[], chosen=[one])
+    assert d.causes[0].name == "changed environment"
+    assert d.causes[0].evidence.startswith("CUDA_DEVICE_MAX_CONNECTIONS 1 against 32 (0.60x of run")
+    inside = run(3995, tag="inside", environment={**env, "OMP_NUM_THREADS": "4"})
+    [d] = diagnose([*clean, inside], refs=[], chosen=[inside])
+    assert any("the environment differs from run" in h and "OMP_NUM_THREADS 4 against unset" in h for h in d.hints)

@@ -375,6 +375,13 @@ def differences(r: Result, other: Result) -> list[str]:
     return out
 
 
+def environment_differences(r: Result, other: Result) -> list[str]:
+    """The recorded environment variables that change behaviour and differ between two runs; none
+    where either run did not record them."""
+    mine, theirs = r.measured.host.environment, other.measured.host.environment
+    return [] if mine is None or theirs is None else _environment_differences(mine, theirs)
+
+
 def _environment_differences(mine: dict[str, str], theirs: dict[str, str]) -> list[str]:
     """Each recorded environment variable set differently in the two runs ('unset' where one lacks it)."""
     return [f"{key} {mine.get(key, 'unset')} against {theirs.get(key, 'unset')}"

@@ -430,6 +430,13 @@ def _unexplained(r: Result, base: Against, found: list[Cause]) -> Cause | None:
     explained = sum(min(c.seconds or 0.0, lost) for c in found)
     if explained >= parts_of.UNEXPLAINED * lost:
         return None
+    unaccounted = lost - explained
+    changed = parts_of.environment_differences(r, base.other)
+    if changed:  # a setting that changes how CUDA, NCCL or PyTorch run is the one recorded difference of its kind
+        return Cause("changed environment", f"{'; '.join(changed)} ({_against_text(base)}); {ms(unaccounted * 1e3)} "
+                                            f"of the {ms(lost * 1e3)} ms a step lost is accounted for by no other "
+                                            f"figure: set them as in run {base.other.id[:8]}", unaccounted,
+                     unaccounted / history.mean_step(r), unaccounted / lost)
     what = "; ".join(parts_of.differences(r, base.other)) or "none of the recorded figures"
     return Cause("unexplained", f"{_against_text(base)}; {ms((lost - explained) * 1e3)} of the {ms(lost * 1e3)} ms a "
                                 f"step lost is not accounted for; what differed: {what}", lost - explained,
@@ -503,6 +510,9 @@ def _diagnose(r: Result, refs: list[Reference], surveys: list[Result],
     d.breakdown = profile.causes(r, record or ceiling_record,
                                  idle_advice=not IDLE_EXPLAINED & {c.name for c in d.causes})
     d.hints += [note] if (note := profile.profile_note(r)) else []
+    if d.history is not None and not any(c.name == "changed environment" for c in d.causes) and \
+            (changed := parts_of.environment_differences(r, d.history.other)):
+        d.hints.append(f"the environment differs from run {d.history.other.id[:8]}: {'; '.join(changed)}")
     if d.history is None and r.samples.get("step"):
         d.hints.append("the first run of this configuration on this machine: the next one is judged against it")
     if not r.samples.get("step") and r.status == "ok":
