@@ -11,7 +11,9 @@ by the host on an H100:
   fwdbwd  ResNet-50 forward and backward, batch 16, fp32 (the cnn-benchmarks setting)
 
 Prints every pair's ratio (dlbench over plain), each configuration's geometric mean with the
-spread of both sides, and writes them to --json. Target: geometric mean >= 0.98.
+spread of both sides, and writes them to --json. Target: geometric mean >= 0.98. Both sides do the
+same arithmetic: TF32 off (dlbench's fp32 and bf16 leave it off; PyTorch's default uses it for
+convolutions) and cuDNN's heuristics, not its timed search (dlbench's eager level).
 
     python benchmarks/pairs.py [--pairs 10] [--configs train,fwdbwd] [--db pairs.db] [--json pairs.json]
     python benchmarks/pairs.py --plain train     # one plain run: prints its img/s
@@ -45,10 +47,13 @@ def plain(config: str, steps: int, seconds: float) -> float:
     from plain import resnet50_train_step, resnet50_training
 
     batch = BATCH[config]
+    # the same arithmetic as dlbench at these precisions: TF32 off (PyTorch leaves it on for
+    # convolutions), and cuDNN choosing its algorithms by heuristics, as at --optimize eager
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = False
     if config == "train":
         step = resnet50_train_step(batch)
     else:
-        torch.backends.cudnn.benchmark = True  # as dlbench's fwdbwd, which autotunes in its warm-up
         torch.manual_seed(0)
         import torchvision
 
@@ -59,8 +64,6 @@ def plain(config: str, steps: int, seconds: float) -> float:
         def step() -> None:
             model(x).backward(grad)
             model.zero_grad(set_to_none=True)
-    if config == "train":
-        torch.backends.cudnn.benchmark = True
     timed(step, 10, 1.0)
     count, took = timed(step, steps, seconds)
     return batch * count / took
