@@ -36,6 +36,7 @@ CLOCK_LOSS = 0.03  # a clock this much below the baseline's is a cause
 MIN_UTIL_READINGS = 10  # a second of the monitor's readings before its utilisation is read as the window's
 CONTENDED_CORES = 0.25  # other processes using this share of the cores contend with the run
 SLOW_DISK_GBS = 1.0
+LAUNCHER_SETS = frozenset({"OMP_NUM_THREADS"})  # torchrun sets it to 1 in every rank where the user did not
 UNEXPLAINED = 0.5  # causes explaining less than this share of a loss leave it unexplained
 # NCCL settings that take a faster transport away
 TRANSPORT_OFF = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_P2P_LEVEL": "LOC", "NCCL_NET": "Socket",
@@ -379,7 +380,11 @@ def environment_differences(r: Result, other: Result) -> list[str]:
     """The recorded environment variables that change behaviour and differ between two runs; none
     where either run did not record them."""
     mine, theirs = r.measured.host.environment, other.measured.host.environment
-    return [] if mine is None or theirs is None else _environment_differences(mine, theirs)
+    if mine is None or theirs is None:
+        return []
+    if (r.setup.gpus > 1) != (other.setup.gpus > 1):  # what torchrun sets in its ranks is no user's setting
+        mine, theirs = ({k: v for k, v in env.items() if k not in LAUNCHER_SETS} for env in (mine, theirs))
+    return _environment_differences(mine, theirs)
 
 
 def _environment_differences(mine: dict[str, str], theirs: dict[str, str]) -> list[str]:

@@ -445,9 +445,12 @@ def _unexplained(r: Result, base: Against, found: list[Cause]) -> Cause | None:
 
 def _against_text(a: Against) -> str:
     when = a.other.started[:16].replace("T", " ")
-    if a.kind == "one GPU":
-        return f"weak-scaling efficiency {fixed(a.ratio, 2)} against run {a.other.id[:8]} ({when}) on one GPU" + \
-            (f"; {spread_text(a)}" if a.between_runs else _interval(a))
+    if a.kind == "one GPU":  # judged by its efficiency, not by the one-GPU runs' spread: that is told only
+        spread = a.spread
+        told = (f"; the {spread.n} one-GPU runs spread {fixed(spread.low / spread.median, 2)}–"
+                f"{fixed(spread.high / spread.median, 2)}x of their median (CV {percent(spread.cv or 0.0)})"
+                if a.between_runs else _interval(a))
+        return f"weak-scaling efficiency {fixed(a.ratio, 2)} against run {a.other.id[:8]} ({when}) on one GPU{told}"
     if a.between_runs:
         return f"{fixed(a.ratio, 2)}x of run {a.other.id[:8]} ({when}), the median of {a.spread.n}; {spread_text(a)}"
     if a.kind == "history":
@@ -468,9 +471,8 @@ def spread_text(a: Against) -> str:
     """'within this machine's run-to-run spread (6 runs, 1,735–3,195 img/s)', or beyond it."""
     spread = a.spread
     where = {-1: "slower than", 0: "within", 1: "faster than"}[a.place]
-    unit = f" {spread.unit}" if spread.unit and a.kind != "one GPU" else ""
-    low, high = (spread.low, spread.high) if unit else (spread.low / spread.median, spread.high / spread.median)
-    figures = f"{_fmt(low)}–{_fmt(high)}{unit}" if unit else f"{fixed(low, 2)}–{fixed(high, 2)}x of the median"
+    unit = f" {spread.unit}" if spread.unit else ""
+    figures = f"{_fmt(spread.low)}–{_fmt(spread.high)}{unit}"
     return f"{where} this machine's run-to-run spread ({spread.n} runs, {figures}, CV {percent(spread.cv or 0.0)})"
 
 

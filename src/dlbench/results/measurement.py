@@ -15,8 +15,10 @@ plug-in workload's own figures) ride along in `extra`.
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from dataclasses import dataclass, field
-from typing import Any, Collection, Mapping, TypeVar
+from typing import Any, Collection, Mapping, TypedDict, TypeVar, Union
 
 G = TypeVar("G", bound="Group")
 
@@ -698,3 +700,98 @@ def with_nulls(measured: Measurement, group: str) -> Measurement:
     record = getattr(measured, group)
     nulls = {key: None for name, key in record.keys().items() if getattr(record, name) is None}
     return dataclasses.replace(measured, extra={**nulls, **measured.extra})
+
+
+# --- the shape of nested figures ----------------------------------------------------------------
+
+class CpuProcess(TypedDict):
+    """One entry of `cpu_other_top` (measure/host.py): another process that used the CPU."""
+    pid: int
+    cores: float
+    command: str
+
+
+class RankLine(TypedDict, total=False):
+    """One entry of `ranks` (`Data.ranks`, workloads/pipeline.py), read as `RankPhases`."""
+    rank: int
+    steps: int
+    step_ms: float
+    throughput: float
+
+
+# The nested figures that reports read entry by entry, and what each entry is read as. A stored value
+# of another shape (a text where a list of mappings belongs) would stop the report that reads it.
+NESTED: dict[str, Any] = {
+    "cpu_other_top": list[CpuProcess], "gpu_neighbours": list[GpuNeighbour], "rank_gpus": list[RankGpu],
+    "ranks": list[RankLine], "communication": Communication, "profile": ProfileSummary, "stats": dict[str, Stats],
+    "throttle_reasons": list[str], "launcher_commands": list[str], "cpu_wait_threads": list[dict[str, Any]],
+    "per_fold": list[dict[str, Any]], "block_probe": list[dict[str, Any]], "precision_check": list[dict[str, Any]],
+    "gpu_facts": list[dict[str, Any]], "environment": dict[str, str],
+}
+
+
+def nested_problem(key: str, value: Any) -> str | None:
+    """Why the metric `key` has not the shape its readers expect (`NESTED`), or None."""
+    hint = NESTED.get(key)
+    if hint is None or value is None or _fits(value, hint):
+        return None
+    return f"must be {_described(hint)}"
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a stored value has the shape of `hint` (a type, a typed record or a container of them)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (Union, types.UnionType):
+        return any(_fits(value, arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if origin in (list, tuple):
+        return isinstance(value, list) and all(_fits(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(_fits(item, args[1]) for item in value.values())
+    if dataclasses.is_dataclass(hint):  # read through `_known`, which leaves a None out: the default stands
+        return isinstance(value, dict) and all(_fits(value[k], h) for k, h in _hints(hint).items()
+                                               if value.get(k) is not None)
+    if typing.is_typeddict(hint):  # read with `.get`: a key present must hold its type
+        return isinstance(value, dict) and all(_fits(value[k], h) for k, h in _hints(hint).items() if k in value)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return type(value) is int
+    return isinstance(value, hint)
+
+
+def _hints(record: type) -> dict[str, Any]:
+    return typing.get_type_hints(record)
+
+
+def _described(hint: Any) -> str:
+    """The shape in words, for the line that refuses a record."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is list:
+        inner = args[0]
+        mapped = inner is not str and (dataclasses.is_dataclass(inner) or typing.is_typeddict(inner)
+                                       or typing.get_origin(inner) is dict)
+        return "a list of mappings" + (_fields(inner) if mapped else "") if mapped else f"a list of {inner.__name__}s"
+    if origin is dict:
+        inner = args[1]
+        return f"a mapping of {inner.__name__}s" if isinstance(inner, type) and not dataclasses.is_dataclass(inner) \
+            else "a mapping of mappings" + _fields(inner)
+    return "a mapping" + _fields(hint)
+
+
+def _fields(record: Any) -> str:
+    """' (pid: int, cores: float, ...)' for a typed record; '' for a plain mapping."""
+    if not (dataclasses.is_dataclass(record) or typing.is_typeddict(record)):
+        return ""
+    named = ", ".join(f"{k}: {_type_name(h)}" for k, h in list(_hints(record).items())[:4])
+    return f" ({named}{', ...' if len(_hints(record)) > 4 else ''})"
+
+
+def _type_name(hint: Any) -> str:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (Union, types.UnionType) and len(args) == 1:
+        hint = args[0]
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")

@@ -22,6 +22,7 @@ from dlbench.results.record import Result
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
          2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
          2.045, 2.042)
+MAD_TO_SD = 1.4826  # the median absolute deviation of normal figures times this is their standard deviation
 SAME = 0.03  # a run this close to the edge of the band is not told apart from it, however tight the band
 AUTO_TARGET = 0.02  # `--repeat auto` stops once the mean's 95% interval is within this of it
 AUTO_MIN_RUNS = 3
@@ -93,16 +94,18 @@ class Spread:
         return None if cv is None else t975(self.n - 1) * cv / math.sqrt(self.n)
 
     def band(self) -> tuple[float, float] | None:
-        """Where a further run of this configuration is expected: the 95% prediction interval from
-        three runs or more, never narrower than the runs' own range; the range from two; None from one."""
+        """Where a further run of this configuration is expected: from three runs or more a 95%
+        prediction interval around the median whose width comes from the median absolute deviation,
+        so that a run with a fault among them (a machine's history holds such runs) does not widen
+        it to everything; the range from two; None from one."""
         if self.n < 2:
             return None
-        low, high = self.low, self.high
-        if self.n >= 3:
-            mean, sd = statistics.fmean(self.figures), statistics.stdev(self.figures)
-            reach = t975(self.n - 1) * sd * math.sqrt(1 + 1 / self.n)
-            low, high = min(low, mean - reach), max(high, mean + reach)
-        return max(0.0, low), high
+        if self.n == 2:
+            return self.low, self.high
+        middle = self.median
+        sd = MAD_TO_SD * statistics.median(abs(f - middle) for f in self.figures)
+        reach = t975(self.n - 1) * sd * math.sqrt(1 + 1 / self.n)
+        return max(0.0, middle - reach), middle + reach
 
     def place(self, figure: float) -> int:
         """-1 below the band (slower beyond the run-to-run spread), 1 above it, 0 inside it or where
