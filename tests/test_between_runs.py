@@ -202,3 +202,26 @@ def test_a_changed_environment_is_named_where_it_is_the_only_difference():
     inside = run(3995, tag="inside", environment={**env, "OMP_NUM_THREADS": "4"})
     [d] = diagnose([*clean, inside], refs=[], chosen=[inside])
     assert any("the environment differs from run" in h and "OMP_NUM_THREADS 4 against unset" in h for h in d.hints)
+
+
+def test_auto_adds_runs_until_settled_failed_or_out_of_time():
+    import time
+
+    budget = repeats.Budget(600.0, time.monotonic())
+    steady = [run(v) for v in (3990, 3991, 4000)]
+    assert not budget.enough(steady[:2]) and budget.enough(steady)
+    noisy = [run(v) for v in HOST_BOUND[:4]]
+    assert not budget.enough(noisy)
+    failed = make_result(spec=TRAIN, system=HOST, status="error")
+    assert budget.enough([failed])  # a spec that fails will fail again
+    for r in noisy:
+        r.traces["launch"] = {"wall_s": 30.0}
+    late = repeats.Budget(100.0, time.monotonic() - 90.0)  # one more 30 s run would pass the budget
+    assert late.enough(noisy) and not late.enough(noisy[:1])
+    assert "until the mean's 95% interval is within ±2%" in repeats.announce(_spec(), "auto", 600)
+
+
+def _spec():
+    from dlbench.spec import BenchmarkSpec
+
+    return BenchmarkSpec.from_dict({"workload": "fwdbwd", "model": "resnet18", "device": "cpu"})

@@ -74,7 +74,7 @@ USAGE_ERRORS = [
     (("run", "volume", "--block", "3"), "--block must be ZxYxX"),
     (("run", "converge", "--data", "/nonexistent/seg"), "/nonexistent/seg"),
     (("suite", "jade", "--device", "bogus"), "bad device 'bogus'"),
-    (("run", "nosuchworkload"), "No such command 'nosuchworkload'"),
+    (("run", "nosuchworkload"), "unknown workload 'nosuchworkload'"),
 ]
 
 

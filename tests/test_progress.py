@@ -51,3 +51,16 @@ def test_batch_search_without_a_bound_goes_to_the_limit():
     cpu = FakeCPU()
     found = batchsize.search(cpu.probe, limit=64, clock=cpu.clock)
     assert found["largest"] == 64 and "stopped" not in found
+
+
+def test_heartbeat_time_counts_from_the_start_not_the_stage():
+    out = io.StringIO()
+    with Heartbeat(Console(file=out, width=200), every_s=0.5) as heartbeat:
+        heartbeat("train resnet18: count FLOPs")
+        time.sleep(3.0)
+        heartbeat("train resnet18: warm-up 1/5")
+        time.sleep(1.5)
+    ticks = [line for line in out.getvalue().splitlines() if line.startswith("train resnet18: warm-up 1/5 (")]
+    assert ticks, out.getvalue()
+    # a clock that restarted with the warm-up would say 1 or 2 s
+    assert all(int(line.split("(")[1].split(" s so far")[0]) >= 3 for line in ticks), ticks

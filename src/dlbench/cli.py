@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import sys
 from dataclasses import MISSING
 from pathlib import Path
 from typing import Optional
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 try:  # newer typer releases carry their own copy of click
     from typer._click import exceptions as clicks
@@ -30,14 +31,63 @@ from dlbench.commands.suite import SuiteRequest, suite_command
 from dlbench.launch.view import Terminal
 from dlbench.options import Field, Options, fields_of
 from dlbench.results.store import GLOBAL_DB
+from dlbench.units import suggest
+
+view = Terminal()
+FLAG = ""  # a flag takes no value: newer typer would show it a type, "<bool>", as if it took one
+
+
+def _prose(text: str | None) -> str:
+    """`text` with each paragraph on one line. rich keeps a docstring's single line breaks, so the
+    help would break sentences wherever the source did, and again where the terminal wraps them;
+    a paragraph that starts with \\b keeps its lines (click's mark for a list or a table)."""
+    paragraphs = inspect.cleandoc(text or "").split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paragraphs)
+
+
+def _first_sentence(text: str | None) -> str:
+    """The first sentence of `text`: a command's line in its group's list, the rest in its own --help."""
+    return re.split(r"(?<=\.)\s+(?=[A-Z])", _prose(text).split("\n\n")[0], maxsplit=1)[0]
+
+
+class _FlagHelp:
+    """--help shown as the flag it is: typer gives the option it adds itself a type, "<bool>"."""
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None:
+            option.metavar = FLAG
+        return option
+
+
+class _Command(_FlagHelp, TyperCommand):
+    pass
+
+
+class _Commands(_FlagHelp, TyperGroup):
+    """A group whose unknown command is a user error naming the close ones, as for options and
+    models. typer's own suggestion looks only at commands made up front, never at `run`'s
+    workloads, which are made when asked for."""
+
+    noun = "command"
+
+    def resolve_command(self, ctx, args: list[str]):
+        name = args[0] if args else ""
+        known = self.list_commands(ctx)
+        if name and not name.startswith("-") and name not in known and not ctx.resilient_parsing:
+            raise UserError(f"unknown {self.noun} {name!r}{suggest(name, known)}; "
+                            f"`{ctx.command_path} --help` lists them")
+        return super().resolve_command(ctx, args)
+
 
 app = typer.Typer(
-    help="Deep learning benchmarks for GPU machines. With no command, runs the default suite (`quick` on a "
+    cls=_Commands,
+    # the first paragraph is the headline; rich shows the rest below it, dimmed
+    help="Deep learning benchmarks for GPU machines.\n\nWith no command, runs the default suite (`quick` on a "
          "GPU; without one `smoke`, a short CPU check), stores the results and prints the report.",
     no_args_is_help=False, add_completion=False, pretty_exceptions_enable=False,
 )
-view = Terminal()
-FLAG = ""  # a flag takes no value: newer typer would show it a type, "<bool>", as if it took one
+
 
 def _version(show: bool) -> None:
     if show:
@@ -59,9 +109,11 @@ def _default(ctx: typer.Context,
         raise typer.Exit(suite_command(SuiteRequest(), view))
 
 
-class _RunCommands(TyperGroup):
+class _RunCommands(_Commands):
     """`dlbench run`'s sub-commands, one per workload, made when asked for: building one imports
     its workload (and torch), which other commands need not wait for."""
+
+    noun = "workload"
 
     def list_commands(self, ctx) -> list[str]:
         return workloads.names()
@@ -99,9 +151,8 @@ def _run_app(workload: workloads.Workload) -> typer.Typer:
         raise typer.Exit(run_command(workload, given, view=view))
 
     command.__signature__ = inspect.Signature(params)
-    command.__doc__ = workload.help
     sub = typer.Typer(add_completion=False)
-    sub.command(workload.name)(command)
+    sub.command(workload.name, cls=_Command, help=_prose(workload.help))(command)
     return sub
 
 
@@ -137,11 +188,12 @@ def _command(group: typer.Typer, name: str, request: type[Options], handler) -> 
         raise typer.Exit(handler(request(**values), view) or 0)
 
     command.__signature__ = inspect.Signature([_parameter(f) for f in request.fields()])
-    command.__doc__ = request.__doc__
-    group.command(name)(command)
+    group.command(name, cls=_Command, help=_prose(request.__doc__),
+                  short_help=_first_sentence(request.__doc__))(command)
 
 
-data_app = typer.Typer(help="Write synthetic datasets to benchmark real input pipelines anywhere.", no_args_is_help=True)
+data_app = typer.Typer(cls=_Commands, help="Write synthetic datasets to benchmark real input pipelines anywhere.",
+                       no_args_is_help=True)
 app.add_typer(data_app, name="data")
 _command(data_app, "images", data.ImagesRequest, data.images)
 _command(data_app, "volume", data.VolumeRequest, data.volume)

@@ -101,6 +101,8 @@ def _run_plan(spec: BenchmarkSpec, plan: str | list[BenchmarkSpec], sweep: bool,
                 results = _repeated(one, store, extras, view)
             else:
                 results = [_run(one, store, extras, view, ranks=ranks if one is plan[0] else None)]
+                if results[0].status == "ok" and one is plan[-1]:
+                    view.message(ONE_RUN)
             done.extend(results)
             for result in results:
                 write(result)
@@ -108,6 +110,10 @@ def _run_plan(spec: BenchmarkSpec, plan: str | list[BenchmarkSpec], sweep: bool,
             if statuses[-1] == "oom" and sweep:
                 break  # larger batches cannot fit either
     return 1 if _failed(statuses, sweep) else 0
+
+
+ONE_RUN = ("one run: how far a fresh process of it moves on this machine is unknown; --repeat 5 measures the "
+           "spread between runs")
 
 
 def _set_status(results: list[Result]) -> str:

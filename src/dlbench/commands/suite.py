@@ -20,7 +20,7 @@ from dlbench.launch.suiterun import Plan, make_plan, new_run_id, run_suite
 from dlbench.launch.view import Terminal
 from dlbench.options import MAX_TIMEOUT_S, Options, option, shown
 from dlbench.paths import check_new_folder
-from dlbench.results.record import FAILED, RUN_ID
+from dlbench.results.record import FAILED, RUN_ID, Result
 from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, default_path, one_store
 from dlbench.spec import BenchmarkSpec, check_device
 from dlbench.suites import Suite, spec_key
@@ -180,14 +180,17 @@ def _run_here(plan: Plan, store: Store, request: SuiteRequest, default_timeout: 
     if outcome.interrupted:
         return 130  # the line that says what was kept comes from interrupts.answered
     with interrupts_kept(lambda: f"all {len(outcome.results)} results of run {plan.run} kept in {store.path}"):
-        return _finish(store, plan, view)
+        return _finish(store, plan, view, outcome.results)
 
 
-def _finish(store: Store, plan: Plan, view: Terminal) -> int:
-    """The report of this suite run and a count by status; 1 when something failed."""
+def _finish(store: Store, plan: Plan, view: Terminal, ran: list[Result]) -> int:
+    """The report of this suite run and a count by status; 1 when something failed. `ran`: this
+    command's results, some perhaps kept outside a store that could not take them."""
     from dlbench.report import render_markdown
 
     mine = [r for r in store.results(suite=plan.suite.name) if r.run == plan.run]
+    stored = {r.id for r in mine}
+    mine += [r for r in ran if r.id not in stored]
     view.text(render_markdown([r for r in mine if r.status == "ok"]))
     latest = {spec_key(r.spec): r.status for r in mine}  # oldest first: the newest result of each spec wins
     counts = Counter(latest.values())

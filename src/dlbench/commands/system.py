@@ -52,8 +52,9 @@ def system_command(request: SystemRequest, view: Terminal) -> None:
                     status(f"measuring {stage} ({done + 1}/{total})")
 
             record = survey(fingerprint(), target, disk=disk, progress=progress)
-        if store is not None:
-            store.add(record)
+        not_stored = store.add_kept([record]) if store is not None else None
+        if not_stored:  # measured: kept beside the store or printed, and the command ends as it would
+            view.warning(not_stored)
     finally:
         if store is not None:
             store.close()

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from dlbench.errors import UserError
 from dlbench.launch import interrupts, torchrun
-from dlbench.launch.view import Heartbeat
+from dlbench.launch.view import Heartbeat, one_line
 from dlbench.models import registry
 from dlbench.results.measurement import Run, Window
 from dlbench.results.record import Result, now
@@ -89,13 +89,17 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                 except UserError:
                     bar.live.transient = True  # the error line alone, not a half-drawn bar above it
                     raise
-                if ceiling is not None:  # measured once here; later runs find it in the store
-                    store.add(ceiling)
-                    known.append(ceiling)
                 result.add(extra_metrics or Run(), Window(wall_to_result_s=round(since_start(), 2)))
-                store.add(result)
+                # the ceiling is measured once here; later runs find it in the store
+                not_stored = store.add_kept([r for r in (ceiling, result) if r is not None])
+                if ceiling is not None:
+                    known.append(ceiling)
                 settle()
-                note = tuning.keep(result)
+                # a result kept outside the store is no tuning to point at, and a locked store would be waited for again
+                note = tuning.keep(result) if not_stored is None else None
+            if not_stored:  # the run measured: it goes on, and its exit status stays what it would have been
+                console.print(f"warning: {one_line(not_stored)}", style="yellow", highlight=False, markup=False,
+                              soft_wrap=True)
             if note:
                 console.print(note, highlight=False, markup=False, soft_wrap=True)
             results.append(result)

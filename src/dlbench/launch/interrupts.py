@@ -1,10 +1,11 @@
-"""Ctrl-C (SIGINT) and SIGTERM, for every dlbench command: this module is their one owner.
+"""Ctrl-C (SIGINT), SIGTERM and SIGHUP, for every dlbench command: this module is their one owner.
 
 `install()` runs first thing in a `dlbench` process (`dlbench.__main__`), before the command
 line loads, so a signal pressed in the first second is answered too, and also where a shell
 started dlbench with SIGINT ignored (a script's background job: `dlbench suite & … kill -INT`).
 
-What a signal does:
+What a signal does (SIGHUP, a closed terminal or an ended SSH session, is a stop like SIGTERM, except
+where the command was started under `nohup`, which asked that it go on):
 - by default, KeyboardInterrupt in the main thread: the stage unwinds, `stop()` runs what is
   pending (the running benchmark stored as `interrupted`), says in one line what was kept
   (`kept()`), and exits with status 130;
@@ -30,7 +31,7 @@ import time
 from types import FrameType
 from typing import Callable, Iterator
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_S = 2.5  # after a signal that should stop the command, before the watchdog stops it
 POLL_S = 0.02  # how often the watchdog looks whether a held signal's import is done
 EXIT_STATUS = 130
@@ -45,6 +46,7 @@ class _Owner:
         self.pending: list[Callable[[], None]] = []  # what to store if stopped now
         self.kept: list[Callable[[], str]] = []  # what the last line says was kept
         self.installed = False
+        self.owned: list[int] = []  # the signals install() took over
         self.stopping = False
         self.ran_pending = False  # a stop stored what was running
         self.held: int | None = None  # a signal heard inside an import, to deliver again after it
@@ -86,11 +88,15 @@ OWNER = _Owner()
 
 
 def install() -> None:
-    """Own SIGINT and SIGTERM in this (main) thread, whatever the shell left them as."""
+    """Own SIGINT, SIGTERM and SIGHUP in this (main) thread, whatever the shell left SIGINT as (a script's
+    background job ignores it, yet `kill -INT` must stop dlbench); a SIGHUP ignored is left so: `nohup`."""
     if OWNER.installed or threading.current_thread() is not threading.main_thread():
         return
     for sig in SIGNALS:
+        if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+            continue
         signal.signal(sig, OWNER.handle)
+        OWNER.owned.append(sig)
     reader, writer = socket.socketpair()
     writer.setblocking(False)
     signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
@@ -106,33 +112,51 @@ def _forget() -> None:
         return
     with contextlib.suppress(ValueError, OSError):
         signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for sig in OWNER.owned:
+            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
     OWNER.installed = False
     OWNER.pending.clear()
     OWNER.kept.clear()
 
 
 def _watch(reader: socket.socket, writer: socket.socket) -> None:  # writer: kept open with the reader
+    """The watchdog's loop. It never raises: a traceback from this thread would print beside the stop's
+    one line (or after it), and a watchdog that died could no longer stop a command held in native code."""
     heard = 0
     deadline: float | None = None
     while True:
-        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-        reader.settimeout(POLL_S if OWNER.held is not None and (wait is None or wait > POLL_S) else wait)
         try:
-            # One byte per signal, its number; other handlers' signals (torch's SIGCHLD for DataLoader
-            # workers) come through here too and are none of the watchdog's business.
-            heard += sum(byte in SIGNALS for byte in reader.recv(64))
-        except socket.timeout:
-            if _deliver_held():
-                heard -= 1  # its byte comes through here again
-            elif deadline is not None and time.monotonic() >= deadline:
-                stop(None)  # the main thread did not come back in time
-                return
-            continue
-        # The first signal inside Interrupts() is the supervisor's to act on; any other must stop the command.
-        if heard and deadline is None and not (OWNER.deferring and heard == 1):
-            deadline = time.monotonic() + GRACE_S
+            got = _heard(reader, deadline)
+            if got is None:
+                if _deliver_held():
+                    heard -= 1  # its byte comes through here again
+                elif deadline is not None and time.monotonic() >= deadline:
+                    stop(None)  # the main thread did not come back in time
+                    return
+                continue
+            heard += got
+            # The first signal inside Interrupts() is the supervisor's to act on; any other must stop the command.
+            if heard and deadline is None and not (OWNER.deferring and heard == 1):
+                deadline = time.monotonic() + GRACE_S
+        except Exception:  # noqa: BLE001 - see above; wait a moment rather than spin on a failing socket
+            time.sleep(POLL_S)
+
+
+def _heard(reader: socket.socket, deadline: float | None) -> int | None:
+    """How many stopping signals came through the wakeup socket; None where none came before the wait
+    ended (the deadline, or a poll for a held signal)."""
+    wait = None if deadline is None else deadline - time.monotonic()
+    if OWNER.held is not None and (wait is None or wait > POLL_S):
+        wait = POLL_S
+    # Never a timeout of 0: that makes the socket non-blocking, and recv then raises BlockingIOError
+    # (not socket.timeout) where no byte is waiting, as at a deadline just reached.
+    reader.settimeout(None if wait is None else max(wait, 0.001))
+    try:
+        # One byte per signal, its number; other handlers' signals (torch's SIGCHLD for DataLoader
+        # workers) come through here too and are none of the watchdog's business.
+        return sum(byte in SIGNALS for byte in reader.recv(64))
+    except (socket.timeout, BlockingIOError, InterruptedError):
+        return None
 
 
 class Interrupts:
@@ -209,7 +233,8 @@ def stop(say: Callable[[str], None] | None) -> None:
         try:
             say(line) if say else print(line, file=sys.stderr)
         except Exception:  # noqa: BLE001 - the view may be mid-line in another thread
-            print(line, file=sys.stderr)
+            with contextlib.suppress(Exception):  # after SIGHUP the terminal may be gone: exit all the same
+                print(line, file=sys.stderr)
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()

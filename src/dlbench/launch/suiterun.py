@@ -23,7 +23,7 @@ from dlbench.errors import UserError
 from dlbench.launch.interrupts import OWNER, Interrupts, pending
 from dlbench.launch.interrupts import kept as interrupts_kept
 from dlbench.launch.speed import machine
-from dlbench.launch.view import SuiteView
+from dlbench.launch.view import SuiteView, one_line
 from dlbench.results.measurement import Run
 from dlbench.results.record import Result, now
 from dlbench.results.store import Store
@@ -140,13 +140,16 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
                                       ceilings=known)
                 result.add(_repeat_of(plan, index))
                 ceiling = carried_ceiling(result)
-                if ceiling is not None:  # measured once, by the first run that needed it; later ones reuse it
-                    store.add(ceiling)
+                # the ceiling is measured once, by the first run that needed it; later ones reuse it
+                not_stored = store.add_kept([r for r in (ceiling, result) if r is not None])
+                if ceiling is not None:
                     known.append(ceiling)
-                store.add(result)
                 settle()
             outcome.results.append(result)
             view.finish(result, describe(result))
+            if not_stored:  # the suite goes on: each result is kept, and the exit status is the runs'
+                console.print(f"warning: {one_line(not_stored)}", style="yellow", highlight=False, markup=False,
+                              soft_wrap=True)
         outcome.interrupted = interrupts.signal_name if interrupts.count else None
     return outcome
 

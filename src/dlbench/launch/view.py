@@ -64,12 +64,15 @@ class Heartbeat:
 
     As a context manager it also ticks by itself: a phase that reports nothing for a while (a
     warm-up or FLOP count of one large tile, a compile, a model build) still gets a line every
-    `every_s` seconds with its time so far, so long work is never silent."""
+    `every_s` seconds with the time so far, so long work is never silent. That time counts from the
+    start of the work it watches (the `with` block), not of the stage on the line: a clock that
+    restarted at each stage would read as the run having just begun."""
 
     def __init__(self, console: Console, every_s: float = 5.0, *, always: bool = False) -> None:
         """`always`: tick on a terminal too (where no bar shows the time going by)."""
         self.console, self.every_s, self.last = console, every_s, time.monotonic()
         self.line, self.since = "", time.monotonic()  # the latest line, and since when it says the same
+        self.started = time.monotonic()  # the start of the work: what "so far" counts from
         self.always = always
         self._done = threading.Event()
 
@@ -87,6 +90,7 @@ class Heartbeat:
         self.console.print(clean(line), highlight=False, markup=False)
 
     def __enter__(self) -> "Heartbeat":
+        self.started = time.monotonic()
         if self.always or not self.console.is_terminal:  # a terminal's bar shows its own elapsed time
             threading.Thread(target=self._tick, name="dlbench-heartbeat", daemon=True).start()
         return self
@@ -100,7 +104,7 @@ class Heartbeat:
             # only a line that has stood still that long: moving work prints through __call__
             if self.line and clock - self.last >= self.every_s and clock - self.since >= self.every_s:
                 self.last = clock
-                self.console.print(clean(f"{self.line} ({format_seconds(clock - self.since)} so far)"),
+                self.console.print(clean(f"{self.line} ({format_seconds(clock - self.started)} so far)"),
                                    highlight=False, markup=False)
 
 

@@ -118,6 +118,8 @@ def benchmark_names(chosen: dict[tuple, Result]) -> dict[tuple, str]:
 def select(results: Sequence[Result], selector: str) -> list[Result]:
     """Results matching an id prefix, else a tag, else a system label or host name."""
     s = selector.strip()
+    if not s:  # '' is in every system's name: it would choose every run
+        raise UserError(f"an empty selector ({selector!r}) names no run: give a system, host, tag or run id")
     if _HEX.match(s.lower()):
         hits = [r for r in results if r.id.startswith(s.lower())]
         if hits:
@@ -167,12 +169,25 @@ def _latest(results: Sequence[Result]) -> dict[tuple, Result]:
 
 # --- statistics --------------------------------------------------------------------------
 
+def timed(samples: Sequence[float] | None) -> list[float]:
+    """The step times a ratio can stand on: the finite ones, where their median is positive; else none
+    (steps of 0 s were never measured, and a ratio of them is NaN or infinite)."""
+    found = [float(v) for v in (samples if samples is not None else ())
+             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    return found if found and float(np.median(found)) > 0 else []
+
+
+def _finite(*values: float) -> bool:
+    return all(math.isfinite(v) and v > 0 for v in values)
+
+
 def bootstrap_ratio(a: Sequence[float], b: Sequence[float], *, level: float = 0.95,
                     resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
-    """median(b) / median(a) and its percentile bootstrap interval, resampling both sides."""
-    xa, xb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    """median(b) / median(a) and its percentile bootstrap interval, resampling both sides (their finite
+    step times, of a positive median: see `timed`)."""
+    xa, xb = np.asarray(timed(a), dtype=np.float64), np.asarray(timed(b), dtype=np.float64)
     if xa.size == 0 or xb.size == 0:
-        raise ValueError("both sides need samples")
+        raise ValueError("both sides need positive step times")
     rng = np.random.default_rng(seed)
     chunk = max(1, _CHUNK_ELEMENTS // max(xa.size, xb.size))
     ratios = []
@@ -204,6 +219,8 @@ def between_runs(a: Sequence[float], b: Sequence[float], spread_a: float | None,
     geometric means, and its interval by Welch's t over the runs' logarithms. A side of one run takes
     `spread_*` (the variance of the logarithm its configuration's runs on its machine show), else the
     other side's; None where neither side's between-run noise is known."""
+    if len(a) == 0 or len(b) == 0 or not all(math.isfinite(v) and v > 0 for v in (*a, *b)):
+        return None  # a rate of 0 (or none at all) has no logarithm
     la, lb = np.log(np.asarray(a, dtype=np.float64)), np.log(np.asarray(b, dtype=np.float64))
     va = float(np.var(la, ddof=1)) if la.size > 1 else spread_a
     vb = float(np.var(lb, ddof=1)) if lb.size > 1 else spread_b
@@ -217,7 +234,8 @@ def between_runs(a: Sequence[float], b: Sequence[float], spread_a: float | None,
     df = (sum(terms) ** 2 / sum(t * t / (n - 1) for t, n in zip(terms, (la.size, lb.size)) if n > 1)
           if se > 0 and dofs else max(dofs or [1]))
     reach = _t(level, max(1, int(df))) * se
-    return math.exp(diff), math.exp(diff - reach), math.exp(diff + reach)
+    found = math.exp(diff), math.exp(diff - reach), math.exp(diff + reach)
+    return found if _finite(*found) else None
 
 
 def _t(level: float, df: int) -> float:
@@ -259,12 +277,13 @@ def ratio_of(a: Result, b: Result, labels: tuple[str, str], name: str, level: fl
         found = between_runs([step_rate(r) for r in ra], [step_rate(r) for r in rb], *spread, level=level)
         if found is not None:
             return Ratio(labels[0], labels[1], name, *found, runs=(len(ra), len(rb)), noise="between runs")
-    sa, sb = a.samples.get("step"), b.samples.get("step")
+    sa, sb = timed(a.samples.get("step")), timed(b.samples.get("step"))
     if sa and sb:
         value, low, high = bootstrap_ratio(sa, sb, level=level)
-        return Ratio(labels[0], labels[1], name, value, low, high)
+        if _finite(value, low, high):  # steps of a few picoseconds: a ratio beyond any float
+            return Ratio(labels[0], labels[1], name, value, low, high)
     ta, tb = _step_seconds(a), _step_seconds(b)
-    if ta and tb and not (odd(ta) or odd(tb)):  # no ratio of a value that is no figure
+    if ta and tb and not (odd(ta) or odd(tb)) and _finite(ta, tb, tb / ta):  # no ratio of a value that is no figure
         return Ratio(labels[0], labels[1], name, tb / ta)
     return None
 

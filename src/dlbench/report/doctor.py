@@ -26,6 +26,7 @@ from dlbench.figures import ODD, ODD_LEGEND, fixed, ms, percent, sig
 from dlbench.report import causes as parts_of, history, host_causes, profile
 from dlbench.report import rank_causes
 from dlbench.report.causes import Cause
+from dlbench.report.compare import timed
 from dlbench.report.history import Against
 from dlbench.report.markdown import line
 from dlbench.results.measurement import Measurement
@@ -498,7 +499,7 @@ def _diagnose(r: Result, refs: list[Reference], surveys: list[Result],
     m = r.measured
     d.utilisation = utilisation_text(m.utilisation) or utilisation_text(utilisation(r, surveys))
     if r.status == "ok" and r.samples.get("step"):
-        d.history = history.best_other(r, by_configuration.get(history.configuration(r), []))
+        d.history = history.typical(r, by_configuration.get(history.configuration(r), []))
         d.one_gpu = history.one_gpu(r, by_configuration)
         d.synthetic = history.synthetic(r, by_configuration)
     d.baseline = _baseline(d)
@@ -515,8 +516,11 @@ def _diagnose(r: Result, refs: list[Reference], surveys: list[Result],
     if d.history is not None and not any(c.name == "changed environment" for c in d.causes) and \
             (changed := parts_of.environment_differences(r, d.history.other)):
         d.hints.append(f"the environment differs from run {d.history.other.id[:8]}: {'; '.join(changed)}")
-    if d.history is None and r.samples.get("step"):
+    if d.history is None and timed(r.samples.get("step")):
         d.hints.append("the first run of this configuration on this machine: the next one is judged against it")
+    elif r.samples.get("step") and not timed(r.samples.get("step")):  # stored before imports refused such records
+        d.hints.append("its per-step times have a median of 0 s, which no measurement gives: it is not compared "
+                       "with other runs")
     if not r.samples.get("step") and r.status == "ok":
         d.hints.append("no per-step samples in this result (stored by an earlier dlbench or imported without them): "
                        "it is not compared with other runs")

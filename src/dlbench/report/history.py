@@ -10,10 +10,11 @@ other run the between-run noise is unknown, and said so.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from dlbench.report.compare import benchmark_key, bootstrap_ratio
+from dlbench.report.compare import benchmark_key, bootstrap_ratio, timed
 from dlbench.results.measurement import Measurement, Run
 from dlbench.results.record import Result
 from dlbench.results.spread import Spread, median_run, speed, step_rate
@@ -100,33 +101,37 @@ def mean_step(r: Result) -> float:
     return sum(steps) / len(steps)
 
 
-def against(r: Result, other: Result, kind: str = "history", runs: Sequence[Result] = ()) -> Against:
+def against(r: Result, other: Result, kind: str = "history", runs: Sequence[Result] = ()) -> Against | None:
     """`r`'s speed as a share of `other`'s: other's median step over r's, with the between-run spread of
     `runs` (those `other` stands for) where there are several. On one GPU against several the per-GPU
     work is equal (the batch is per process), so this is the weak-scaling efficiency, and every figure
-    is the step's."""
+    is the step's. None where the step times give no finite ratio (never a NaN verdict)."""
+    if not timed(r.samples.get("step")) or not timed(other.samples.get("step")):
+        return None
     ratio, low, high = bootstrap_ratio(r.samples["step"], other.samples["step"])
-    figure = step_rate if kind == "one GPU" else speed
+    if not all(math.isfinite(v) and v > 0 for v in (ratio, low, high)):
+        return None
+    figure = _figure(kind)
     spread = Spread.of(runs, figure) if len(runs) >= 2 else None
     mine, theirs = figure(r), figure(other)
-    if spread is None or mine is None or not theirs:
+    if spread is None or mine is None or not theirs or not math.isfinite(mine / theirs):
         return Against(other, ratio, low, high, kind)
     return Against(other, mine / theirs, low, high, kind, spread, mine)
 
 
+def _figure(kind: str):
+    """Each run's figure: its speed in its unit; against one GPU its steps per second (per process)."""
+    return step_rate if kind == "one GPU" else speed
+
+
 def typical(r: Result, group: Sequence[Result], kind: str = "history") -> Against | None:
-    """`r` against the median run of `group` (its own run left out), judged by the group's spread."""
-    others = [o for o in group if o.id != r.id and o.samples.get("step")]
-    if not others or not r.samples.get("step"):
+    """`r` against the median run of `group` (its own run left out: on its machine, its configuration's
+    other runs), judged by the band their run-to-run spread gives."""
+    # steps of 0 s (a record edited by hand) give no ratio: such runs are no yardstick
+    others = [o for o in group if o.id != r.id and timed(o.samples.get("step"))]
+    if not others or not timed(r.samples.get("step")):
         return None
-    figure = step_rate if kind == "one GPU" else speed
-    return against(r, median_run(others, figure), kind, others)
-
-
-def best_other(r: Result, group: Sequence[Result]) -> Against | None:
-    """`r` against the other runs of its configuration on its machine: their median run, and the
-    band their run-to-run spread gives."""
-    return typical(r, group)
+    return against(r, median_run(others, _figure(kind)), kind, others)
 
 
 def one_gpu(r: Result, results_by_configuration: dict[tuple, list[Result]]) -> Against | None:

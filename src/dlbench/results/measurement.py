@@ -15,6 +15,7 @@ plug-in workload's own figures) ride along in `extra`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from dataclasses import dataclass, field
@@ -291,7 +292,8 @@ class RankPhases:
     def read(cls, line: Mapping[str, Any]) -> "RankPhases":
         names = [k.removesuffix("_ms") for k, v in line.items() if k.endswith("_ms") and k != "step_ms"
                  and not k.endswith(SPREAD_ENDS) and isinstance(v, (int, float))]
-        phases = {name: PhaseSpread(line[f"{name}_ms"], line.get(f"{name}_p10_ms"), line.get(f"{name}_p90_ms"))
+        phases = {name: PhaseSpread(line[f"{name}_ms"], _number(line.get(f"{name}_p10_ms")),
+                                    _number(line.get(f"{name}_p90_ms")))
                   for name in names}
         return cls(int(line["rank"]), line.get("steps"), line.get("step_ms"), phases)
 
@@ -299,6 +301,11 @@ class RankPhases:
     def spread_recorded(self) -> bool:
         """Whether the line holds each phase's p10 and p90 (a line stored by an earlier dlbench has medians only)."""
         return bool(self.phases) and all(s.p10_ms is not None and s.p90_ms is not None for s in self.phases.values())
+
+
+def _number(value: Any) -> float | None:
+    """A stored figure where it is a number; None where it is not (a line edited by hand)."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _known(cls, stored: Mapping[str, Any]) -> dict[str, Any]:
@@ -711,6 +718,16 @@ class CpuProcess(TypedDict):
     command: str
 
 
+class StoredNeighbour(TypedDict, total=False):
+    """One entry of `gpu_neighbours` or of a rank's `neighbours` as stored, read as `GpuNeighbour`:
+    `launcher` is a flag, or the launcher's command in a record of an earlier dlbench."""
+    pid: int
+    sm_share: float | None
+    memory_gb: float | None
+    command: str | None
+    launcher: bool | str | None
+
+
 class RankLine(TypedDict, total=False):
     """One entry of `ranks` (`Data.ranks`, workloads/pipeline.py), read as `RankPhases`."""
     rank: int
@@ -722,7 +739,7 @@ class RankLine(TypedDict, total=False):
 # The nested figures that reports read entry by entry, and what each entry is read as. A stored value
 # of another shape (a text where a list of mappings belongs) would stop the report that reads it.
 NESTED: dict[str, Any] = {
-    "cpu_other_top": list[CpuProcess], "gpu_neighbours": list[GpuNeighbour], "rank_gpus": list[RankGpu],
+    "cpu_other_top": list[CpuProcess], "gpu_neighbours": list[StoredNeighbour], "rank_gpus": list[RankGpu],
     "ranks": list[RankLine], "communication": Communication, "profile": ProfileSummary, "stats": dict[str, Stats],
     "throttle_reasons": list[str], "launcher_commands": list[str], "cpu_wait_threads": list[dict[str, Any]],
     "per_fold": list[dict[str, Any]], "block_probe": list[dict[str, Any]], "precision_check": list[dict[str, Any]],
@@ -751,6 +768,8 @@ def _fits(value: Any, hint: Any) -> bool:
         return isinstance(value, list) and all(_fits(item, args[0]) for item in value)
     if origin is dict:
         return isinstance(value, dict) and all(_fits(item, args[1]) for item in value.values())
+    if hint is GpuNeighbour:  # a rank's neighbours, as stored
+        hint = StoredNeighbour
     if dataclasses.is_dataclass(hint):  # read through `_known`, which leaves a None out: the default stands
         return isinstance(value, dict) and all(_fits(value[k], h) for k, h in _hints(hint).items()
                                                if value.get(k) is not None)
@@ -763,35 +782,24 @@ def _fits(value: Any, hint: Any) -> bool:
     return isinstance(value, hint)
 
 
+@functools.cache  # every imported record is checked: resolve each record type's hints once
 def _hints(record: type) -> dict[str, Any]:
     return typing.get_type_hints(record)
 
 
 def _described(hint: Any) -> str:
-    """The shape in words, for the line that refuses a record."""
+    """The shape in words, for the line that refuses a record: 'a list of mappings (pid, cores, command)'."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is list:
-        inner = args[0]
-        mapped = inner is not str and (dataclasses.is_dataclass(inner) or typing.is_typeddict(inner)
-                                       or typing.get_origin(inner) is dict)
-        return "a list of mappings" + (_fields(inner) if mapped else "") if mapped else f"a list of {inner.__name__}s"
-    if origin is dict:
-        inner = args[1]
-        return f"a mapping of {inner.__name__}s" if isinstance(inner, type) and not dataclasses.is_dataclass(inner) \
-            else "a mapping of mappings" + _fields(inner)
-    return "a mapping" + _fields(hint)
+    if origin in (list, dict):
+        return ("a list of " if origin is list else "a mapping of ") + _plural(args[-1])
+    return "a mapping" + _keys(hint)
 
 
-def _fields(record: Any) -> str:
-    """' (pid: int, cores: float, ...)' for a typed record; '' for a plain mapping."""
-    if not (dataclasses.is_dataclass(record) or typing.is_typeddict(record)):
-        return ""
-    named = ", ".join(f"{k}: {_type_name(h)}" for k, h in list(_hints(record).items())[:4])
-    return f" ({named}{', ...' if len(_hints(record)) > 4 else ''})"
+def _plural(hint: Any) -> str:
+    return {str: "texts", int: "numbers", float: "numbers"}.get(hint) or "mappings" + _keys(hint)
 
 
-def _type_name(hint: Any) -> str:
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    if typing.get_origin(hint) in (Union, types.UnionType) and len(args) == 1:
-        hint = args[0]
-    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+def _keys(record: Any) -> str:
+    typed = isinstance(record, type) and (dataclasses.is_dataclass(record) or typing.is_typeddict(record))
+    names = list(_hints(record)) if typed else []
+    return f" ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''})" if names else ""

@@ -6,13 +6,14 @@ import dataclasses
 import datetime as dt
 import math
 import re
+import statistics
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterator
 
 from dlbench.figures import Odd
 from dlbench.options import MAX_BATCH, shown
-from dlbench.results.measurement import Group, Measurement, Run
+from dlbench.results.measurement import Group, Measurement, Run, nested_problem
 from dlbench.results.titles import legacy_title
 
 # 2: status 'timeout' and the suite-run id `run`; records of schema 1 load unchanged.
@@ -280,6 +281,37 @@ def _shape_problem(shape: Any) -> str | None:
     return f"must be a list of at most 8 sizes from 1 to 2^31, got {shown(shape)}"
 
 
+def _shape_problem_of(key: str, value: Any) -> str | None:
+    """Why a nested figure (a list of processes, one mapping per rank) has not the shape its readers expect."""
+    found = nested_problem(key, value)
+    return None if found is None else f"{found}, got {shown(value)}"
+
+
+# One step's time, however a workload names it, and the least a measured step takes in its unit: a
+# record whose steps took no time (all 0, or under a nanosecond: no clock resolves that and no
+# benchmark's step is that short) was not measured, and every ratio of it is 0 or infinite.
+MIN_STEP_S = 1e-9
+_STEP_TIMES = {"step_ms": MIN_STEP_S * 1e3, "total_ms": MIN_STEP_S * 1e3, "iteration_mean_s": MIN_STEP_S}
+
+
+def _untimed(data: dict[str, Any]) -> str | None:
+    """Why the record's step times cannot come from a measurement, or None."""
+    steps = data.get("samples", {}).get("step")
+    if steps and statistics.median(steps) < MIN_STEP_S:
+        zeros = "all 0" if not any(steps) else f"of median {statistics.median(steps):g} s"
+        return f"samples 'step' are {zeros} ({len(steps)} steps): a measured step takes at least {MIN_STEP_S:g} s"
+    metrics = data.get("metrics", {})
+    for key, least in _STEP_TIMES.items():
+        if _number(metrics.get(key)) and metrics[key] < least:
+            return f"metric {key!r} is {metrics[key]:g}: a measured step takes at least {least:g}"
+    stats = metrics.get("stats")
+    step = stats.get("step") if isinstance(stats, dict) else None
+    median = step.get("median") if isinstance(step, dict) else None
+    if _number(median) and median < MIN_STEP_S:
+        return f"metric 'stats' gives a median step of {median:g} s: a measured step takes at least {MIN_STEP_S:g} s"
+    return None
+
+
 def check_values(data: dict[str, Any]) -> None:
     """Every value a report shows or computes with is one it can: a batch and shape of sane whole
     numbers, times and rates from 0 to their bound, finite numbers everywhere. ValueError if not."""
@@ -289,13 +321,16 @@ def check_values(data: dict[str, Any]) -> None:
         if found:
             raise ValueError(f"spec {key!r} {found}")
     for key, value in data.get("metrics", {}).items():
-        found = _figure_problem(key, value)
+        found = _figure_problem(key, value) or _shape_problem_of(key, value)
         if found:
             raise ValueError(f"metric {shown(key)} {found}")
     for key, values in data.get("samples", {}).items():
         found = _samples_problem(values)
         if found:
             raise ValueError(f"samples {shown(key)} {found}")
+    found = _untimed(data)
+    if found:
+        raise ValueError(found)
     for field_name in ("system", "traces"):
         bad = next((v for v in _numbers(data.get(field_name, {})) if not _finite(v)), None)
         if bad is not None:
@@ -312,6 +347,9 @@ def tamed(result: "Result") -> "Result":
     for key, value in result.metrics.items():
         if _figure_problem(key, value):
             metrics[key] = Odd() if _unit_bound(key) is not None else None
+            odd.append(f"metrics.{key}")
+        elif nested_problem(key, value):  # a text where a list of processes belongs: no reader could use it
+            metrics[key] = None
             odd.append(f"metrics.{key}")
     for key, values in result.samples.items():
         if _samples_problem(values):

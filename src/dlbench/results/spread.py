@@ -45,7 +45,8 @@ def step_rate(r: Result) -> float | None:
     """Steps per second of the median step: a figure that is per process on several GPUs."""
     steps = r.samples.get("step")
     middle = statistics.median(steps) if steps else None
-    return 1.0 / middle if middle and middle > 0 else None
+    # a median of 0 s (or a few picoseconds, whose rate is infinite) was never measured: no figure
+    return 1.0 / middle if middle and middle > 0 and math.isfinite(1.0 / middle) else None
 
 
 Figure = Callable[[Result], "float | None"]

@@ -10,6 +10,7 @@ read-only folder or mount) can be read; commands that write refuse such a store 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -87,6 +88,12 @@ class StoreLocked(UserError):
     """Another process held the store's write lock longer than this command waits."""
 
 
+class NotStored(UserError):
+    """Results the store could not take (locked, disk full, an I/O error), kept beside it or printed
+    as JSON: the message says where and how to import them. A run that measured goes on and keeps
+    its exit status: nothing it measured is lost."""
+
+
 def _is_busy(error: sqlite3.OperationalError) -> bool:
     return getattr(error, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED") or "locked" in str(error)
 
@@ -115,6 +122,8 @@ class Store:
             return (f"cannot write store {self.path} or the -wal and -shm files SQLite keeps beside it (32 KiB and "
                     f"more) within this process's file-size limit of {limit / 1024:g} KiB (ulimit -f); the store "
                     f"is unchanged: raise the limit (ulimit -f unlimited)")
+        if _is_full(error):
+            return f"cannot write store {self.path}: the disk it is on is full; nothing was run or changed"
         return f"store {self.path} is not a usable dlbench database: {error}"
 
     def _patiently(self, work: Callable[[], T], db: sqlite3.Connection | None = None) -> T:
@@ -197,8 +206,9 @@ class Store:
 
     def add_many(self, results: Iterable[Result]) -> int:
         """Write results in one transaction, skipping ids already stored; returns how many were new.
-        Where another process holds the store locked past the wait, the results are kept in a
-        file beside the store that `dlbench import` adds later: a measurement is never lost."""
+        Where the store cannot take them (locked past the wait, a full disk, an I/O error), they are
+        kept in a file beside the store that `dlbench import` adds later, or, where even that cannot
+        be written, printed on stderr as JSON lines: NotStored says where. A measurement is never lost."""
         results = list(results)
         rows = [_row(r) for r in results]
 
@@ -210,17 +220,62 @@ class Store:
 
         try:
             return self._patiently(write)
-        except StoreLocked as error:
+        except (StoreLocked, sqlite3.Error) as error:
+            why = str(error) if isinstance(error, StoreLocked) else self._unwritable(error)
+        raise self._kept(results, why)  # outside the except: no chained error reaches the user
+
+    def add_kept(self, results: list[Result]) -> str | None:
+        """`add_many`; where the store cannot take the results, the line that says where they are."""
+        try:
+            self.add_many(results)
+        except NotStored as error:
+            return str(error)
+        return None
+
+    def _unwritable(self, error: sqlite3.Error) -> str:
+        if _is_full(error):
+            return f"cannot write the store {self.path}: the disk it is on is full"
+        limit = size_limit()
+        if limit is not None and "I/O" in str(error):  # how SQLite reports a write past `ulimit -f`
+            return (f"cannot write the store {self.path} within this process's file-size limit of "
+                    f"{limit / 1024:g} KiB (ulimit -f)")
+        return f"cannot write the store {self.path}: {error}"
+
+    def _kept(self, results: list[Result], why: str) -> NotStored:
+        """`results` kept beside the store, else printed; the error that says where."""
+        db = "" if self.path == default_path() else f" --db {self.path}"
+        one = len(results) == 1
+        them, it = ("the result is", "it") if one else (f"the {len(results)} results are", "them")
+        try:
             kept = self._keep_pending(results)
-            raise StoreLocked(f"{error}: the result is saved in {kept}; add it with `dlbench import {kept}"
-                              f"{'' if self.path == default_path() else f' --db {self.path}'}`") from None
+        except OSError as error:  # the same full disk, a name too long: stderr is all that is left
+            _print_records(results)
+            return NotStored(f"{why}, and no file beside it could hold {it} either ({error.strerror or error}): "
+                             f"{them} printed above as JSON, one line each; save {it} in a file and add {it} "
+                             f"with `dlbench import FILE{db}`")
+        return NotStored(f"{why}: {them} saved in {kept}; add {it} with `dlbench import {kept}{db}`")
 
     def _keep_pending(self, results: list[Result]) -> Path:
+        """The pending file, written whole or not at all: through a temporary file renamed over it, so
+        a full disk never leaves an empty or half-written one that an import would misread."""
         from dlbench.results.exchange import write_jsonl
 
         kept = self.path.with_name(f"{self.path.name}.pending-{results[0].id[:12] if results else 'none'}.jsonl")
-        with open(kept, "a", encoding="utf-8") as f:  # append: a second run's result never replaces the first's
-            write_jsonl(results, f)
+        # a temporary name `dlbench import FOLDER` skips (it reads *.jsonl)
+        temporary = kept.with_name(f".{kept.name}.{os.getpid()}.tmp")
+        try:
+            # kept before (the same id): a second run's results are added to the first's, never replace them
+            earlier = kept.read_text(encoding="utf-8") if kept.exists() else ""
+            with open(temporary, "w", encoding="utf-8") as f:
+                f.write(earlier)
+                write_jsonl(results, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(temporary, kept)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                temporary.unlink(missing_ok=True)
+            raise
         return kept
 
     def merge(self, results: list[Result]) -> int:
@@ -320,6 +375,20 @@ def _tables(db: sqlite3.Connection) -> set[str]:
     return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
+def _is_full(error: sqlite3.Error) -> bool:
+    return getattr(error, "sqlite_errorname", "") == "SQLITE_FULL" or "disk is full" in str(error)
+
+
+def _print_records(results: list[Result]) -> None:
+    """The records on stderr, one JSON line each, in the export format `dlbench import` reads."""
+    from dlbench.results.exchange import write_jsonl
+
+    with contextlib.suppress(OSError, ValueError):  # stderr closed too: nothing more can be done
+        sys.stderr.flush()
+        write_jsonl(results, sys.stderr)
+        sys.stderr.flush()
+
+
 def _short(key: str) -> str:
     return f"{key[:8]}…" if len(key) > 8 else key
 
@@ -368,7 +437,20 @@ class _transaction:
         self.db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, kind, error, tb) -> None:
-        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+        if kind is None:
+            try:
+                self.db.execute("COMMIT")
+                return
+            except sqlite3.Error:  # a full disk can fail the commit itself
+                self._roll_back()
+                raise
+        self._roll_back()
+
+    def _roll_back(self) -> None:
+        if not self.db.in_transaction:  # SQLite ends a transaction itself on some errors (a full disk)
+            return
+        with contextlib.suppress(sqlite3.Error):  # the error that stopped the work is the one to tell
+            self.db.execute("ROLLBACK")
 
 
 def _row(r: Result) -> tuple:

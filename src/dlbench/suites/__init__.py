@@ -31,9 +31,88 @@ _GENERAL = {f.name for f in dataclasses.fields(BenchmarkSpec)}
 MAX_SPECS = 10_000  # a matrix beyond this is a mistake (an axis too many), not a plan anyone runs
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML without duplicate keys: PyYAML keeps the last of two equal keys silently, so a
+# Bounds on what one suite, with its includes, may make the YAML reader build: a few hundred
+# bytes can otherwise expand to billions of values through aliases, nest deeper than Python
+# recurses, or include files by the million. Real suites are a few KB and far below each.
+MAX_BYTES = 1_000_000  # of YAML, all files of one suite together
+MAX_VALUES = 50_000  # lists, mappings and scalars, each alias counted as all it stands for
+MAX_DEPTH = 100  # lists and mappings inside one another, through aliases too
+MAX_INCLUDES = 100  # suite files read for one suite's includes, a file included twice counting twice
+
+
+@dataclass
+class _Reading:
+    """What one `load` has read so far, over all its includes."""
+    bytes: int = 0
+    values: int = 0
+    includes: int = 0
+
+
+class _Refused(yaml.MarkedYAMLError):
+    """YAML past a bound: refused while it is read, before anything is built from it."""
+
+
+try:  # libyaml scans and parses several times faster than PyYAML's Python parser
+    from yaml.cyaml import CParser as _Parser
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    class _Parser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):  # type: ignore[no-redef]
+        def __init__(self, stream: str) -> None:
+            yaml.reader.Reader.__init__(self, stream)
+            yaml.scanner.Scanner.__init__(self)
+            yaml.parser.Parser.__init__(self)
+
+
+class _Loader(_Parser, yaml.composer.Composer, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+    """Safe YAML, composed in Python so that every value is counted as it is read (the bounds
+    above), and without duplicate keys: PyYAML keeps the last of two equal keys silently, so a
     suite that sets `batch` twice would run something its author did not read."""
+
+    # the Python composer, not libyaml's: only it lets each value be counted
+    get_single_node = yaml.composer.Composer.get_single_node
+    get_node = yaml.composer.Composer.get_node
+    check_node = yaml.composer.Composer.check_node
+
+    def __init__(self, stream: str, reading: _Reading) -> None:
+        _Parser.__init__(self, stream)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+        self.reading = reading
+        self.depth = 0
+        self.shapes: dict[int, tuple[int, int]] = {}  # id(node) → (values, depth) once it is complete
+
+    def compose_node(self, parent, index):
+        mark = self.peek_event().start_mark
+        if self.check_event(yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            if id(node) not in self.shapes:  # `&a [*a]`: a value that holds itself never ends
+                raise _Refused(None, None, "an alias is used inside the value it names", mark)
+            values, depth = self.shapes[id(node)]
+            self._grow(values, self.depth + depth, mark)
+            return node
+        self.depth += 1
+        self._grow(1, self.depth, mark)
+        node = super().compose_node(parent, index)
+        self.depth -= 1
+        self.shapes[id(node)] = self._shape(node)
+        return node
+
+    def _grow(self, values: int, depth: int, mark) -> None:
+        """Count `values` more; refuse past the bounds, as soon as they are passed."""
+        self.reading.values += values
+        if self.reading.values > MAX_VALUES:
+            raise _Refused(None, None, f"it holds more than {MAX_VALUES:,} values (an alias counts as all the "
+                                       f"values it stands for)", mark)
+        if depth > MAX_DEPTH:
+            raise _Refused(None, None, f"it nests lists and mappings more than {MAX_DEPTH} deep", mark)
+
+    def _shape(self, node: yaml.Node) -> tuple[int, int]:
+        """(values, depth) of a complete node, each alias in it counted as what it names."""
+        if isinstance(node, yaml.ScalarNode):
+            return 1, 1
+        children = [c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode) else node.value
+        shapes = [self.shapes[id(c)] for c in children]
+        return 1 + sum(v for v, _ in shapes), 1 + max((d for _, d in shapes), default=0)
 
     def construct_mapping(self, node, deep=False):
         seen: set = set()
@@ -67,7 +146,7 @@ def builtin_names() -> list[str]:
 
 def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> Suite:
     """A built-in suite by name, or a suite file by path; `overrides` replace keys in every spec."""
-    return _load(str(name_or_path), overrides or {}, (), None)
+    return _load(str(name_or_path), overrides or {}, (), None, _Reading())
 
 
 def spec_key(spec: BenchmarkSpec | dict[str, Any]) -> str:
@@ -99,30 +178,61 @@ def _locate(ref: str, base: Path | None) -> tuple[str, str, str]:
     for path in candidates:
         if path.is_file():
             try:
-                return path.read_text(encoding="utf-8"), str(path), str(path.resolve())
+                with open(path, "rb") as f:  # never more than the bound: the file could be huge or growing
+                    data = f.read(MAX_BYTES + 1)
+                if len(data) > MAX_BYTES:
+                    raise UserError(f"suite {path} is more than {MAX_BYTES:,} bytes of YAML; at most {MAX_BYTES:,} "
+                                    f"are allowed")
+                return data.decode("utf-8"), str(path), str(path.resolve())
             except (OSError, UnicodeDecodeError) as error:
                 raise UserError(f"cannot read suite file {path}: {error}") from None
     raise UserError(f"no suite named {ref!r}{suggest(ref, builtin_names())}; "
                     f"built-in suites: {', '.join(builtin_names())}, or give a YAML file")
 
 
-def _load(ref: str, overrides: dict[str, Any], chain: tuple[tuple[str, str], ...], base: Path | None) -> Suite:
+def _load(ref: str, overrides: dict[str, Any], chain: tuple[tuple[str, str], ...], base: Path | None,
+          reading: _Reading) -> Suite:
+    if chain:
+        reading.includes += 1
+        if reading.includes > MAX_INCLUDES:
+            raise UserError(f"suite {chain[0][1]} includes more than {MAX_INCLUDES} suite files in all (a file "
+                            f"included twice counts twice); at most {MAX_INCLUDES} are allowed")
     text, source, identity = _locate(ref, base)
     if identity in (key for key, _ in chain):
         names = [shown for _, shown in chain] + [source]
         raise UserError(f"suite include cycle: {' -> '.join(names)}")
+    reading.bytes += len(text.encode("utf-8"))
+    if reading.bytes > MAX_BYTES:
+        whole = f"suite {source}" if not chain else f"suite {chain[0][1]} with its includes"
+        raise UserError(f"{whole} is more than {MAX_BYTES:,} bytes of YAML; at most {MAX_BYTES:,} are allowed")
+    data = _read_yaml(text, source, reading)
+    here = None if identity.startswith("builtin:") else Path(source).parent
+    return parse(data, source, overrides, _chain=chain + ((identity, source),), _base=here, _reading=reading)
+
+
+def _read_yaml(text: str, source: str, reading: _Reading) -> Any:
+    loader = _Loader(text, reading)
     try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader
+        return loader.get_single_data()
+    except _Refused as error:
+        mark = error.problem_mark
+        raise UserError(f"suite {source} is refused at line {mark.line + 1}: {error.problem}") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
-        raise UserError(f"suite {source} is not valid YAML{where}: {getattr(error, 'problem', error)}") from None
-    here = None if identity.startswith("builtin:") else Path(source).parent
-    return parse(data, source, overrides, _chain=chain + ((identity, source),), _base=here)
+        problem = getattr(error, "problem", None) or error
+        if "maximum nesting depth" in str(problem):  # libyaml's own bound, which it reaches reading ahead
+            raise UserError(f"suite {source} is refused{where}: it nests lists and mappings more than "
+                            f"{MAX_DEPTH} deep") from None
+        raise UserError(f"suite {source} is not valid YAML{where}: {problem}") from None
+    except RecursionError:  # the bounds keep YAML from this; a last guard all the same
+        raise UserError(f"suite {source} nests too deeply to be read") from None
+    finally:
+        loader.dispose()
 
 
-def parse(data: Any, source: str, overrides: dict[str, Any], *,
-          _chain: tuple[tuple[str, str], ...] = (), _base: Path | None = None) -> Suite:
+def parse(data: Any, source: str, overrides: dict[str, Any], *, _chain: tuple[tuple[str, str], ...] = (),
+          _base: Path | None = None, _reading: _Reading | None = None) -> Suite:
     if not isinstance(data, dict):
         raise UserError(f"suite {source} must be a mapping with keys {', '.join(sorted(_KEYS))}")
     unknown = sorted(set(data) - _KEYS, key=str)
@@ -130,7 +240,8 @@ def parse(data: Any, source: str, overrides: dict[str, Any], *,
         raise UserError(f"suite {source}: unknown key {shown(unknown[0])}{suggest(str(unknown[0]), sorted(_KEYS))}; "
                         f"known keys: {', '.join(sorted(_KEYS))}")
     timeout = _timeout(data.get("timeout"), source)
-    included = [_load(ref, overrides, _chain, _base) for ref in _includes(data.get("include"), source)]
+    reading = _reading or _Reading()
+    included = [_load(ref, overrides, _chain, _base, reading) for ref in _includes(data.get("include"), source)]
     specs = [s for suite in included for s in suite.specs]
     repeats = {key: n for suite in included for key, n in suite.repeats.items()}
     for entry in _entries(data, source, bool(specs)):
