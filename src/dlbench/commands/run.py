@@ -238,14 +238,14 @@ def _search(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal
     """The largest batch that fits, by short unstored probes, then the stored run at that batch; the
     batch an earlier search found for the same work on this machine, unless --retune."""
     from dlbench.launch.inprocess import store_interrupted
-    from dlbench.launch.tuning import Tuning, batch_key
+    from dlbench.launch.tuning import Tuning, batch_check, batch_key
     from dlbench.system.info import launcher_fingerprint
 
     from dlbench.workloads.runtime import resolve_device
 
     tag, limit = extras.tag, extras.max_batch
-    tuning = Tuning(store, batch_key(spec, launcher_fingerprint(), limit), extras.retune)
-    tuned = tuning.lookup()
+    tuning = Tuning(store, batch_key(spec, launcher_fingerprint(), limit), extras.retune, batch_check(limit))
+    tuned = tuning.lookup(view.message)
     if tuned is not None:
         view.message(f"batch {tuned.choice['batch']} {tuned.said('searches again')}")
         return _run(dataclasses.replace(spec, batch=tuned.choice["batch"]), store, extras, view,

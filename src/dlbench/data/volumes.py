@@ -7,6 +7,7 @@ UserError line.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from dlbench.errors import UserError
+from dlbench.errors import BenchmarkFailed, UserError
 
 RAW_KEY = "volumes/raw"
 LABEL_KEY = "volumes/labels/neuron_ids"
@@ -53,9 +54,14 @@ def detect_format(path: Path) -> str:
     raise UserError(f"cannot tell the format of {path}: name it .h5/.hdf5, .zarr or .n5")
 
 
+class DamagedVolume(BenchmarkFailed):
+    """A part of the input cannot be read: a chunk that does not decode, a file it lives in gone."""
+
+
 @dataclass
 class Volume:
-    """One 3D dataset; `read` returns a numpy array for a box of slices."""
+    """One 3D dataset; `read` returns a numpy array for a box of slices. A part that cannot be read
+    raises DamagedVolume naming the file and the chunk: the readers' own errors name neither."""
 
     path: Path
     key: str
@@ -65,21 +71,60 @@ class Volume:
     handle: Any
 
     def read(self, box: tuple[slice, ...]) -> np.ndarray:
-        if self.format == "hdf5":
-            return np.asarray(self.handle[box])
-        return self.handle[box].read().result()
+        try:
+            if self.format == "hdf5":
+                return np.asarray(self.handle[box])
+            return self.handle[box].read().result()
+        except (OSError, ValueError, RuntimeError) as error:
+            raise self.damaged(box, error) from None
 
     def read_into(self, box: tuple[slice, ...], out: np.ndarray, where: tuple[slice, ...]) -> None:
         """`box` read into `out[where]` (`out` a pinned tile buffer, say), decoded straight into it
         where the types match: by h5py's read_direct, or tensorstore's threads for zarr and N5."""
         if out.dtype != self.dtype or (self.format == "hdf5" and not out.flags.c_contiguous):
             out[where] = self.read(box)
-        elif self.format == "hdf5":
-            self.handle.read_direct(out, box, where)
-        else:
-            import tensorstore as ts
+            return
+        try:
+            if self.format == "hdf5":
+                self.handle.read_direct(out, box, where)
+            else:
+                import tensorstore as ts
 
-            ts.array(out[where], copy=False, write=True).write(self.handle[box]).result()
+                ts.array(out[where], copy=False, write=True).write(self.handle[box]).result()
+        except (OSError, ValueError, RuntimeError) as error:
+            raise self.damaged(box, error) from None
+
+    def damaged(self, box: tuple[slice, ...], error: Exception) -> DamagedVolume:
+        """The error for a box that could not be read, naming the file and the chunk that failed."""
+        text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        named = re.search(r'local file "([^"]+)"', text)  # tensorstore names the chunk's file
+        if named:
+            where = f"chunk file {named.group(1)}"
+            text = text[named.end():].strip('": ') or text
+        else:
+            where = f"{self.path}, {self._bad_chunk(box)}"
+        return DamagedVolume(f"input {self.name} cannot be read at {_span(box)}: {where} is damaged or missing "
+                             f"({text}); repair or regenerate the input")
+
+    def _bad_chunk(self, box: tuple[slice, ...]) -> str:
+        """The first HDF5 chunk of `box` that fails to read, looked for once a read has failed
+        (h5py's error names no chunk); else what the dataset's data lives in."""
+        external = [name for name, _, _ in self.handle.external or []]
+        if external:
+            return f"its external file{'s' if len(external) > 1 else ''} {', '.join(external)}"
+        chunks = self.handle.chunks
+        if chunks is None:
+            return "its contiguous data"
+        ranges = [range(b.start // c * c, b.stop, c) for b, c in zip(box, chunks)]
+        for corner in np.ndindex(*map(len, ranges)):
+            start = [r[i] for r, i in zip(ranges, corner)]
+            chunk = tuple(slice(s, min(s + c, n)) for s, c, n in zip(start, chunks, self.shape))
+            try:
+                self.handle[chunk]
+            except (OSError, ValueError, RuntimeError):
+                index = ",".join(str(s // c) for s, c in zip(start, chunks))
+                return f"chunk {index} ({_span(chunk)})"
+        return "a chunk"
 
     @property
     def name(self) -> str:
@@ -93,6 +138,32 @@ class Volume:
     def close(self) -> None:
         if self.format == "hdf5":
             self.handle.file.close()
+
+
+def _span(box: tuple[slice, ...]) -> str:
+    return ", ".join(f"{axis} {b.start}-{b.stop}" for axis, b in zip("zyx", box))
+
+
+SAMPLES = 7  # boxes read along each of two diagonals for the fingerprint
+SAMPLE_BOX = (4, 64, 64)
+
+
+def fingerprint(volume: Volume) -> dict:
+    """A cheap identity of the input's contents, kept with an output so that --resume never completes
+    it from other data: where it is, its shape and type, its file's (or dataset folder's) size and
+    modification time, and a hash of a few boxes spread over the volume (a volume regenerated in
+    place changes them all)."""
+    stat = os.stat(volume.location)
+    digest = hashlib.sha256()
+    box = tuple(min(b, s) for b, s in zip(SAMPLE_BOX, volume.shape))
+    for i in range(SAMPLES):
+        for flip in (False, True):  # the main diagonal and one across it
+            start = [(s - b) * i // (SAMPLES - 1) for s, b in zip(volume.shape, box)]
+            if flip:
+                start[1] = volume.shape[1] - box[1] - start[1]
+            digest.update(np.ascontiguousarray(volume.read(tuple(slice(a, a + b) for a, b in zip(start, box)))))
+    return {"path": os.path.realpath(volume.location), "shape": list(volume.shape), "dtype": str(volume.dtype),
+            "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sample_sha256": digest.hexdigest()[:32]}
 
 
 def _hdf5_keys(path: Path) -> list[str]:
@@ -150,7 +221,29 @@ def _open_hdf5(path: Path, key: str) -> Volume:
         f.close()
         raise _missing_key(path, key, "hdf5")
     data = f[key]
+    missing = _missing_sources(path, data)
+    if missing:
+        f.close()
+        raise UserError(f"{path}:{key} keeps its data in {missing}, which does not exist: put it back, or give "
+                        f"the volume with its data inside the file")
     return Volume(path, key, "hdf5", tuple(data.shape), data.dtype, data)
+
+
+def _missing_sources(path: Path, data) -> str | None:
+    """The first file outside `path` that holds part of the dataset and is missing: an external
+    raw file (its read fails partway through the run) or a virtual dataset's source (read as
+    the fill value, without a word, where it is missing)."""
+    prefix = os.environ.get("HDF5_EXTFILE_PREFIX") or data.id.get_access_plist().get_efile_prefix().decode()
+    base = Path(prefix.replace("${ORIGIN}", str(path.parent.resolve()))) if prefix else Path.cwd()
+    for name, _, _ in data.external or []:
+        found = base / os.fsdecode(name)
+        if not found.exists():
+            return f"external file {found}"
+    for source in data.virtual_sources() if data.is_virtual else []:
+        name = source.file_name
+        if name != "." and not any((where / name).exists() for where in (path.parent, Path.cwd())):
+            return f"virtual source file {name}"
+    return None
 
 
 def _zarr_driver(path: Path) -> str:

@@ -9,6 +9,7 @@ embeds a workload keeps its own settings.
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 
 
@@ -24,3 +25,13 @@ def prepare() -> None:
     # Autograd's device thread makes its first cuBLAS call before it has a CUDA context; PyTorch
     # sets the primary context and carries on. The warning says nothing about the benchmark.
     warnings.filterwarnings("ignore", message="Attempting to run cuBLAS, but there was no current CUDA context")
+    _tolerant_streams()
+
+
+def _tolerant_streams() -> None:
+    """Text the output's encoding cannot show (a tag in another script under PYTHONIOENCODING=ascii, or
+    LC_ALL=C without UTF-8 mode) is printed with replacement characters, never ends the command."""
+    for stream in (sys.stdout, sys.stderr):
+        utf8 = (getattr(stream, "encoding", None) or "").lower().replace("-", "") == "utf8"
+        if (not utf8 or getattr(stream, "errors", None) == "strict") and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")

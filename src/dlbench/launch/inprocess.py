@@ -24,7 +24,7 @@ from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint, launcher_fingerprint
 from dlbench.system.records import SYSTEM_WORKLOAD, carried_ceiling, here
 from dlbench.launch.execute import execute, with_utilisation
-from dlbench.launch.tuning import Tuning, workload_key
+from dlbench.launch.tuning import for_workload
 from dlbench.launch.wall import since_start
 from dlbench.workloads.tuning import Tuned
 from dlbench.workloads.runtime import resolve_device
@@ -83,8 +83,10 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
             system = launcher_fingerprint() if spec.gpus > 1 else fingerprint()
             with interrupts.pending(partial(store_interrupted, store.path, spec, system, suite, tag)) as settle:
                 try:
-                    tuning = Tuning(store, workload_key(spec, system), retune)
-                    result, ceiling = _run_one(spec, system, known, progress, suite, tag, tuning.lookup(), ranks)
+                    tuning = for_workload(store, spec, system, retune)
+                    tuned = tuning.lookup(partial(console.print, style="yellow", highlight=False, markup=False,
+                                                  soft_wrap=True))
+                    result, ceiling = _run_one(spec, system, known, progress, suite, tag, tuned, ranks)
                     ranks = None
                 except UserError:
                     bar.live.transient = True  # the error line alone, not a half-drawn bar above it

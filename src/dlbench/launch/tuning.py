@@ -7,18 +7,25 @@ workload names beyond them (volume: the input's shape and type). Any of them cha
 differs, nothing matches and the run measures again by itself; `--retune` measures again and
 replaces the record. The launcher looks the record up before a run and stores what the run
 reports it tuned after its result is stored; a workload never touches the store.
+
+A record is advice: one that does not validate (edited by hand, damaged, another program's table)
+is ignored with a warning that names it, and the run measures again and replaces it; and what the
+user gave (--block, --precision, --batch) always wins over a remembered choice.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 from dlbench.errors import UserError
+from dlbench.options import shown
 from dlbench.results.record import Result
-from dlbench.results.store import Store
+from dlbench.results.store import Store, run_named
 from dlbench.workloads.tuning import Tuned
 
 MACHINE = ("host", "gpu_count", "driver", "torch", "cuda", "cudnn")
@@ -35,15 +42,21 @@ def _text(key: dict) -> str:
     return json.dumps(key, sort_keys=True, default=str)
 
 
-def workload_key(spec, system: dict) -> str | None:
-    """The key of what the workload itself tunes for `spec` (volume's block, precision, layout); None
-    where it tunes nothing."""
+# A remembered choice -> what makes it unusable for this run, or None where it is valid.
+Check = Callable[[dict[str, Any]], "str | None"]
+
+
+def for_workload(store: Store, spec, system: dict, retune: bool = False) -> "Tuning":
+    """The tuning of what the workload itself tunes for `spec` (volume's block, precision, layout), keyed
+    and checked by what the workload declares; one whose key is None where it tunes nothing."""
     facts = spec.declared.tuning
     found = facts(spec) if facts is not None else None
     if found is None:
-        return None
+        return Tuning(store, None)
     general = {k: v for k, v in spec.to_dict().items() if k not in UNTUNED and k != "options"}
-    return _text({"tunes": "workload", **general, "facts": found, "machine": machine(system)})
+    key = _text({"tunes": "workload", **general, "facts": found, "machine": machine(system)})
+    check = spec.declared.tuned_check
+    return Tuning(store, key, retune, partial(check, spec, found) if check is not None else None)
 
 
 def batch_key(spec, system: dict, limit: int) -> str:
@@ -52,17 +65,45 @@ def batch_key(spec, system: dict, limit: int) -> str:
     return _text({"tunes": "batch", **asked, "max_batch": limit, "machine": machine(system)})
 
 
+def batch_check(limit: int) -> Check:
+    """A remembered `--batch auto` is a whole number from 1 to the search's `limit`."""
+    def check(choice: dict[str, Any]) -> str | None:
+        batch = choice.get("batch")
+        if type(batch) is not int or not 1 <= batch <= limit:
+            return f"batch {shown(batch)} is not a whole number from 1 to {limit}"
+        return None
+
+    return check
+
+
 @dataclass
 class Tuning:
     """One run's tuning record: looked up before it (unless `retune`), kept after it."""
     store: Store
     key: str | None  # None: the run tunes nothing
     retune: bool = False
+    check: Check | None = None  # what the workload requires of a choice beyond it being a mapping
 
-    def lookup(self) -> Tuned | None:
+    def lookup(self, warn: Callable[[str], None] = partial(print, file=sys.stderr)) -> Tuned | None:
+        """The remembered choice, unless --retune. A row that does not validate is not taken: `warn`
+        gets a line naming it, and the run measures again (and its choice replaces the row)."""
         if self.key is None or self.retune:
             return None
-        return Tuned.from_dict(self.store.tuned(self.key))
+        try:
+            return self._valid(self.store.tuned(self.key))
+        except ValueError as error:
+            warn(f"warning: the tuning remembered in {self.store.path} {error}: ignored; this run measures again")
+            return None
+
+    def _valid(self, found: dict | None) -> Tuned | None:
+        if found is None:
+            return None
+        choice, run = found["choice"], run_named(found["result"])
+        reason = (f"{shown(choice)} is no choice" if not isinstance(choice, dict) else
+                  self.check(choice) if self.check is not None else None)
+        if reason:
+            raise ValueError(f"by run {run} is not valid ({reason})")
+        return Tuned.from_dict(found)
 
     def keep(self, result: Result, choice: dict | None = None) -> str | None:
         """Store what `result` tuned (`choice`, else what its run says it tuned); a line to show where it

@@ -220,6 +220,10 @@ class Terminal:
 
         line = Text(clean(describe(result)), style=STYLE.get(result.status, "red"))
         (self.out if stdout else self.err).print(line)
+        if stdout and result.status == "error" and not self.out.is_terminal:
+            # stdout goes to a file or a pipe: why the run failed is said where errors are read too
+            self.err.print(f"error: {one_line(result.error or 'the run failed')}", highlight=False, markup=False,
+                           soft_wrap=True)
 
     @contextlib.contextmanager
     def progress(self, description: str, total: int, unit: str) -> Iterator[Callable[[int, int], None]]:

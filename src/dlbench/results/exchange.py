@@ -5,10 +5,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 from typing import Iterable, TextIO
 
 from dlbench.errors import UserError
+from dlbench.options import shown
 from dlbench.results.record import Result
 
 
@@ -109,7 +111,27 @@ WRITERS = {"jsonl": write_jsonl, "csv": write_csv}
 def read_all(paths: list[Path]) -> list[Result]:
     """Every record in these export files and folders of record files (*.jsonl), all checked
     before the caller writes anything."""
-    files = [p for path in paths for p in (sorted(path.rglob("*.jsonl")) if path.is_dir() else [path])]
+    files = [p for path in paths for p in (_record_files(path) if path.is_dir() else [path])]
     if not files:
         raise UserError(f"no record files (*.jsonl) in {', '.join(map(str, paths))}")
     return [r for path in files for r in read_jsonl(path)]
+
+
+def _record_files(folder: Path) -> list[Path]:
+    """The *.jsonl files under `folder` at any depth, sorted. Walked with a list of the folders left to
+    read: Path.rglob and os.walk recurse, and a folder some 1,000 levels deep exhausts Python's
+    stack. Links to folders are not followed, so a link loop ends."""
+    found, left = [], [folder]
+    while left:
+        here = left.pop()
+        try:
+            with os.scandir(here) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        left.append(Path(entry.path))
+                    elif entry.name.endswith(".jsonl"):
+                        found.append(Path(entry.path))
+        except OSError as error:  # a path past the system's limit, a folder without read permission
+            raise UserError(f"cannot read folder {shown(str(here))} to import from it: "
+                            f"{error.strerror or error}") from None
+    return sorted(found)

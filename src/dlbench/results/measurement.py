@@ -421,6 +421,8 @@ class Volume(Group):
     volume_voxels: int | None = None
     blocks: int | None = None
     blocks_skipped: int | None = None
+    blocks_redone: int | None = None  # marked done, but a chunk was missing or did not decode: predicted again
+    redone_why: list[str] | None = None  # the first few of those, naming the chunk files
     blocks_per_rank: list[int] | None = None
     world_size: int | None = None
     block: list[int] | None = None

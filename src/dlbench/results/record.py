@@ -51,6 +51,16 @@ class Setup:
                    options=options if isinstance(options, dict) else {})
 
 
+def _as_typed(text: str) -> str:
+    """Command-line text as typed: under a locale that is not UTF-8 (LC_ALL=C without UTF-8 mode) Python
+    keeps the bytes of a non-ASCII argument as lone surrogates, which neither SQLite nor a UTF-8
+    terminal takes; terminals send UTF-8, so those bytes are read as UTF-8."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
 @dataclass
 class Result:
     spec: dict[str, Any]
@@ -69,6 +79,10 @@ class Result:
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     schema: int = SCHEMA_VERSION
     format: str = FORMAT
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tag, str):
+            self.tag = _as_typed(self.tag)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -50,6 +50,8 @@ CREATE TABLE IF NOT EXISTS tuning (
 );
 """
 
+_COLUMNS = ("id", "schema", "started", "status", "workload", "model", "suite", "tag", "host", "record")
+
 
 def one_store(path: str) -> None:
     """A command's --db naming another store than the `dlbench --db` before the command is a
@@ -104,9 +106,10 @@ class Store:
         self.read_only = read_only
         if not read_only:
             check_writable(self.path)
-        elif not self.path.exists():
-            raise UserError(f"no store at {self.path}: no results yet (run a benchmark first, or give --db)")
         else:
+            _check_name(self.path)
+            if not self.path.exists():
+                raise UserError(f"no store at {self.path}: no results yet (run a benchmark first, or give --db)")
             _check_file(self.path, reading=True)
         self.wait_s = lock_wait_s()
         try:
@@ -156,6 +159,7 @@ class Store:
 
     def _open_for_writing(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=0, isolation_level=None)
+        self._check_columns(db)  # before anything is written: another program's file stays as it is
 
         def prepare() -> None:
             db.execute("PRAGMA journal_mode=WAL")
@@ -163,6 +167,14 @@ class Store:
 
         self._patiently(prepare, db)
         return db
+
+    def _check_columns(self, db: sqlite3.Connection) -> None:
+        """A `results` table of another program (other columns) is refused, never written into or
+        misread: SQLite's `CREATE TABLE IF NOT EXISTS` keeps such a table as it is."""
+        found = tuple(row[1] for row in self._patiently(lambda: db.execute("PRAGMA table_info(results)").fetchall(), db))
+        if found and found != _COLUMNS:  # none: no results table yet
+            raise UserError(f"store {self.path} is a SQLite database but not a dlbench store (its results table "
+                            f"has the columns {shown(', '.join(found))}); use --db to choose another file")
 
     def _open_read_only(self) -> sqlite3.Connection:
         uri = self.path.absolute().as_uri()
@@ -184,6 +196,8 @@ class Store:
             tables = _tables(db)
         if tables and "results" not in tables:
             raise UserError(f"store {self.path} is a SQLite database but not a dlbench store (it has no results table)")
+        if tables:
+            self._check_columns(db)
         self._empty = not tables
         return db
 
@@ -302,6 +316,8 @@ class Store:
             return self._patiently(write)
         except StoreLocked as error:
             raise StoreLocked(f"{error}: nothing imported; run the import again later") from None
+        except sqlite3.Error as error:  # a full disk, an I/O error: the transaction is rolled back
+            raise UserError(f"{self._unwritable(error)}: nothing imported") from None
 
     def _stored(self, ids: list[str]) -> Iterator[tuple]:
         for start in range(0, len(ids), 500):  # SQLite takes a bounded number of parameters
@@ -338,21 +354,22 @@ class Store:
 
     def tuned(self, key: str) -> dict | None:
         """The tuning stored under `key` (launch/tuning.py): {"choice", "result", "stored"}; None when
-        there is none (a store made before tunings were kept has no table for them)."""
+        there is none (a store made before tunings were kept has no table for them). ValueError says
+        why a row or table that is there cannot be read (edited, damaged, another program's)."""
         try:
             rows = self._patiently(lambda: self._db.execute(
                 "SELECT choice, result, stored FROM tuning WHERE key = ?", [key]).fetchall())
-        except sqlite3.OperationalError as error:
+        except sqlite3.DatabaseError as error:
             if "no such table" in str(error):
                 return None
-            raise
+            raise ValueError(f"cannot be read from its tuning table ({error})") from None
         if not rows:
             return None
         choice, result, stored = rows[0]
         try:
             return {"choice": json.loads(choice), "result": result, "stored": stored}
-        except ValueError:  # a damaged record is no tuning: the run measures again and replaces it
-            return None
+        except (ValueError, TypeError, RecursionError) as error:
+            raise ValueError(f"by run {run_named(result)} is not JSON ({error})") from None
 
     def keep_tuning(self, key: str, choice: dict, result: str, stored: str) -> None:
         """Store (or replace) the tuning under `key`, in one transaction."""
@@ -389,6 +406,13 @@ def _print_records(results: list[Result]) -> None:
         sys.stderr.flush()
 
 
+def run_named(value: object) -> str:
+    """A stored run id as a message names it: its first 8 characters, quoted where a hand-edited row
+    holds something that is no id."""
+    text = str(value)[:8]
+    return text if text.isalnum() else shown(text)
+
+
 def _short(key: str) -> str:
     return f"{key[:8]}…" if len(key) > 8 else key
 
@@ -412,9 +436,37 @@ def _check_file(path: Path, *, reading: bool = False) -> None:
         raise UserError(f"store {path} is not a SQLite database (use --db to choose another file)")
 
 
+_BESIDE = len("-journal")  # the longest suffix SQLite adds to the store's name for a file beside it
+
+
+def _check_name(path: Path) -> None:
+    """A name or path longer than the file system takes ends in one line before anything touches it;
+    the room SQLite needs for the files it keeps beside the store (`-journal`) is counted in."""
+    folder = path.absolute().parent
+    name_max = _path_limit(folder, "PC_NAME_MAX", 255)
+    path_max = _path_limit(folder, "PC_PATH_MAX", 4096)
+    name, whole = len(os.fsencode(path.name)) + _BESIDE, len(os.fsencode(path.absolute())) + _BESIDE
+    if name > name_max:
+        raise UserError(f"store name {shown(path.name)} is too long: {name - _BESIDE} bytes, where this file system "
+                        f"takes at most {name_max - _BESIDE} for a store; give a shorter --db")
+    if whole >= path_max:
+        raise UserError(f"store path {shown(str(path))} is too long: {whole - _BESIDE} bytes, where this system takes "
+                        f"at most {path_max - _BESIDE - 1} for a store; give a shorter --db")
+
+
+def _path_limit(folder: Path, name: str, default: int) -> int:
+    """The system's limit `name` (os.pathconf) where `folder` is, or `default` where it cannot say
+    (a folder that does not exist yet, or whose own path is too long)."""
+    try:
+        return os.pathconf(folder if folder.is_dir() else "/", name)
+    except (OSError, ValueError):
+        return default
+
+
 def check_writable(path: str | os.PathLike | None) -> None:
     """A writing command can open this store: refused before any work when it cannot."""
     path = Path(path) if path else default_path()
+    _check_name(path)
     if path.exists():
         _check_file(path)
     folder = path.absolute().parent

@@ -55,6 +55,9 @@ class Workload:
     # --block auto: the input's shape and type), or None where the spec leaves nothing to choose; the
     # launcher keeps the choice under that key (launch/tuning.py) and hands it to the next run that matches.
     tuning: Callable[[Any], dict | None] | None = None
+    # (spec, what `tuning` returned, a remembered choice) -> what makes the choice unusable for this run
+    # (edited, damaged, not what the user's flags say), or None: the launcher ignores such a choice.
+    tuned_check: Callable[[Any, dict, dict], str | None] | None = None
     # Its ranks exchange only small objects (blocks shared out, figures gathered), never GPU tensors:
     # a gloo group on the host serves them, made in milliseconds where NCCL connects the GPUs in seconds.
     host_group: bool = False

@@ -153,7 +153,8 @@ BUILTIN: dict[str, Workload] = {w.name: w for w in (
                   "--extrapolate voxels.", **_code("volume"), options=VolumeOptions, preflight=_preflight("volume"),
         general=("model", "precision", "channels_last", "optimize", "device", "gpus", "warmup", "seed", "profile",
                  "profile_trace"),
-        auto_precision=True, tuning=later("dlbench.workloads.volume", "tuning_facts"), host_group=True,
+        auto_precision=True, tuning=later("dlbench.workloads.volume", "tuning_facts"),
+        tuned_check=later("dlbench.workloads.volume", "tuned_problem"), host_group=True,
         defaults={"model": "unet3d", "precision": "auto", "batch": 1, "warmup": 2, "warmup_seconds": 0.0, "steps": 1,
                   "min_seconds": 0.0}),
     Workload(

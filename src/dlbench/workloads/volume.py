@@ -32,10 +32,11 @@ import torch
 
 from dlbench import scratch
 from dlbench.data.blocking import Block, Blocking
-from dlbench.data.prediction_store import PredictionStore, chunks_for
-from dlbench.data.volumes import Volume, open_volume
-from dlbench.errors import UserError
+from dlbench.data.prediction_store import FINGERPRINT, PRECISIONS, PredictionStore, chunks_for
+from dlbench.data.volumes import DamagedVolume, Volume, fingerprint, open_volume
+from dlbench.errors import BenchmarkFailed, UserError
 from dlbench.figures import fixed, percent, sig
+from dlbench.options import shown
 from dlbench.measure.flops import count_flops
 from dlbench.measure.loop import Progress, common_metrics, mean_step, synchronize
 from dlbench.measure.monitor import Monitor, MonitorData
@@ -46,7 +47,7 @@ from dlbench.units import hours_for, parse_shape
 from dlbench.workloads import block_choice, distributed, optimize, tuning
 from dlbench.workloads.builtin import CPU_VOLUME, SEED_VOLUME, VolumeOptions, parse_voxels
 from dlbench.workloads.runtime import is_oom, precision as in_precision, resolve_device
-from dlbench.workloads.volume_pipeline import (NONFINITE_HINT, NonFinite, NonFiniteInput, Pipeline, buffer_count,
+from dlbench.workloads.volume_pipeline import (NONFINITE_HINT, NonFinite, Pipeline, buffer_count,
                                                count_nonfinite, forward, host_dtype, make_buffers, nonfinite_voxels,
                                                read_host_tile, scale, to_input)
 
@@ -121,16 +122,16 @@ def preflight(spec) -> list[str]:
     opts = spec.opts
     fusable(opts.kernels, resolve_device(spec.device))
     volume = open_volume(opts.input) if opts.input else None
-    if volume is not None:
-        try:
-            if not opts.allow_nonfinite:
-                check_sample(volume)
-        finally:
-            volume.close()
-        if opts.block != "auto":
+    try:
+        if volume is not None and not opts.allow_nonfinite:
+            check_sample(volume)
+        if volume is not None and opts.block != "auto":
             Blocking(volume.shape, parse_shape(opts.block), parse_shape(opts.halo))
-    if opts.output:
-        PredictionStore(opts.output).check_new(opts.resume, opts.overwrite, volume)
+        if opts.output:  # --resume reads the input again, to tell whether it changed
+            PredictionStore(opts.output).check_new(opts.resume, opts.overwrite, volume)
+    finally:
+        if volume is not None:
+            volume.close()
     return []
 
 
@@ -141,7 +142,10 @@ def check_sample(volume: Volume) -> None:
     """NaN or Inf in a corner of the input is the user's to fix before anything runs; the rest of
     the volume is checked tile by tile as the run reads it."""
     box = tuple(slice(0, min(n, s)) for n, s in zip(SAMPLE, volume.shape))
-    found = count_nonfinite(volume.read(box)) if np.issubdtype(volume.dtype, np.floating) else 0
+    try:
+        found = count_nonfinite(volume.read(box)) if np.issubdtype(volume.dtype, np.floating) else 0
+    except DamagedVolume as error:  # found before the run: the user's to fix
+        raise UserError(str(error)) from None
     if found:
         where = ", ".join(f"{axis} 0-{b.stop}" for axis, b in zip("zyx", box))
         raise UserError(f"input {volume.name} holds {nonfinite_voxels(found)} in the part checked before the run "
@@ -174,7 +178,7 @@ def _warmup_checked(name: str, model, blocking: Blocking, volume: Volume, device
     """The warm-up; a user's model file that cannot run this tile (an export for another shape) is a user error."""
     try:
         return _warmup(model, blocking, volume, device, channels_last, repeats, nonfinite)
-    except (UserError, NonFiniteInput, torch.cuda.OutOfMemoryError):
+    except (UserError, BenchmarkFailed, torch.cuda.OutOfMemoryError):  # the input's fault, or the memory's
         raise
     except Exception as error:  # noqa: BLE001
         if not name.endswith(registry.MODEL_FILES) or is_oom(error):
@@ -221,7 +225,7 @@ def _settings(spec, volume: Volume, blocking: Blocking, channels: int, dtype: st
     """What the output depends on; --resume must match all of it."""
     return {"input": volume.name, "input_shape": list(volume.shape), "model": spec.model, "seed": spec.seed,
             "precision": precision, "block": list(blocking.block), "halo": list(blocking.halo),
-            "channels": channels, "dtype": dtype}
+            "channels": channels, "dtype": dtype, FINGERPRINT: fingerprint(volume)}
 
 
 def _choose(opts: VolumeOptions, spec, store: PredictionStore, volume: Volume, halo, model, device,
@@ -242,8 +246,10 @@ def _choose(opts: VolumeOptions, spec, store: PredictionStore, volume: Volume, h
         return block_choice.Choice(block, spec.precision, spec.channels_last, "given"), "given"
     tuned = tuning.current()
     if tuned is not None:  # the launcher found it under this input's shape and dtype, this machine and versions
-        choice = block_choice.Choice(tuple(tuned.choice["block"]), tuned.choice["precision"],
-                                     bool(tuned.choice["channels_last"]), tuned.said())
+        # the user's own --block, --precision and --channels-last win over what an earlier run chose
+        choice = block_choice.Choice(block or tuple(tuned.choice["block"]),
+                                     tuned.choice["precision"] if spec.precision == "auto" else spec.precision,
+                                     spec.channels_last or bool(tuned.choice["channels_last"]), tuned.said())
         block_choice.set_layout(model, choice.channels_last)
         return choice, "tuned"
     choice = None
@@ -273,6 +279,30 @@ def tuning_facts(spec) -> dict | None:
         shape, dtype = list(generated_shape(opts.volume_shape, resolve_device(spec.device))), "uint8"
     return {"input_shape": shape, "input_dtype": dtype, "block": opts.block, "halo": list(parse_shape(opts.halo)),
             "kernels": opts.kernels}
+
+
+def tuned_problem(spec, facts: dict, choice: dict) -> str | None:
+    """What makes a remembered choice unusable for the run of `spec` (`facts`: `tuning_facts(spec)`), or
+    None: a block that is no block of this input, a precision or layout that is none, a tile FLOP count
+    that is no count, or a block or precision other than the one the user gave (such a row was edited:
+    its key holds what the user gave)."""
+    block, shape, precision = choice.get("block"), facts["input_shape"], choice.get("precision")
+    fits = isinstance(block, list) and len(block) == len(shape) and all(
+        type(b) is int and 1 <= b <= s for b, s in zip(block, shape))
+    if not fits:
+        return f"block {shown(block)} is no block of the {'x'.join(map(str, shape))} input"
+    if facts["block"] != "auto" and tuple(block) != parse_shape(facts["block"]):
+        return f"block {'x'.join(map(str, block))} is not the --block {facts['block']} given"
+    if precision not in PRECISIONS:
+        return f"precision {shown(precision)} is none of {', '.join(PRECISIONS)}"
+    if spec.precision not in ("auto", precision):
+        return f"precision {precision} is not the --precision {spec.precision} given"
+    if type(choice.get("channels_last")) is not bool:
+        return f"channels_last {shown(choice.get('channels_last'))} is not true or false"
+    flops = choice.get("tile_flops")
+    if flops is not None and (type(flops) is not int or flops < 0):
+        return f"tile_flops {shown(flops)} is no count"
+    return None
 
 
 def _sample(volume: Volume, halo: tuple[int, ...], device, nonfinite: NonFinite) -> torch.Tensor:
@@ -339,13 +369,13 @@ class _Prepared:
 def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: distributed.Group, progress: Progress):
     device = group.device
     ready = _prepare(spec, opts, input_key, output, group, progress)
-    finished, mine = _share_out(spec, opts, ready, group)
+    finished, redone, mine = _share_out(spec, opts, ready, group, progress)
     progress("predict", 0, len(mine))  # the first tile can take a minute on a CPU
     try:
         with Monitor(device) as monitor:  # clocks, power and throttling while the blocks run
             wall = ready.pipeline.run(mine, progress)
-    except NonFiniteInput as error:
-        raise NonFiniteInput(f"{error}{_kept(opts, ready.store, len(ready.blocking))}") from None
+    except BenchmarkFailed as error:  # NaN or Inf, or a damaged part of the input
+        raise type(error)(f"{error}{_kept(opts, ready.store, len(ready.blocking))}") from None
     profile = _profile(spec, ready.pipeline, mine, ready.flops, group, progress)
     voxels = sum(int(np.prod(b.shape)) for b in mine)
     ready.volume.close()
@@ -355,7 +385,7 @@ def _predict(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
                                        {k: float(sum(v)) for k, v in samples.items()}, ready.pipeline.nonfinite.voxels))
     group.barrier()
     own = _metrics(opts, ready.volume, ready.blocking, per_rank, group.world, len(finished), ready.warmup_s,
-                   ready.warmup_tile_s, ready.store, device)
+                   ready.warmup_tile_s, ready.store, device, redone)
     return combine(own, *_choice_figures(spec, opts, ready),
                    _common_metrics(wall, len(mine), ready.flops, monitor.data, voxels, profile)), samples
 
@@ -400,8 +430,10 @@ def _prepare(spec, opts: VolumeOptions, input_key: str, output: str, group: dist
                      warmup_tile_s)
 
 
-def _share_out(spec, opts: VolumeOptions, ready: _Prepared, group: distributed.Group) -> tuple[set[int], list[Block]]:
-    """Create (or reopen) the output, and this rank's share of the blocks not yet done."""
+def _share_out(spec, opts: VolumeOptions, ready: _Prepared, group: distributed.Group,
+               progress: Progress) -> tuple[set[int], list[str], list[Block]]:
+    """Create (or reopen) the output; the blocks done (their chunks checked where resumed), why any
+    marked done is predicted again, and this rank's share of the blocks not yet done."""
     store, blocking = ready.store, ready.blocking
     if group.rank == 0:
         store.create({**_settings(spec, ready.volume, blocking, ready.channels, opts.dtype, ready.choice.precision),
@@ -412,8 +444,12 @@ def _share_out(spec, opts: VolumeOptions, ready: _Prepared, group: distributed.G
     store.open()
     # Rank 0's reading of the completion record for every rank: a rank that read it later could
     # see blocks another rank had written meanwhile, and share out another list.
-    finished = group.broadcast(store.done() if group.rank == 0 else None)
-    return finished, [blocking[i] for i in share(len(blocking), finished, group.rank, group.world)]
+    checked = None
+    if group.rank == 0:
+        progress("check output", 0, 1)
+        checked = store.check_done(list(blocking)) if opts.resume else (store.done(), [])
+    finished, redone = group.broadcast(checked)
+    return finished, redone, [blocking[i] for i in share(len(blocking), finished, group.rank, group.world)]
 
 
 def _choice_figures(spec, opts: VolumeOptions, ready: _Prepared) -> list[Measurement]:
@@ -505,7 +541,8 @@ class _RankShare:
 
 
 def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[_RankShare], world: int, skipped: int,
-             warmup_s: float, warmup_tile_s: float, store: PredictionStore, device: torch.device) -> Measurement:
+             warmup_s: float, warmup_tile_s: float, store: PredictionStore, device: torch.device,
+             redone: list[str] | None = None) -> Measurement:
     voxels = sum(r.voxels for r in per_rank)
     wall = max(r.wall for r in per_rank) or float("nan")
     mvox_s = voxels / wall / 1e6 if voxels else 0.0
@@ -521,6 +558,7 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[_RankShare
         window=Window(total_s=wall, warmup_s=warmup_s),
         volume=VolumeFigures(
             mvox_per_s=mvox_s, voxels=voxels, blocks=sum(r.blocks for r in per_rank), blocks_skipped=skipped,
+            blocks_redone=len(redone) if redone else None, redone_why=redone[:3] if redone else None,
             blocks_per_rank=[r.blocks for r in per_rank],
             volume_shape=list(volume.shape), volume_voxels=int(np.prod(volume.shape)),
             block=list(blocking.block), halo=list(blocking.halo), tile=list(blocking.tile),
@@ -595,6 +633,10 @@ def describe(m: Measurement) -> str:
     nonfinite = (f"; the input held {nonfinite_voxels(v.nonfinite_voxels)}, predicted as they are "
                  f"(--allow-nonfinite)" if v.nonfinite_voxels else "")
     shared = f" over {len(ranks)} processes: {'/'.join(map(str, ranks))}" if len(ranks) > 1 else ""
+    why = v.redone_why or []
+    more = f"; {v.blocks_redone - len(why)} more" if v.blocks_redone and v.blocks_redone > len(why) else ""
+    redone = (f", {v.blocks_redone} of them predicted again though marked done ({'; '.join(why)}{more})"
+              if v.blocks_redone else "")
     return (f"{sig(v.voxels / 1e6)} Mvox in {sig(m.window.total_s)} s = {sig(v.mvox_per_s)} Mvox/s "
-            f"({v.blocks} blocks{shared}, {v.blocks_skipped} already done){extra}{cut}{chosen}"
+            f"({v.blocks} blocks{shared}{redone}, {v.blocks_skipped} already done){extra}{cut}{chosen}"
             f"{nonfinite}")
