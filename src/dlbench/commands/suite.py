@@ -11,6 +11,7 @@ import socket
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from dlbench import scratch
 from dlbench.errors import UserError
@@ -183,7 +184,7 @@ def _run_here(plan: Plan, store: Store, request: SuiteRequest, default_timeout: 
         return _finish(store, plan, view, outcome.results)
 
 
-def _finish(store: Store, plan: Plan, view: Terminal, ran: list[Result]) -> int:
+def _finish(store: Store, plan: Plan, view: Terminal, ran: Sequence[Result] = ()) -> int:
     """The report of this suite run and a count by status; 1 when something failed. `ran`: this
     command's results, some perhaps kept outside a store that could not take them."""
     from dlbench.report import render_markdown
