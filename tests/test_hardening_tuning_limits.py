@@ -14,11 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from rich.console import Console
-from torch import nn
 
-from dlbench.data.generate_volume import generate
 from dlbench.launch import inprocess
 from dlbench.launch.tuning import Tuning, batch_check
 from dlbench.results.exchange import write_jsonl
@@ -27,17 +24,9 @@ from dlbench.spec import BenchmarkSpec
 
 from conftest import assert_user_error, cli, make_result
 from test_hardening_store_suites import small_disk  # noqa: F401 - a fixture
+from test_tuning import volume  # noqa: F401 - a fixture: a tiny model and volume
 
 VALID = {"block": [10, 30, 34], "precision": "fp32", "channels_last": False}
-
-
-@pytest.fixture(scope="module")
-def volume(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tuning")
-    torch.manual_seed(0)
-    torch.jit.script(nn.Sequential(nn.Conv3d(1, 2, 3, padding=1), nn.Sigmoid())).save(str(root / "m.pt"))
-    generate(root / "v.h5", (10, 30, 34), "hdf5", chunks=(4, 16, 16), seed=1, labels=False)
-    return {"model": str(root / "m.pt"), "input": str(root / "v.h5")}
 
 
 def _spec(volume, block: str = "auto", precision: str = "auto") -> BenchmarkSpec:

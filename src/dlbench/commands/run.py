@@ -37,7 +37,7 @@ class RunExtras(Options):
                                       "every run as one set: its figure is the median run, with the spread "
                                       "between runs and its CV (what `compare` and `doctor` judge against). "
                                       "'auto' adds runs until the mean's 95% interval is within ±2% (3 to 20 "
-                                      "runs) or --repeat-budget ends.", parse=repeats.check)
+                                      "runs) or --repeat-budget ends.", parse=repeats.parse)
     repeat_budget: float = option(600.0, "With --repeat auto: no new run starts after this many seconds.",
                                   unit="s", low=1, high=MAX_SECONDS)
     results_file: str | None = option(None, "Also write the result to this .json file (an object; a list for a "
@@ -128,7 +128,7 @@ def _repeated(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Termin
     from dlbench.results.spread import Spread
     from dlbench.system.info import launcher_fingerprint
 
-    asked = repeats.parse(extras.repeat or "1")
+    asked = repeats.parse(extras.repeat)
     view.message(repeats.announce(spec, asked, extras.repeat_budget))
     results = repeats.run_repeats(spec, asked, extras.repeat_budget, store, launcher_fingerprint(), tag=extras.tag,
                                   console=view.err, describe=describe)

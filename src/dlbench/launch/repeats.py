@@ -40,11 +40,6 @@ def parse(text: str) -> int | str:
     raise UserError(f"--repeat must be a number of runs from 1 to {MAX_REPEAT} or 'auto', got {text!r}")
 
 
-def check(value: str | None) -> None:
-    if value is not None:
-        parse(value)
-
-
 @dataclass(frozen=True)
 class Budget:
     """When `auto` stops: the set settled, the most runs, or no time left for one more run."""
@@ -53,8 +48,8 @@ class Budget:
 
     def enough(self, results: list[Result]) -> bool:
         ok = [r for r in results if r.status == "ok"]
-        if len(results) >= AUTO_MAX_RUNS or (results and not ok):
-            return True  # a spec that fails will fail again
+        if results and not ok:
+            return True  # a spec that fails will fail again (the plan holds AUTO_MAX_RUNS runs at most)
         took = [float(r.traces.get("launch", {}).get("wall_s") or 0.0) for r in results]
         one_more = statistics.median(took) if took else 0.0
         if time.monotonic() - self.started + one_more > self.seconds and len(ok) >= 2:
@@ -80,5 +75,5 @@ def run_repeats(spec: BenchmarkSpec, asked: int | str, budget_s: float, store: S
                 [estimate_known(spec, facts)] * count, repeat=asked)
     enough = Budget(budget_s, time.monotonic()).enough if asked == AUTO else None
     outcome = run_suite(plan, store, system, tag=tag, default_timeout=spec.timeout or 0.0, console=console,
-                        describe=describe, again=f"dlbench run {spec.workload} … --repeat", enough=enough)
+                        describe=describe, enough=enough)
     return outcome.results

@@ -365,7 +365,7 @@ def differences(r: Result, other: Result) -> list[str]:
             out.append(f"{key} {r.system.get(key)} against {other.system.get(key)}")
     environments = [m.host.environment for m in measured]
     if None not in environments:  # NCCL_* among them: said once, here
-        out += _environment_differences(*environments)
+        out += environment_differences(r, other)
     else:
         missing += ["environment"] if environments != [None, None] else []
         mine, theirs = (m.training.all_reduce.nccl_settings for m in measured)
@@ -384,11 +384,6 @@ def environment_differences(r: Result, other: Result) -> list[str]:
         return []
     if (r.setup.gpus > 1) != (other.setup.gpus > 1):  # what torchrun sets in its ranks is no user's setting
         mine, theirs = ({k: v for k, v in env.items() if k not in LAUNCHER_SETS} for env in (mine, theirs))
-    return _environment_differences(mine, theirs)
-
-
-def _environment_differences(mine: dict[str, str], theirs: dict[str, str]) -> list[str]:
-    """Each recorded environment variable set differently in the two runs ('unset' where one lacks it)."""
     return [f"{key} {mine.get(key, 'unset')} against {theirs.get(key, 'unset')}"
             for key in sorted(mine.keys() | theirs.keys()) if mine.get(key) != theirs.get(key)]
 

@@ -219,7 +219,7 @@ def between_runs(a: Sequence[float], b: Sequence[float], spread_a: float | None,
     geometric means, and its interval by Welch's t over the runs' logarithms. A side of one run takes
     `spread_*` (the variance of the logarithm its configuration's runs on its machine show), else the
     other side's; None where neither side's between-run noise is known."""
-    if len(a) == 0 or len(b) == 0 or not all(math.isfinite(v) and v > 0 for v in (*a, *b)):
+    if len(a) == 0 or len(b) == 0 or not _finite(*a, *b):
         return None  # a rate of 0 (or none at all) has no logarithm
     la, lb = np.log(np.asarray(a, dtype=np.float64)), np.log(np.asarray(b, dtype=np.float64))
     va = float(np.var(la, ddof=1)) if la.size > 1 else spread_a
