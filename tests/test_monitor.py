@@ -56,6 +56,22 @@ def test_monitor_thread_samples_recorded_readings():
     assert trace["available"] and len(trace["power_w"]) == len(data.readings)
 
 
+def test_processes_are_read_once_a_second_and_at_the_end(monkeypatch):
+    """One query a second, and one at the end: the per-process query costs a step at the edge of host-bound."""
+    import dlbench.measure.monitor as monitor_module
+
+    monkeypatch.setattr(monitor_module, "PROCESS_EVERY_S", 0.2)
+    feed = iter(READINGS[:12] * 1000)
+    queries: list[int] = []
+    monitor = Monitor("cuda:0", interval=0.01, reader=lambda: next(feed), others=lambda: [])
+    monitor._utilisation = lambda since: queries.append(since) or [(4242, len(queries), 30.0)]
+    with monitor:
+        time.sleep(0.5)
+    readings = len(monitor.data.readings)
+    assert readings >= 10 and 3 <= len(queries) <= 5  # the start, each 0.2 s, the end
+    assert len(monitor.data.process_samples) == len(queries)
+
+
 def test_a_failing_reader_leaves_gaps_not_errors():
     def broken():
         raise RuntimeError("NVML_ERROR_GPU_IS_LOST")

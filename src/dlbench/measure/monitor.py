@@ -23,6 +23,11 @@ from dlbench.measure.host import HostSampler, command_line
 from dlbench.measure import nvml as nvml_api
 
 DEFAULT_INTERVAL = 0.1
+# Every process's share of the SM time is read once a second (and at the window's end): NVML answers
+# each query with about one sample a process, so a neighbour's share rests on one sample a second. Read
+# with every reading, the query cost a step at the edge of host-bound 0.4% in interleaved runs, and
+# coincided with the slow runs of that step (docs/performance.md, 2026-11-28).
+PROCESS_EVERY_S = 1.0
 # A window is flagged throttled when this share of its readings carry a slowdown reason.
 THROTTLED_SHARE = 0.1
 
@@ -145,6 +150,7 @@ class Monitor:
         self._nvml = None
         self._utilisation: Callable[[int], list[tuple[int, int, float]]] | None = None
         self._since_us = self._next_since = 0
+        self._process_read = -PROCESS_EVERY_S  # when the processes' samples were last read (perf_counter)
         self._host = HostSampler()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -172,13 +178,15 @@ class Monitor:
         self._utilisation = lambda since: nvml_api.process_utilisation(nvml, handle, since)
         return True
 
-    def _sample(self) -> None:
+    def _sample(self, last: bool = False) -> None:
         try:
             raw = self._reader()
         except Exception:  # a failed reading is a gap in the trace, not a failed benchmark
             return
-        self.data.readings.append(nvml_api.parse(raw, time.perf_counter() - self._t0))
-        if self._utilisation is not None:
+        now = time.perf_counter()
+        self.data.readings.append(nvml_api.parse(raw, now - self._t0))
+        if self._utilisation is not None and (last or now - self._process_read >= PROCESS_EVERY_S):
+            self._process_read = now
             for pid, stamp, sm in self._utilisation(self._since_us):
                 self.data.process_samples[(pid, stamp)] = sm
                 self._next_since = max(self._next_since, stamp)
@@ -214,7 +222,7 @@ class Monitor:
             self._stop.set()
             self._thread.join()
             self._thread = None
-            self._sample()
+            self._sample(last=True)
             self.data.other_processes = self._other_processes()
         self.data.host = self._host.stop()
         if self._nvml is not None:
