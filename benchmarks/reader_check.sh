@@ -12,6 +12,7 @@ out=${OUT:-/tmp/reader-check}
 mkdir -p "$out"
 export PYTHONPATH=$repo/src
 work=$(mktemp -d); cd "$work"
+export DLBENCH_DB=$work/dlbench.db  # a fresh store, not the machine's shared one
 start=$(date +%s.%N); python3 -m dlbench > "$out/quick.txt" 2>&1; rc=$?
 echo "plain dlbench: rc $rc, $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s from start to prompt"
 R50="--model resnet50 --batch 64 --precision bf16 --channels-last --steps 100 --min-seconds 3"

@@ -3,9 +3,7 @@
 Runs the default suite (`quick` on a GPU) into a fresh store, then `dlbench doctor` on it, and
 checks that
   (a) no dlbench process but the measuring worker held a GPU context while a benchmark ran (NVML's
-      process list sampled in a thread, PIDs named through /proc): never the suite's own process,
-      and the estimate helper (which measures a matmul rate while the suite plans) never beside
-      a worker;
+      process list sampled in a thread, PIDs named through /proc): never the suite's own process;
   (b) doctor names no other process on the GPU (nor the run's launcher);
   (c) every utilisation figure printed in the session (suite lines, doctor) names the same
       measured ceiling for its precision, and none the datasheet.
@@ -44,8 +42,6 @@ def role(pid: int, suite_pid: int) -> str:
         return "suite process"
     if "dlbench.launch.worker" in cmd:
         return "measuring worker"
-    if "dlbench.launch.speed" in cmd:
-        return "estimate helper"
     if "dlbench" in cmd:
         return "other dlbench"
     return "not dlbench" if cmd else "unknown pid"
@@ -90,8 +86,6 @@ def context_check(sampler: Sampler) -> list[str]:
         for who, pids in sample.items():
             for pid, gb in pids.items():
                 seen[who][pid] = max(gb, seen[who].get(pid, 0.0))
-        if "estimate helper" in sample and "measuring worker" in sample:
-            problems.append("the estimate helper held a GPU context while a benchmark ran")
     print(f"\n(a) GPU contexts over {len(sampler.samples)} samples")
     print(f"{'process':<18} {'pids':>4} {'max GB':>7}")
     for who, pids in sorted(seen.items()):

@@ -1,7 +1,10 @@
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,22 @@ TINY = dict(workload="fwdbwd", model="resnet18", batch=2, input_shape=(3, 32, 32
 # most of the time, but now and then libjpeg first prints a warning on stderr ("Corrupt JPEG data:
 # 22 extraneous bytes before marker 0x4e"), which is not dlbench's to silence.
 CORRUPT_JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 200
+
+
+# No test writes into the real home: a command without --db stores into the user's data folder
+# (paths.data_folder), so this session has a home of its own, and caches (the CLI's bytecode) go
+# there too. Set here, at import, so that every process a test or a fixture starts inherits it.
+_HOME = tempfile.mkdtemp(prefix="dlbench-tests-home-")
+atexit.register(shutil.rmtree, _HOME, True)
+os.environ.update(HOME=_HOME, XDG_DATA_HOME=os.path.join(_HOME, "data"), XDG_CACHE_HOME=os.path.join(_HOME, "cache"))
+for _chosen in ("DLBENCH_DB", "DLBENCH_GLOBAL_DB"):  # a developer's own store is never the tests'
+    os.environ.pop(_chosen, None)
+
+
+@pytest.fixture(autouse=True)
+def _own_data_folder(tmp_path_factory, monkeypatch) -> None:
+    """Each test its own user's store: what one test stored is never another's history."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data")))
 
 
 @pytest.fixture
@@ -56,11 +75,15 @@ def export_line(**changes) -> str:
     return json.dumps(record)
 
 
-def assert_user_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
-    """Exit 2, one line on stderr that says what is wrong, and no traceback."""
+def assert_user_error(proc: subprocess.CompletedProcess, *needles: str, started: bool = False) -> None:
+    """Exit 2, one line on stderr that says what is wrong, and no traceback. `started`: the error was
+    found mid-run, so the run's estimate, said before it started, stands above the error."""
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert "Traceback" not in proc.stderr
+    if started:
+        assert len(lines) == 2 and ": about " in lines[0], proc.stderr
+        lines = lines[1:]
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("error: ")
     for needle in needles:

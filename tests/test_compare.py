@@ -31,7 +31,7 @@ def test_ratio_and_interval_on_synthetic_samples():
     assert r.low < r.ratio < r.high and r.low == pytest.approx(2.3, rel=0.02) and r.high == pytest.approx(2.3, rel=0.02)
     assert r.high - r.low < 0.1 and not r.within_noise
     lines = cmp.conclusions(c)
-    found = re.fullmatch(r"H200 is (2\.\d+)x as fast as A100 on ResNet-50 fwdbwd, 95% CI (2\.\d+)–(2\.\d+); one run each: between-run noise unknown", lines[0])
+    found = re.fullmatch(r"H200 is (2\.\d+)x as fast as A100 on ResNet-50 fwdbwd, 95% CI (2\.\d+)–(2\.\d+); one run each of [\d,]+ and [\d,]+ steps: between-run noise unknown", lines[0])
     assert found and float(found[1]) == pytest.approx(r.ratio, abs=0.01)
     assert float(found[2]) == pytest.approx(r.low, abs=0.01) and float(found[3]) == pytest.approx(r.high, abs=0.01)
     assert found[2] != found[3]  # enough digits to show the interval

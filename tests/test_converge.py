@@ -50,6 +50,20 @@ def test_training_really_raises_dice_to_the_target(one_thread):
     assert (fold["n_train"], fold["n_val"]) == (4, 2) and m["train_output"] == m["eval_size"] == [64, 64]
 
 
+def test_evaluations_come_closer_near_the_target(one_thread):
+    # Every 10 steps until the DICE is within 1 of an unreachable target (always, from the first
+    # evaluation on), then every 3; the budget ends the fold at step 22.
+    result = execute(_spec(target_dice=1.0, eval_every=10, eval_near=1.0, eval_near_every=3, max_steps=22,
+                           synthetic_size=32, features=2), fingerprint())
+    assert result.status == "ok", result.error
+    steps = result.samples["curve_step"]
+    assert steps == [10, 13, 16, 19, 22]
+    far = execute(_spec(target_dice=1.0, eval_every=10, eval_near=1e-6, max_steps=22, synthetic_size=32,
+                        features=2), fingerprint())
+    assert far.samples["curve_step"] == [10, 20, 22]  # never within 1e-6 of it: every 10
+    assert len(result.samples["curve_loss"]) == len(steps)
+
+
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_mixed_precision_paths_run_and_stop_at_the_budget(one_thread, precision):
     spec = dataclasses.replace(_spec(target_dice=1.0, eval_every=2, max_steps=3, synthetic_size=32, folds=2,
@@ -77,6 +91,8 @@ def test_unpadded_unet_trains_on_crops_with_context(one_thread):
     ({"target_dice": 1.01}, "--target-dice must be ≤ 1, got 1.01"),
     ({"folds": 1}, "--folds must be ≥ 2, got 1"),
     ({"eval_every": 0}, "--eval-every must be ≥ 1, got 0"),
+    ({"eval_near": 0}, "--eval-near must be > 0, got 0"),
+    ({"eval_near_every": 0}, "--eval-near-every must be ≥ 1, got 0"),
     ({"max_seconds": float("inf")}, "--max-seconds must be a finite number"),
     ({"data": "/no/such/folder"}, "does not exist"),
 ])
@@ -117,7 +133,7 @@ def test_cli_data_seg_then_converge_then_report(tmp_path, db):
     assert r.spec["options"]["data"] == str(data.resolve()) and r.metrics["folds_run"] == 2
     report = cli("report", "--db", db).stdout
     assert "|System|GPUs|Batch size / GPU|Precision|Accuracy (mean DICE)|DICE per fold|Data|" in report
-    assert "|System|GPUs|Batch size / GPU|Precision|40,000 iterations [min]|Time to DICE 0.89 [min]|" in report
+    assert "|System|GPUs|Batch size / GPU|Precision|40,000 iterations|Time to DICE 0.89|" in report
 
 
 @pytest.mark.slow
@@ -188,14 +204,16 @@ def test_report_in_the_seeds_terms_one_row_per_precision():
     assert any("The data is generated, not the ISBI 2012 set" in n for n in block) and "ran only the first folds" in text
     lines = [line for line in block if line.startswith("|")]
     assert lines[0] == "|System|GPUs|Batch size / GPU|Precision|Accuracy (mean DICE)|DICE per fold|Data|"
-    assert lines[2] == "|NVIDIA H200|1|8|tf32|0.8908|0.8908, 0.8908|generated 30 x 512x512 (seed 0)|"
-    assert lines[3] == "|NVIDIA H200|1|8|fp16|0.8910|0.8910, 0.8910|generated 30 x 512x512 (seed 0)|"
+    # the random seed of generated data stays in the record, not in the table
+    assert lines[2] == "|NVIDIA H200|1|8|tf32|0.8908|0.8908, 0.8908|generated 30 x 512x512|"
+    assert lines[3] == "|NVIDIA H200|1|8|fp16|0.8910|0.8910, 0.8910|generated 30 x 512x512|"
     lines = [line for line in _block(text, "U-Net (original): time to train") if line.startswith("|")]
-    assert lines[0] == ("|System|GPUs|Batch size / GPU|Precision|40,000 iterations [min]|Time to DICE 0.89 [min]|"
+    assert lines[0] == ("|System|GPUs|Batch size / GPU|Precision|40,000 iterations|Time to DICE 0.89|"
                         "Mixed-precision speed-up|")
     x = " (extrapolated from 1,000 steps)"  # the folds trained 1,000 steps, not the publication's 40,000
-    assert lines[2:4] == [f"|NVIDIA H200|1|8|tf32|22.0{x}|22.0|-|", f"|NVIDIA H200|1|8|fp16|10.0{x}|10.0|2.20 (from TF32)|"]
-    assert lines[5] == f"|NVIDIA H200|8|8|fp16|2.5{x}|2.5|1.04 (from TF32)|"
+    assert lines[2:4] == [f"|NVIDIA H200|1|8|tf32|22.0 min{x}|22.0 min|-|",
+                          f"|NVIDIA H200|1|8|fp16|10.0 min{x}|10.0 min|2.20 (from TF32)|"]
+    assert lines[5] == f"|NVIDIA H200|8|8|fp16|2.5 min{x}|2.5 min|1.04 (from TF32)|"
     assert "## ResNet-50" in text
 
 
@@ -206,11 +224,11 @@ def test_report_marks_missed_targets_oom_and_keeps_the_latest():
                _converge("bf16", status="oom")]
     text = render_markdown(results)
     lines = [line for line in _block(text, "U-Net (original): time to train") if line.startswith("|")]
-    assert lines[2:] == ["|NVIDIA H200|1|8|fp32|48.0 (extrapolated from 1,000 steps)|48.0|-|",
-                         "|NVIDIA H200|1|8|fp16|19.0 (extrapolated from 1,000 steps)|19.0*|2.53 (from FP32)|",
+    assert lines[2:] == ["|NVIDIA H200|1|8|fp32|48.0 min (extrapolated from 1,000 steps)|48.0 min|-|",
+                         "|NVIDIA H200|1|8|fp16|19.0 min (extrapolated from 1,000 steps)|19.0 min *|2.53 (from FP32)|",
                          "|NVIDIA H200|1|8|bf16|OOM|OOM|-|"]
     accuracy = [line for line in _block(text, "U-Net (original): accuracy") if line.startswith("|")]
-    data = "generated 30 x 512x512 (seed 0)"
+    data = "generated 30 x 512x512"  # the random seed stays in the record
     assert accuracy[2:4] == [f"|NVIDIA H200|1|8|fp32|0.8910|0.8910, 0.8910|{data}|",
                              f"|NVIDIA H200|1|8|fp16|0.8000|0.8000, 0.8000|{data}|"]
 

@@ -7,19 +7,20 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from conftest import cli, make_result
 from dlbench.figures import ms
-from dlbench.results.store import Store
+from dlbench.results.store import Store, user_store
 
 RUN = ("run", "fwdbwd", "--model", "resnet18", "--batch", "2", "--input-shape", "3x32x32", "--device", "cpu",
        "--warmup", "1", "--warmup-seconds", "0", "--steps", "2", "--min-seconds", "0")
 
 
 def here(*args, cwd, **kw):
-    """`dlbench` run from `cwd`, where ./dlbench.db would land if --db were ignored."""
+    """`dlbench` run from `cwd` without DLBENCH_DB: a store there or the user's would show --db ignored."""
     return subprocess.run([sys.executable, "-m", "dlbench", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, env={**os.environ, "DLBENCH_DB": ""}, timeout=600, **kw)
 
@@ -49,7 +50,7 @@ def test_global_db_is_read_by_every_command(stocked, args, expect):
     proc = here("--db", store_path, *args, cwd=work)
     assert proc.returncode == 0, proc.stderr
     assert expect in proc.stdout
-    assert not (work / "dlbench.db").exists()
+    assert not (work / "dlbench.db").exists() and not user_store().exists()
 
 
 def test_two_different_stores_in_one_call_are_refused(stocked):
@@ -71,7 +72,7 @@ def test_global_db_is_written_by_run_and_import(stocked):
     assert exported.returncode == 0, exported.stderr
     other = work.parent / "other.db"
     assert here("--db", other, "import", work / "all.jsonl", cwd=work).returncode == 0
-    assert not (work / "dlbench.db").exists()
+    assert not (work / "dlbench.db").exists() and not user_store().exists()
     with Store(store_path) as store, Store(other) as copy:
         # two stocked, the run, and the matmul ceiling the run measured for its FLOP utilisation
         assert store.count() == 4 and copy.count() == 4
@@ -79,7 +80,7 @@ def test_global_db_is_written_by_run_and_import(stocked):
 
 def test_run_result_goes_to_stdout_and_to_a_json_file(tmp_path, db):
     out = tmp_path / "result.json"
-    proc = cli(*RUN, "--db", db, "--output", out)
+    proc = cli(*RUN, "--db", db, "--results-file", out)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("ok fwdbwd resnet18") and "\n" == proc.stdout[-1] and proc.stdout.count("\n") == 1
     row = json.loads(out.read_text())
@@ -88,7 +89,10 @@ def test_run_result_goes_to_stdout_and_to_a_json_file(tmp_path, db):
     assert row["parameters"] == 11_689_512  # ResNet-18
     assert row["flops_per_step"] > 0 and row["throughput"] > 0 and row["throughput_unit"] == "img/s"
     assert row["step_ms_p50"] <= row["step_ms_p99"] and row["steps"] >= 2
-    assert f"median step {ms(row['step_ms_median'])} ms" in proc.stdout  # one median step, wherever it is read
+    # one median of the per-step totals, wherever it is read: the run line prints the stored one
+    with Store(db) as store:
+        stored, = store.records([row["id"]])
+    assert f"median forward + backward {ms(stored.measured.window.total_ms)} ms" in proc.stdout
     assert row["peak_host_rss_mb"] > 0 and row["peak_memory_mb"] is None  # no GPU here
     assert row["system"]["label"].startswith("CPU") and row["system"]["torch"]
 
@@ -109,7 +113,7 @@ def test_results_as_json_lines_with_typed_values(tmp_path, db):
 def test_a_list_of_batches_is_one_json_document_and_each_line_names_its_batch(tmp_path, db):
     out = tmp_path / "r.json"
     out.write_text("an earlier file\n")
-    proc = cli("run", "infer", *RUN[2:], "--batch", "1,2", "--db", db, "--output", out)
+    proc = cli("run", "infer", *RUN[2:], "--batch", "1,2", "--db", db, "--results-file", out)
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(out.read_text())  # valid JSON: a list, as timm writes for several models
     assert [r["batch"] for r in rows] == [1, 2] and all(r["status"] == "ok" for r in rows)
@@ -179,9 +183,11 @@ def test_default_run_without_a_gpu_is_the_short_cpu_check(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "no CUDA GPU found: running the `smoke` suite" in proc.stderr
     assert "these are CPU figures" in proc.stderr
-    with Store(tmp_path / "dlbench.db") as store:
+    assert not (tmp_path / "dlbench.db").exists()  # the user's store, shared by every folder's runs
+    with Store(Path(os.environ["XDG_DATA_HOME"], "dlbench", "dlbench.db")) as store:
         results = store.results(suite="smoke")
     assert sorted(r.workload for r in results) == ["fwdbwd", "infer", "train"]
     assert all(r.status == "ok" for r in results)
-    # A fresh store: nothing to estimate from, and nothing is measured for it; the ETA follows the first result.
-    assert "3 to run; how long is known once the first has run (none ran here before)" in proc.stderr
+    # A fresh store: nothing to estimate from, and nothing is measured for it: a rough figure, said to be one.
+    assert "3 to run, about " in proc.stderr
+    assert "(rough for all of them: never run here, no FLOP count and ceiling known)" in proc.stderr

@@ -26,7 +26,7 @@ def test_seed_004_layout_sorted_by_total_with_cpu_and_oom_rows():
     assert lines[4] == "|---|---|---:|---:|---:|---:|"
     assert lines[5] == "|NVIDIA H200|9.1.0|5.00|10.00|15.00|15.00|"
     assert lines[6] == "|Tesla K80|5.1.10|124.38|274.43|398.81|398.81|"
-    assert lines[7] == "|CPU: Xeon E5-2630 v3 (16 cores)|None|2477.61|4149.64|6627.25|6627.25|"
+    assert lines[7] == "|CPU: Xeon E5-2630 v3 (16 cores)|-|2477.61|4149.64|6627.25|6627.25|"
     assert lines[8] == "|GTX 1080|5.1.10|OOM|OOM|OOM|OOM|"
 
 

@@ -186,7 +186,7 @@ def test_converge_rows_say_the_data_is_generated():
     [accuracy, time] = medical.tables([run], published=True)
     assert any(n.startswith("The data is generated, not the ISBI 2012 set") for n in accuracy.notes)
     assert not any("ran only the first folds" in n for n in accuracy.notes)
-    assert _rows(time)[0]["40,000 iterations [min]"] == "40.0"  # 40,000 steps trained: measured
+    assert _rows(time)[0]["40,000 iterations"] == "40.0 min"  # 40,000 steps trained: measured
 
 
 # ---- a CPU store through the command line --------------------------------------------------
@@ -223,3 +223,35 @@ def test_the_publications_suites_run_what_their_columns_mean(name):
         converge = [s for s in specs if s.workload == "converge"]
         assert {s.precision for s in converge} >= {"tf32", "fp16"}
         assert all(s.opts.folds == 5 and not s.opts.fold_limit for s in converge)
+
+
+def test_the_cudnn_conclusion_is_checked_against_its_own_tables():
+    [table, *_] = claims.tables([_fwdbwd("resnet50", 7.5, 15.7)], published=True)
+    rows = {r["Conclusion"]: r for r in _rows(table)}
+    newest = rows["Prefer latest cuDNN: cuDNN 5.1.10 faster than 5.1.05"]
+    # GTX 1080 is the one GPU on both: VGG-16 182.79 / 183.42 and ResNet-34 72.09 / 72.17 ms, newer slower
+    assert (newest["Models"], newest["Range"]) == (7, "0.997x to 1.045x")
+    assert newest["Check"].startswith("† slower on 2 of 7 models")
+    assert "VGG-16 (0.997x)" in newest["Check"] and "ResNet-34 (0.999x)" in newest["Check"]
+    older = rows["Prefer latest cuDNN: cuDNN 5.1.05 faster than 5.0.05"]
+    assert older["Check"] == "not derivable from its tables: they have no cuDNN 5.0.05 row"
+    caveat = next(r for c, r in rows.items() if "failed on ResNet-152" in c)
+    assert caveat["Check"].startswith("ok: its ResNet-152 table notes the failure")
+
+
+def _jade_run(workload, data, throughput, gpus=1):
+    return make_result(spec={"workload": workload, "model": "resnet50", "batch": 64, "gpus": gpus,
+                             "options": {"data": data, "workers": 4}}, system=H200,
+                       metrics={"throughput": throughput, "throughput_unit": "img/s"}, samples={"step": [0.05] * 10})
+
+
+def test_jade_compares_dlbench_rows_with_each_other_real_against_dummy_data():
+    results = [_jade_run("infer", "dummy", 1275.5), _jade_run("infer", "folder:/data/images", 893.6),
+               _jade_run("train", "dummy", 800.0, gpus=2), _jade_run("train", "folder:/data/images", 900.0, gpus=2),
+               _jade_run("smooth", "dummy", 47.0)]  # no folder run: no pair
+    [table] = claims.tables(results, published=True)
+    mine = [r for r in _rows(table) if r["Source"] == "dlbench"]
+    assert len(mine) == 2 and all(r["Basis"] == "throughput, data loading included" for r in mine)
+    assert mine[0]["Claim"].startswith("NVIDIA H200, ResNet-50 infer (batch 64, fp32, 1 GPU): dummy data is 1.43x "
+                                       "as fast as the JPEG folder (1275.50 against 893.60")
+    assert "2 GPUs): the JPEG folder is 1.12x as fast as dummy data (900.00 against 800.00" in mine[1]["Claim"]

@@ -28,7 +28,7 @@ def test_seed_000_001_training_table_layout():
     (table,) = training3d.tables(results)
     lines = table.markdown().splitlines()
     assert lines[0] == "## 3D U-Net (aniso): training"
-    assert lines[1].startswith("How long the seeds' 1001 training iterations take")
+    assert lines[1].startswith("How long the publications' 1001 training iterations take")
     assert lines[4] == ("|System|GPUs|Precision|Training [s]|Iters / Min|Iteration vs 1 GPU|100k Iters [d]|Software|"
                         "Data|")
     assert lines[5] == "|---|---:|---|---:|---:|---:|---:|---|---|"
@@ -101,13 +101,14 @@ def test_filter_systems_by_label_or_host():
 
 def test_missing_cells_are_dashes_in_markdown_and_empty_in_csv_and_json():
     no_backward = make_result(metrics={"backward_ms": None})
+    both = [no_backward, make_result(system={"gpus": [{"name": "NVIDIA H100"}]})]  # a column no row fills is left out
     # no backward time: no Total either (it is their sum), the median step stays
-    assert "|NVIDIA H200|9.1.0|5.00|-|-|15.00|" in render([no_backward], "md")
-    rows = list(csv.DictReader(io.StringIO(render([no_backward], "csv"))))
+    assert "|NVIDIA H200|9.1.0|5.00|-|-|15.00|" in render(both, "md")
+    rows = list(csv.DictReader(io.StringIO(render(both, "csv"))))
     (backward,) = _cells(rows, "ResNet-50", "NVIDIA H200", "Backward (ms)")
     assert (backward["value"], backward["unit"], backward["text"], backward["note"]) == ("", "", "", "")
     assert all(r[k] not in ("None", "-") for r in rows for k in r)
-    cells = json.loads(render([no_backward], "json"))["cells"]
+    cells = json.loads(render(both, "json"))["cells"]
     (total,) = _cells(cells, "ResNet-50", "NVIDIA H200", "Total (ms)")
     assert total["value"] is None and total["text"] is None
     assert all(isinstance(c["value"], (int, float)) for c in cells if c["value"] is not None)
@@ -160,14 +161,14 @@ def test_a_new_section_appears_in_every_format(tmp_path, monkeypatch):
     (tmp_path / "extra_section.py").write_text(
         "from dlbench.report.tables import Table\n"
         "def tables(results):\n"
-        "    return [Table('Extra <b>', ['System', 'Value'], 'lr', [[r.system_label, None] for r in results],"
-        " notes=['a note'])]\n")
+        "    return [Table('Extra <b>', ['System', 'Value'], 'lr', [[r.system_label, None] for r in results]"
+        " + [['B', 2]], notes=['a note'])]\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     import dlbench.report as report
 
     monkeypatch.setattr(report, "SECTIONS", [*report.SECTIONS, "extra_section"])
     results = [make_result(system={"gpus": [{"name": "A|<i>"}]})]
-    assert "## Extra &lt;b>\na note\n\n|System|Value|\n|---|---:|\n|A\\|&lt;i>|-|" in render(results, "md")
+    assert "## Extra &lt;b>\na note\n\n|System|Value|\n|---|---:|\n|A\\|&lt;i>|-|\n|B|2|" in render(results, "md")
     assert "Extra <b>,1,A|<i>,Value,,,,\n" in render(results, "csv")
     data = json.loads(render(results, "json"))
     assert {"title": "Extra <b>", "notes": ["a note"], "header": ["System", "Value"]} in \

@@ -131,7 +131,7 @@ def test_box_plots_draw_the_whiskers_the_caption_describes(drawn):
     assert "whiskers reach the fastest and slowest steps within p1 to p99" in plot.caption
     assert "dots are the steps beyond" in plot.caption
     written = [t.get_text() for t in ax.texts]
-    assert written == [f"{plots.sig(np.median(ms))} ms (p99 {plots.sig(high)})"]
+    assert written == [f"median {plots.sig(np.median(ms))} ms, p99 {plots.sig(high)}"]  # which statistic, said
 
 
 def test_a_legend_of_one_entry_is_left_out_and_the_caption_names_it(drawn):

@@ -12,12 +12,11 @@ from dlbench import plugins, suites
 from dlbench.commands.suite import announce
 from dlbench.errors import UserError
 from dlbench.launch import isolated, slurm
-from dlbench.launch.speed import machine
 from dlbench.launch.suiterun import make_plan
 from dlbench.results.record import Result
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
-from dlbench.suites.estimate import CONV_EFFICIENCY, estimate, estimate_known, guess, history, known
+from dlbench.suites.estimate import CONV_EFFICIENCY, estimate_run, format_seconds, known
 from dlbench.system.datasheet import lookup
 
 from conftest import TINY, cli, make_result
@@ -102,14 +101,14 @@ def test_resume_plans_only_what_is_missing(db):
         assert not nothing.resumed and nothing.todo == [a, b, c]
 
 
-def test_estimates_from_earlier_runs_else_a_guess():
+def test_estimates_from_earlier_runs_else_a_rough_figure():
     a, b = _suite(2).specs
-    times = history([_stored(a, "r", wall=10.0), _stored(a, "r", wall=30.0), _stored(a, "r", wall=20.0),
-                     _stored(a, "r", status="error", wall=999.0), _stored(a, "r", host="other", wall=999.0)], "here")
-    measured = estimate(a, times, machine)
+    facts = known([_stored(a, "r", wall=10.0), _stored(a, "r", wall=30.0), _stored(a, "r", wall=20.0),
+                   _stored(a, "r", status="error", wall=999.0), _stored(a, "r", host="other", wall=999.0)], "here", None)
+    measured = estimate_run(a, facts, "cpu").run
     assert (measured.seconds, measured.measured, measured.source) == (20.0, 3, "from 3 earlier runs")
-    guessed = estimate(b, times, machine)
-    assert guessed.measured == 0 and guessed.source == "guess" and guessed.seconds == guess(b, machine()) > 0
+    guessed = estimate_run(b, facts, "cpu").run
+    assert guessed.measured == 0 and guessed.source == "rough" and guessed.seconds > 0
 
 
 def _flops_of(spec, host, flops):
@@ -123,12 +122,13 @@ def _earlier_here(spec, wall, warmup_s, steps):
     return result
 
 
-def test_a_run_never_guesses_without_a_basis():
+def test_a_run_without_a_basis_is_given_a_rough_figure_labelled_so():
     # A fresh store: no earlier run here, no FLOP count, no start-up cost; a GPU's name alone says nothing of seconds.
     a, = _suite(1).specs
-    for gpu in (None, "NVIDIA H200"):
-        told = estimate_known(a, known([], "here", gpu))
-        assert (told.seconds, told.measured, told.source) == (None, 0, "not known")
+    for gpu, kind in ((None, "cpu"), ("NVIDIA H200", "cuda")):
+        told = estimate_run(a, known([], "here", gpu), kind)
+        assert told.run.rough and told.run.measured == 0 and told.run.source == "rough" and told.run.seconds > 0
+        assert told.basis == "rough" and told.text().endswith("(rough)")
 
 
 def test_a_run_guesses_from_stored_flops_the_datasheet_and_start_up_here():
@@ -140,14 +140,14 @@ def test_a_run_guesses_from_stored_flops_the_datasheet_and_start_up_here():
     step = 6.7e12 / (lookup("NVIDIA H200").peak_tflops("fp32") * 1e12 * CONV_EFFICIENCY["cuda"])
     stepping = 2 * step + max(gpu_spec.warmup * step, gpu_spec.warmup_seconds) + max(gpu_spec.steps * step,
                                                                                      gpu_spec.min_seconds)
-    told = estimate_known(gpu_spec, facts)
+    told = estimate_run(gpu_spec, facts, "cuda").run
     assert told.measured == 0 and told.source == "guess" and told.seconds == pytest.approx(8.0 + stepping)
-    assert estimate_known(a, facts).seconds == 9.0 and estimate_known(a, facts).measured == 1
-    assert estimate_known(b, facts).seconds is None  # a CPU run: no rate of this CPU is stored
+    assert estimate_run(a, facts, "cpu").run.seconds == 9.0 and estimate_run(a, facts, "cpu").run.measured == 1
+    assert estimate_run(b, facts, "cpu").run.rough  # a CPU run: no rate of this CPU is stored
     # a ceiling measured on this GPU here wins over the datasheet
     ceiling = Result(spec={"workload": "system"}, system={"host": "here"},
                      metrics={"device": "cuda:0", "matmul_fp32_tflops": 10.0})
-    measured = estimate_known(gpu_spec, known([*earlier, ceiling], "here", "NVIDIA H200"))
+    measured = estimate_run(gpu_spec, known([*earlier, ceiling], "here", "NVIDIA H200"), "cuda").run
     step = 6.7e12 / (10.0e12 * CONV_EFFICIENCY["cuda"])
     assert measured.seconds == pytest.approx(8.0 + 2 * step + max(gpu_spec.warmup * step, gpu_spec.warmup_seconds)
                                              + max(gpu_spec.steps * step, gpu_spec.min_seconds))
@@ -172,17 +172,19 @@ def test_planning_a_run_measures_nothing_and_imports_no_torch():
                           env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert done.returncode == 0, done.stderr
     line, loaded = done.stdout.strip().splitlines()[-2:]
-    assert line.endswith(": 5 to run; how long is known once the first has run (none ran here before)"), line
+    assert line.endswith(" (rough for all of them: never run here, no FLOP count and ceiling known)"), line
     assert loaded == "[]"
 
 
-def test_the_first_line_says_about_only_for_what_has_a_basis():
+def test_the_first_line_says_which_estimates_are_rough():
     suite = _suite(2)
     a, b = suite.specs
     plan = make_plan(suite, None, "here")
-    plan.estimates = [estimate_known(a, known([_stored(a, "r", wall=70.0)], "here", None)),
-                      estimate_known(b, known([], "here", None))]
-    assert announce(plan).endswith(": 2 to run, about 1 min 10 s for 1 of them; the others never ran here")
+    stored = estimate_run(a, known([_stored(a, "r", wall=70.0)], "here", None), "cpu").run
+    rough = estimate_run(b, known([], "here", None), "cpu").run
+    plan.estimates = [stored, rough]
+    assert announce(plan).endswith(f": 2 to run, about {format_seconds(70.0 + rough.seconds)} (rough for 1 of them: "
+                                   f"never run here, no FLOP count and ceiling known)")
     plan.estimates = plan.estimates[:1] * 2
     assert announce(plan).endswith(": 2 to run, about 2 min 20 s")
 
@@ -215,7 +217,7 @@ def test_list_shows_estimates_from_the_store(tmp_path, db):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert "resnet18" in lines[1] and "2 min 05 s" in lines[1] and "from 1 earlier run" in lines[1]
-    assert "resnet34" in lines[2] and "guess" in lines[2]
+    assert "resnet34" in lines[2] and "rough" in lines[2]  # a listing counts no FLOPs and measures nothing
     assert "2 benchmarks: about" in lines[3] and "1 from earlier runs on this machine, 1 guessed" in lines[3]
     no_store = tmp_path / "none.db"
     assert cli("suite", path, "--list", "--db", no_store).returncode == 0 and not no_store.exists()

@@ -102,6 +102,9 @@ def test_system_command_measures_stores_and_reports(db, tmp_path):
         [record] = store.results(workload="system")
     m = record.metrics
     assert m["matmul_fp32_tflops"] > 0 and m["copy_gbs"] > 0 and m["disk_read_gbs"] > 0
+    # the rate one loader worker reaches through the real JPEG folder path, beside the decoder's alone
+    assert "JPEG loader, 1 worker" in proc.stdout and m["jpeg_loader_cpu_img_s_per_core"] > 0
+    assert "one DataLoader worker" in m["ceilings"]["jpeg_loader_cpu_img_s_per_core"]["method"]
     assert m["ceilings"]["copy_gbs"]["method"] and "bf16" in " ".join(m["unmeasured"])
     assert "Ceilings: CPU" in render_markdown([record])
     exported = tmp_path / "machine.jsonl"

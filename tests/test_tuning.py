@@ -195,12 +195,17 @@ def test_a_batch_search_is_kept_and_the_next_run_skips_it(tmp_path):
     first = cli(*BATCH, "--db", db)
     assert first.returncode == 0, first.stderr
     assert "batch search: probing" in first.stderr
+    # the search's bound and a run said before it starts, then the run at the batch it found
+    assert "; a batch search, at most: 1 min 00 s)" in first.stderr
+    searched, found = first.stderr.split("batch search: largest ")
+    assert found.splitlines()[1].startswith("infer resnet18 b2 3x16x16 fp32: about ")
     (_, choice, by), = _records(db)
     assert json.loads(choice) == {"batch": 2}
     second = cli(*BATCH, "--db", db)
     assert second.returncode == 0, second.stderr
     assert "probing" not in second.stderr
     assert f"batch 2 as tuned by run {by[:8]} on " in second.stderr and "--retune searches again" in second.stderr
+    assert "(from a stored run here)" in second.stderr  # the run at batch 2 went by the first one's
     assert f"batch as tuned by run {by[:8]}" in second.stdout and " s from start to result" in second.stdout
     last = Store(db, read_only=True).results(workload="infer")[-1]
     assert last.spec["batch"] == 2 and last.metrics["tuned_from"]["result"] == by

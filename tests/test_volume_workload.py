@@ -144,8 +144,8 @@ def test_metrics_and_uint8_output(data, tmp_path):
     # the first tile's wait once, then the rate after it
     assert m["sustained_mvox_per_s"] == pytest.approx(m["voxels"] / (m["total_s"] - m["first_tile_wait_s"]) / 1e6)
     assert m["sustained_mvox_per_s"] >= m["throughput"] and m["first_tile_wait_s"] == result.samples["wait"][0]
-    assert m["extrapolate_hours"]["1"] == pytest.approx(
-        (8.1e12 / (m["sustained_mvox_per_s"] * 1e6) + m["first_tile_wait_s"]) / 3600)
+    # the hours follow the rate printed beside them (the whole window's), in the run line as in the report
+    assert m["extrapolate_hours"]["1"] == pytest.approx(8.1e12 / (m["throughput"] * 1e6) / 3600)
     assert list(m["extrapolate_hours"]) == ["1"]  # a CPU run: its own rate, no GPU counts
     assert set(m["phase_s"]) >= {"read", "copy_in", "compute", "copy_out", "write"}
     assert m["warmup_s"] > 0 and len(result.samples["compute"]) == m["blocks"]
@@ -167,8 +167,6 @@ def test_hours_on_one_gpu_are_one_gpus_and_eight_gpus_come_from_a_rate_measured_
     assert two["extrapolate_hours_basis"] == {"2": "measured on 2 GPUs",
                                               "8": "extrapolated: 8 x the rate per GPU measured on 2 GPUs"}
     assert _hours(tvox, 8.0, 8, cuda)["extrapolate_hours_basis"] == {"8": "measured on 8 GPUs"}
-    filled = _hours(tvox, 1.0, 1, cuda, first_s=36.0)  # the first tile's wait counts once, not per voxel
-    assert filled["extrapolate_hours"]["1"] == pytest.approx(one["extrapolate_hours"]["1"] + 0.01)
     cpu = _hours(tvox, 2.0, 2, torch.device("cpu"))
     assert cpu["extrapolate_hours"] == {"1": pytest.approx(two["extrapolate_hours"]["2"] * 1.8 / 2.0)}
     assert cpu["extrapolate_hours_basis"] == {"1": "measured on this CPU (2 processes)"}
@@ -192,13 +190,15 @@ def test_the_summary_gives_hours_where_they_were_measured():
     assert "on 8 GPUs" in line(8, 800.0) and "extrapolated" not in line(8, 800.0)
     assert "on this CPU" in line(2, 1.0, "cpu") and "GPU" not in line(2, 1.0, "cpu")
     after = line(1, 375.0, sustained_mvox_per_s=400.0, first_tile_wait_s=0.31)
-    assert "h on 1 GPU at 400 Mvox/s, the rate after the first tile's 0.310 s" in after
-    assert "the rate after" not in line(1, 375.0, sustained_mvox_per_s=376.0, first_tile_wait_s=0.01)
-    # results stored before: hours on 1, N and 8 GPUs from the rate per GPU; only N's were measured
+    # the hours follow the rate printed beside them; the rate after the first tile is told apart
+    assert "8.10 Tvox in 6.0 h on 1 GPU at its 375 Mvox/s (after the first tile's 0.310 s it ran at 400 Mvox/s)" in after
+    assert "after the first tile" not in line(1, 375.0, sustained_mvox_per_s=376.0, first_tile_wait_s=0.01)
+    # results stored before: hours on 1, N and 8 GPUs (at the rate after the first tile); the line computes
+    # them again from the stored rate, as the report does, and gives only the measured count
     old = {"device": "cuda", "voxels": 1e9, "total_s": 10.0, "mvox_per_s": 100.0, "blocks": 9, "blocks_skipped": 0,
            "extrapolate_voxels": 8.1e12}
     two_old = describe(Measurement.read({**old, "world_size": 2, "extrapolate_hours": {"1": 25.0, "2": 12.5, "8": 3.1}}))
-    assert "12.5 h on 2 GPUs" in two_old and "8 GPUs" not in two_old
+    assert "22.5 h on 2 GPUs" in two_old and "8 GPUs" not in two_old
     one_old = describe(Measurement.read({**old, "world_size": 1, "extrapolate_hours": {"1": 22.5, "8": 2.8}}))
     assert "22.5 h on 1 GPU" in one_old and "8 GPUs" not in one_old
 
@@ -451,9 +451,9 @@ def test_existing_output_is_refused_untouched(data, tmp_path):
 
 
 def test_bad_model_output_is_one_line(data, tmp_path, db):
-    # Found mid-run, after the progress bar started: still one line, and no output left behind.
+    # Found mid-run, after the estimate and the progress bar: one line of error, and no output left behind.
     out = tmp_path / "new.zarr"
-    assert_user_error(cli(*_run_args(data, out, "--db", db, model=data["bad"])), "does not match the tile")
+    assert_user_error(cli(*_run_args(data, out, "--db", db, model=data["bad"])), "does not match the tile", started=True)
     assert not out.exists()
 
 

@@ -100,7 +100,9 @@ def _version(show: bool) -> None:
 @app.callback(invoke_without_command=True)
 def _default(ctx: typer.Context,
              db: Optional[Path] = typer.Option(None, "--db", help="Result store (SQLite) for this command and every "
-                                               "command after it in this call. Default: $DLBENCH_DB or ./dlbench.db."),
+                                               "command after it in this call. Default: $DLBENCH_DB, else a "
+                                               "./dlbench.db that exists, else the store every run on this "
+                                               "machine shares (~/.local/share/dlbench/dlbench.db on Linux)."),
              version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, metavar=FLAG,
                                           help="Show the version and exit.")) -> None:
     if db is not None:  # `dlbench --db X results`: every command and every process it starts uses X
@@ -140,13 +142,18 @@ def _run_app(workload: workloads.Workload) -> typer.Typer:
     shown = {"max_batch": workload.batch_plans, "retune": workload.batch_plans or workload.tuning is not None}
     extras = [f for f in RunExtras.fields() if shown.get(f.name, True)]
     params = [_workload_parameter(f, workload) for f in general + workload.options.fields()]
-    # --output names the prediction of `run volume`; --results-file (timm's name) works everywhere.
-    aliases = {"results_file": () if "output" in workload.options.names() else ("--output",)}
-    params += [_parameter(f, aliases=aliases.get(f.name, ())) for f in extras]
+    params += [_parameter(f) for f in extras]
+    # --output has one meaning, the prediction `run volume` writes; elsewhere it once named the results file
+    old_output = "output" not in workload.options.names()
+    if old_output:
+        params.append(inspect.Parameter("output", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
+                                        default=typer.Option(None, "--output", hidden=True)))
 
     def command(**values) -> None:
         from dlbench.commands.run import run_command
 
+        if old_output and (path := values.pop("output")) is not None:
+            raise UserError(renamed_output(path, workload.name))
         given = {k: v for k, v in values.items() if v is not None}
         raise typer.Exit(run_command(workload, given, view=view))
 
@@ -156,14 +163,19 @@ def _run_app(workload: workloads.Workload) -> typer.Typer:
     return sub
 
 
+def renamed_output(path: str, workload: str) -> str:
+    """The line for `--output FILE` where it once meant the results file."""
+    return (f"--output is the prediction of `dlbench run volume` only; `run {workload}` writes its results to a "
+            f"file with --results-file: give --results-file {path}")
+
+
 def _workload_parameter(field: Field, workload: workloads.Workload) -> inspect.Parameter:
     if field.name == "batch" and workload.batch_plans:  # a list, 'sweep' or 'auto': parsed by the launcher
         return _parameter(field, workload.defaults.get("batch"), field.help() + BATCH_PLANS, kind=str)
     return _parameter(field, workload.defaults.get(field.name, field.default))
 
 
-def _parameter(field: Field, default=MISSING, text: str | None = None, kind: type | None = None,
-               aliases: tuple[str, ...] = ()) -> inspect.Parameter:
+def _parameter(field: Field, default=MISSING, text: str | None = None, kind: type | None = None) -> inspect.Parameter:
     """The command-line parameter of a declared field (typed checks happen when the request is made)."""
     default = field.default if default is MISSING else default
     kind = kind or (str if field.kind is tuple else list[str] if field.kind is list else field.kind)
@@ -175,7 +187,7 @@ def _parameter(field: Field, default=MISSING, text: str | None = None, kind: typ
                               metavar=field.flag, show_default=default is not MISSING)
     else:
         flags = [f"{field.flag}/--no-{field.flag[2:]}" if kind is bool and default else field.flag]
-        info = typer.Option(default, *flags, *aliases, *filter(None, [field.meta.short]), help=text or field.help(),
+        info = typer.Option(default, *flags, *filter(None, [field.meta.short]), help=text or field.help(),
                             metavar=FLAG if kind is bool else None)
     return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=info)
 

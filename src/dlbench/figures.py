@@ -82,6 +82,22 @@ def ms(value: float | None) -> str:
     return fixed(value, 2)
 
 
+def duration(seconds: float | None) -> str:
+    """A whole job's time with its unit, in the unit a reader thinks in: '78.0 ms', '4.70 s',
+    '12.3 min', '5.2 h'; never '0.078 min'."""
+    if odd(seconds):
+        return ODD
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return DASH
+    if seconds < 1:
+        return f"{sig(seconds * 1e3, 3)} ms"
+    if seconds < 120:
+        return f"{sig(seconds, 3)} s"
+    if seconds < 7200:
+        return f"{fixed(seconds / 60, 1)} min"
+    return f"{fixed(seconds / 3600, 1, grouping=True)} h"
+
+
 def add(*cells: str) -> str:
     """The sum of figures as they are shown, so a Total column adds up: '5.57' + '9.52' ->
     '15.09', exactly where the parts have the same places (the usual case); otherwise to the

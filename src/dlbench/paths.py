@@ -151,6 +151,22 @@ def replacing(path: str | os.PathLike) -> Iterator[IO[str]]:
         raise
 
 
+def data_folder() -> Path:
+    """dlbench's folder in this user's data directory, where what every run on the machine shares
+    lives (the result store): $XDG_DATA_HOME/dlbench, else ~/.local/share/dlbench; on macOS
+    ~/Library/Application Support/dlbench, on Windows %LOCALAPPDATA%\\dlbench. Not made here."""
+    import sys
+
+    home = Path(os.path.expanduser("~"))
+    if sys.platform == "darwin":
+        return home / "Library" / "Application Support" / "dlbench"
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA") or home / "AppData" / "Local", "dlbench")
+    given = os.environ.get("XDG_DATA_HOME", "")
+    # the XDG rule: a relative path is to be ignored
+    return Path(given if os.path.isabs(given) else home / ".local" / "share", "dlbench")
+
+
 CACHE_ENV = "DLBENCH_CACHE"
 
 

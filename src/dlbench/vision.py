@@ -9,7 +9,12 @@ in one line that names the pair and the pip command that installs a matching one
 
 from __future__ import annotations
 
+import importlib
+import sys
+import types
+from contextlib import contextmanager
 from importlib import metadata
+from typing import Iterator
 
 import torch
 
@@ -66,9 +71,47 @@ def mismatch(error: Exception) -> str:
     return f"{what} ({str(error).strip()}); install a matching pair: {fix_command()}"
 
 
+def _is_compile_supported(device_type: str) -> bool:
+    from torch._dynamo.utils import is_compile_supported
+
+    return is_compile_supported(device_type)
+
+
+class _StandIn(types.ModuleType):
+    """torch._dynamo.utils while torchvision imports: its one helper, and for any other name (a
+    torchvision that wants more of it) the real module, imported then."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):  # what the import system asks of any module
+            raise AttributeError(name)
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), name)
+
+
+@contextmanager
+def _without_dynamo() -> Iterator[None]:
+    """torchvision.ops.roi_align imports one helper from torch._dynamo.utils, which imports all of
+    torch._dynamo (3-6 s on two busy cores, half of a CPU benchmark's start-up) for a function it
+    calls only while compiling. While torchvision imports, that module is a stand-in whose helper
+    imports the real one when called; the stand-in is gone before anything else can import it."""
+    if "torch._dynamo.utils" in sys.modules:
+        yield
+        return
+    stand_in = _StandIn("torch._dynamo.utils")
+    stand_in.is_compile_supported = _is_compile_supported  # type: ignore[attr-defined]
+    sys.modules["torch._dynamo.utils"] = stand_in
+    try:
+        yield
+    finally:
+        if sys.modules.get("torch._dynamo.utils") is stand_in:
+            del sys.modules["torch._dynamo.utils"]
+
+
 def _check() -> None:
     try:
-        import torchvision  # noqa: F401
+        with _without_dynamo():
+            import torchvision  # noqa: F401
     except ModuleNotFoundError as error:
         if error.name != "torchvision":
             raise

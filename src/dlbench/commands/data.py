@@ -22,19 +22,23 @@ class ImagesRequest(Options):
     path: str = option(MISSING, "Folder to write (class folders of JPEGs).", argument=True)
     n: int = option(1000, "Number of images.", low=1, high=10**8)
     classes: int = option(10, "Number of class folders.", low=1, high=10**6)
+    size: tuple[int, ...] | None = option(None, "Every image WIDTHxHEIGHT pixels, e.g. 2048x1536 for large photos "
+                                                "(default: ImageNet's common sizes, around 500x375).")
     seed: int = option(0, SEED_HELP, **SEED_BOUNDS)
     workers: int | None = option(None, "Processes writing images (default: min(8, cores)).", **WORKER_BOUNDS)
     overwrite: bool = option(False, "Replace a set written here before.")
 
 
 def images(request: ImagesRequest, view: Terminal) -> None:
-    from dlbench.data.generate import check, generate
+    from dlbench.data.generate import check, check_size, generate
 
+    check_size(request.size)
     check(Path(request.path), request.overwrite)
     check_new_folder(request.path, "dataset")
     with view.progress("writing JPEGs", request.n, "images") as progress:
         summary = generate(Path(request.path), request.n, classes=request.classes, seed=request.seed,
-                           workers=request.workers, progress=progress, overwrite=request.overwrite)
+                           workers=request.workers, progress=progress, overwrite=request.overwrite,
+                           size=request.size)
     view.message(f"wrote {summary['images']} images in {summary['classes']} classes to {request.path} "
                  f"({summary['bytes'] / 1e6:.1f} MB, {summary['mean_kb']:.0f} KB each on average)")
 

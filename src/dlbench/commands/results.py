@@ -10,6 +10,7 @@ read-only, so an archived store can be read.
 from __future__ import annotations
 
 import io
+import itertools
 import sys
 from dataclasses import MISSING, dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from dlbench.errors import UserError
 from dlbench.launch.view import Terminal
 from dlbench.options import Options, option
 from dlbench.paths import check_new_file, replacing
-from dlbench.results.store import DB_HELP, Store, check_writable, default_path, one_store
+from dlbench.results.store import DB_HELP, IMPORT_CHUNK, Store, check_writable, default_path, one_store
 
 OUTPUT_HELP = "Write to this file instead of stdout."
 
@@ -37,9 +38,11 @@ def output_file(path: str | None, db: str | None, what: str) -> Path | None:
 
 @dataclass(frozen=True, kw_only=True)
 class ResultsRequest(Options):
-    """List stored results, newest last."""
+    """List stored results, newest last. Each shows its benchmark, input shape, throughput in its unit,
+    machine and median step."""
     db: str | None = option(None, DB_HELP, parse=one_store)
     limit: int = option(50, "Show the newest N results.", low=1, high=10**9)
+    all: bool = option(False, "Show every result (may be long: a store can hold 100,000).")
     format: str = option("table", "table, or json: one object per result and line (throughput, step time "
                                   "percentiles, batch, shape, precision, parameters, FLOPs, peak memory, system).",
                          choices=("table", "json"))
@@ -47,8 +50,11 @@ class ResultsRequest(Options):
 
 def results(request: ResultsRequest, view: Terminal) -> None:
     with Store(request.db, read_only=True) as store:
-        rows = store.results()[-request.limit:]
+        rows = store.results(newest=None if request.all else request.limit)
+        total = store.count() if len(rows) == request.limit else len(rows)
     view.results(rows) if request.format == "table" else view.summaries(rows)
+    if total > len(rows):  # on stderr: a pipe of --format json gets the records alone
+        view.message(f"showing the newest {len(rows):,} of {total:,} results; --limit N shows more, --all every one")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,18 +70,18 @@ def export(request: ExportRequest, view: Terminal) -> None:
     from dlbench.results import exchange
 
     output = output_file(request.output, request.db, "export")
-    with Store(request.db, read_only=True) as store:
-        records = store.results(exact=True)
-    if output is None and sys.stdout.isatty():  # on a terminal, through its control-character filter
-        text = io.StringIO()
-        exchange.WRITERS[request.format](records, text)
-        view.text(text.getvalue().rstrip("\n"))
-        return
-    if output is None:  # to a pipe or file: the data exactly
-        exchange.WRITERS[request.format](records, sys.stdout)
-        return
-    with replacing(output) as f:  # a full disk, a device that refuses, the file-size limit: one line
-        count = exchange.WRITERS[request.format](records, f)
+    with Store(request.db, read_only=True) as store:  # read one record at a time while writing
+        records = store.exported(flat=request.format == "csv")
+        if output is None and sys.stdout.isatty():  # on a terminal, through its control-character filter
+            text = io.StringIO()
+            exchange.WRITERS[request.format](records, text)
+            view.text(text.getvalue().rstrip("\n"))
+            return
+        if output is None:  # to a pipe or file: the data exactly
+            exchange.WRITERS[request.format](records, sys.stdout)
+            return
+        with replacing(output) as f:  # a full disk, a device that refuses, the file-size limit: one line
+            count = exchange.WRITERS[request.format](records, f)
     view.message(f"wrote {count} results to {output}")
 
 
@@ -92,7 +98,27 @@ def import_(request: ImportRequest, view: Terminal) -> None:
     from dlbench.results import exchange
 
     check_writable(request.db)
-    records = exchange.read_all([Path(f) for f in request.files])  # every file checked before the store opens
-    with Store(request.db) as store:
-        added = store.merge(records)
-    view.message(f"imported {added} new results ({len(records) - added} already stored)")
+    files = exchange.record_files([Path(f) for f in request.files])
+    total = sum(_size(f) for f in files)
+    with view.progress("reading records to import", max(1, total // 2**20), "MB") as told:
+        read = [0]
+
+        def tell(size: int) -> None:
+            read[0] += size
+            told(read[0] // 2**20, total)
+
+        records = exchange.each_record(files, tell)
+        # a small import is checked whole before the store opens; a large one is written a chunk at a
+        # time within one transaction, which anything that fails further on rolls back
+        first = list(itertools.islice(records, IMPORT_CHUNK))
+        with Store(request.db) as store:
+            added, given = store.merge_each(itertools.chain(first, records))
+    view.message(f"imported {added} new results ({given - added} already stored)")
+
+
+def _size(path: Path) -> int:
+    """The file's size, 0 where it cannot be told (reading it says why)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

@@ -20,7 +20,7 @@ from dlbench.results.measurement import Run
 from dlbench.results.record import FAILED, Result
 from dlbench.results.store import DB_HELP, TAG_HELP, Store, check_writable, one_store
 from dlbench.spec import BenchmarkSpec
-from dlbench.suites.estimate import format_seconds
+from dlbench.suites.estimate import RunEstimate, format_seconds, over_a_minute
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,11 +96,12 @@ def _run_plan(spec: BenchmarkSpec, plan: str | list[BenchmarkSpec], sweep: bool,
             write(result)
             return 1 if result.status in FAILED else 0
         statuses = []
-        for one in plan:
+        expected = announce_estimate(plan, store, view, _least_runs(extras.repeat))
+        for one, seconds in zip(plan, expected):
             if extras.repeat is not None:
                 results = _repeated(one, store, extras, view)
             else:
-                results = [_run(one, store, extras, view, ranks=ranks if one is plan[0] else None)]
+                results = [_run(one, store, extras, view, ranks=ranks if one is plan[0] else None, expected=seconds)]
                 if results[0].status == "ok" and one is plan[-1]:
                     view.message(ONE_RUN)
             done.extend(results)
@@ -213,8 +214,11 @@ def preflight(spec: BenchmarkSpec, view: Terminal, batches: Sequence[int] | None
     batch of one can leave BatchNorm a single value per channel."""
     from dlbench.launch.inprocess import check_devices
     from dlbench.models import registry
+    from dlbench.workloads import optimize
+    from dlbench.workloads.runtime import resolve_device
 
     check_devices(spec)
+    optimize.check_level(spec.optimize, resolve_device(spec.device))  # before its estimate is said
     workload = spec.declared
     if "input_shape" in workload.general:
         training = workload.trains and batches != ()
@@ -224,14 +228,62 @@ def preflight(spec: BenchmarkSpec, view: Terminal, batches: Sequence[int] | None
 
 
 def _run(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal, extra: Run | None = None,
-         ranks: Any = None) -> Result:
-    """`ranks`: the ranks started for `spec` already (`_head_start`)."""
+         ranks: Any = None, expected: float | None = None) -> Result:
+    """`ranks`: the ranks started for `spec` already (`_head_start`); `expected`: its estimate in seconds,
+    which the progress counts down against."""
     from dlbench.launch.inprocess import run_specs
 
     result = run_specs([spec], store, tag=extras.tag, console=view.err, extra_metrics=extra, retune=extras.retune,
-                       ranks=ranks)[0]
+                       ranks=ranks, expected=[expected])[0]
     view.result(result, stdout=True)
     return result
+
+
+def _least_runs(repeat: str | None) -> int:
+    """The runs --repeat makes at least ('auto': its fewest)."""
+    from dlbench.results.spread import AUTO_MIN_RUNS
+
+    asked = repeats.parse(repeat) if repeat is not None else 1
+    return AUTO_MIN_RUNS if asked == repeats.AUTO else int(asked)
+
+
+def run_estimates(specs: Sequence[BenchmarkSpec], store: Store,
+                  search_s: float | None = None) -> tuple[list[RunEstimate], str]:
+    """How long each run of `specs` will take (suites/estimate.py `estimate_run`: stored runs here, else
+    FLOPs over the measured ceiling, else rough), and the device kind they run on."""
+    import socket
+
+    from dlbench.launch.flopcount import forward_flops
+    from dlbench.suites.estimate import estimate_run, known
+    from dlbench.workloads.runtime import resolve_device
+
+    kind = "cuda" if resolve_device(specs[0].device).type == "cuda" else "cpu"
+    gpu = None
+    if kind == "cuda":
+        from dlbench.system.info import gpu_names
+
+        gpu = next(iter(gpu_names()), None)
+    facts = known(store.results(), socket.gethostname(), gpu, store.flop_counts())
+    return [estimate_run(spec, facts, kind, forward=forward_flops, search_s=search_s) for spec in specs], kind
+
+
+def announce_estimate(specs: Sequence[BenchmarkSpec], store: Store, view: Terminal, runs: int = 1,
+                      search_s: float | None = None) -> list[float]:
+    """Says before anything runs how long it will take, prominently where that is over a minute on a
+    CPU; each run's estimate in seconds, for its progress to count down against."""
+    found, kind = run_estimates(specs, store, search_s)
+    total = sum(e.seconds for e in found) * runs
+    if len(found) == 1 and runs == 1:
+        line = f"{specs[0].label()}: {found[0].text()}"
+    else:
+        each = ", ".join(f"batch {s.batch} {e.text()}" for s, e in zip(specs, found))
+        times = f", {runs} runs each" if runs > 1 else ""
+        line = f"{len(specs) * runs} runs: about {format_seconds(total)} in all ({each}{times})"
+    view.message(line)
+    warning = over_a_minute(total, kind)
+    if warning:
+        view.warning(warning)
+    return [e.seconds for e in found]
 
 
 def _search(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal) -> Result:
@@ -248,12 +300,15 @@ def _search(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal
     tuned = tuning.lookup(view.message)
     if tuned is not None:
         view.message(f"batch {tuned.choice['batch']} {tuned.said('searches again')}")
-        return _run(dataclasses.replace(spec, batch=tuned.choice["batch"]), store, extras, view,
-                    Run(tuned_from=tuned.source()))
+        remembered = dataclasses.replace(spec, batch=tuned.choice["batch"])
+        [expected] = announce_estimate([remembered], store, view)
+        return _run(remembered, store, extras, view, Run(tuned_from=tuned.source()), expected=expected)
 
     budget = batchsize.CPU_BUDGET_S if resolve_device(spec.device).type == "cpu" else None
     bound = f"; on a CPU no probe starts that would end after {format_seconds(budget)}" if budget else ""
     view.message(f"searching the largest batch for {spec.label()} (up to {limit}{bound})")
+    if budget:  # the search's bound, and a run at its first batch; the run at the batch found is told once found
+        announce_estimate([spec], store, view, search_s=budget)
     stop = partial(store_interrupted, store.path, spec, launcher_fingerprint(), None, tag)
     heartbeat = Heartbeat(view.err, always=True)  # one probe can take minutes and says nothing
 
@@ -269,7 +324,8 @@ def _search(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal
     view.message(f"batch search: largest {found['largest']}, best throughput at {found['best_throughput_batch']} "
                  f"({len(found['tried'])} probes{timed_out})")
     final = spec if found["largest"] is None else dataclasses.replace(spec, batch=found["largest"])
-    result = _run(final, store, extras, view, Run(batch_search=found))
+    [expected] = announce_estimate([final], store, view)
+    result = _run(final, store, extras, view, Run(batch_search=found), expected=expected)
     if found["largest"] is not None and not found.get("stopped"):  # a search cut short found no largest batch
         note = tuning.keep(result, {"batch": found["largest"]})
         if note:

@@ -11,7 +11,7 @@ import socket
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from dlbench import scratch
 from dlbench.errors import UserError
@@ -32,12 +32,12 @@ def announce(plan: Plan) -> str:
     """The suite's first line: what runs, and how long it takes where something says so."""
     skipped = f", {len(plan.done)} already done" if plan.resumed else ""
     head = f"suite {plan.suite.name}, run {plan.run}: {len(plan.todo)} to run{skipped}"
-    timed = [e.seconds for e in plan.estimates if e.seconds is not None]
-    if len(timed) == len(plan.estimates):
-        return f"{head}, about {format_seconds(sum(timed))}"
-    if timed:
-        return f"{head}, about {format_seconds(sum(timed))} for {len(timed)} of them; the others never ran here"
-    return f"{head}; how long is known once the first has run (none ran here before)"
+    total = format_seconds(sum(e.seconds or 0.0 for e in plan.estimates))
+    rough = sum(1 for e in plan.estimates if e.rough)
+    if not rough:
+        return f"{head}, about {total}"
+    which = "all of them" if rough == len(plan.estimates) else f"{rough} of them"
+    return f"{head}, about {total} (rough for {which}: never run here, no FLOP count and ceiling known)"
 
 
 
@@ -98,7 +98,8 @@ def suite_command(request: SuiteRequest, view: Terminal) -> int:
     if options is None:
         # PyTorch loads and every spec is checked first: on two busy cores that can take a minute.
         with view.status(f"suite {loaded.name}: checking {len(loaded.specs)} benchmarks before the first runs"):
-            loaded.specs = _runnable(loaded.specs, view)  # compute nodes, not this machine, decide under --slurm
+            # compute nodes, not this machine, decide under --slurm
+            loaded.specs = _runnable(loaded.specs, view, _proven(request.db, host))
         scratch.clean_stale()  # what killed runs left behind
     with Store(request.db) as store:
         plan = make_plan(loaded, store, host, resume=request.resume, run=request.run_id)
@@ -139,16 +140,30 @@ def _plan_without_writing(loaded: Suite, request: SuiteRequest, host: str) -> Pl
     path = Path(request.db) if request.db else default_path()
     store = Store(path, read_only=True) if path.exists() else None  # listing never creates or changes a store
     try:
-        return make_plan(loaded, store, host, resume=request.resume, run=request.run_id, measure=True)
+        return make_plan(loaded, store, host, resume=request.resume, run=request.run_id)
     finally:
         if store is not None:
             store.close()
 
 
-def _runnable(specs: list[BenchmarkSpec], view: Terminal) -> list[BenchmarkSpec]:
+def _proven(db: str | None, host: str) -> set[str]:
+    """The CPU specs (by spec_key) with an ok result on this host: they passed these checks before,
+    and checking them again loads PyTorch and the models in this process (seconds on two busy cores)
+    for benchmarks that each load them again in their own. A spec on a GPU is checked every time:
+    the GPUs a process may use change with CUDA_VISIBLE_DEVICES."""
+    with Store(db) as store:
+        return {spec_key(r.spec) for r in store.results() if r.status == "ok" and r.system.get("host") == host
+                and r.spec.get("device") == "cpu"}
+
+
+def _runnable(specs: list[BenchmarkSpec], view: Terminal,
+              proven: set[str] | frozenset[str] = frozenset()) -> list[BenchmarkSpec]:
     """Specs this machine can run; a device it lacks is a user error, too few GPUs skips the spec.
     Each kept spec passes the checks of `dlbench run` (input shape, files, data), so a
-    mistake anywhere in the suite stops it before its first benchmark."""
+    mistake anywhere in the suite stops it before its first benchmark; a spec in `proven`
+    (`_proven`) is kept unchecked."""
+    if all(spec_key(spec) in proven for spec in specs):
+        return list(specs)  # nothing to check: PyTorch stays unloaded here
     import torch
 
     from dlbench.commands.run import preflight
@@ -157,6 +172,9 @@ def _runnable(specs: list[BenchmarkSpec], view: Terminal) -> list[BenchmarkSpec]
 
     kept = []
     for spec in specs:
+        if spec_key(spec) in proven:
+            kept.append(spec)
+            continue
         device = resolve_device(spec.device)
         visible = torch.cuda.device_count() if device.type == "cuda" else None
         if visible is not None and spec.gpus > visible:
@@ -172,16 +190,46 @@ def _runnable(specs: list[BenchmarkSpec], view: Terminal) -> list[BenchmarkSpec]
 
 def _run_here(plan: Plan, store: Store, request: SuiteRequest, default_timeout: float, view: Terminal) -> int:
     """Run the plan; a signal ends in launch/interrupts.py's one line (what was kept) and status 130."""
-    from dlbench.launch.execute import describe
     from dlbench.system.info import launcher_fingerprint
 
     again = f"dlbench suite {request.name or plan.suite.name}"
     outcome = run_suite(plan, store, launcher_fingerprint(), tag=request.tag, default_timeout=default_timeout,
-                        console=view.err, describe=describe, again=again)
+                        console=view.err, describe=_describer(plan), again=again)
     if outcome.interrupted:
         return 130  # the line that says what was kept comes from interrupts.answered
     with interrupts_kept(lambda: f"all {len(outcome.results)} results of run {plan.run} kept in {store.path}"):
         return _finish(store, plan, view, outcome.results)
+
+
+def _describer(plan: Plan) -> Callable[[Result], str]:
+    """launch/execute.py's `describe`, whose imports (torch and the workloads' modules: seconds on two
+    busy cores) run in a thread beside the first benchmark, not before it: this process needs them
+    only once a benchmark has ended, and where every spec's checks were remembered it had none yet."""
+    import importlib
+    import threading
+
+    from dlbench import workloads
+
+    names = ["dlbench.launch.execute", *(f"dlbench.workloads.{w}" for w in dict.fromkeys(s.workload for s in plan.todo)
+                                         if w in workloads._BUILTIN)]
+
+    def load() -> None:
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - describing a result imports it again, and says what is wrong
+                return
+
+    loading = threading.Thread(target=load, name="dlbench-describe-imports", daemon=True)
+    loading.start()
+
+    def describe(result: Result) -> str:
+        loading.join()  # one importer at a time
+        from dlbench.launch.execute import describe as line
+
+        return line(result)
+
+    return describe
 
 
 def _finish(store: Store, plan: Plan, view: Terminal, ran: Sequence[Result] = ()) -> int:

@@ -34,7 +34,7 @@ from dlbench.options import Options, option
 if TYPE_CHECKING:  # the options and checks here load no torch: the command line reads them
     import torch
 
-DECODERS = ("cpu", "gpu")
+DECODERS = ("cpu", "gpu", "hardware")  # data/decoders.py chooses among them
 AUGMENT_MODES = ("auto", "cpu", "gpu", "none")  # volume patches: where elastic deformation and flips run
 
 
@@ -47,8 +47,10 @@ class DataOptions(Options):
                                     "with labels; `dlbench data volume`).")
     workers: int | None = option(None, "DataLoader worker processes (default: min(8, CPU cores)).", low=0,
                                  high=1024)
-    decode: str = option("cpu", "Where JPEGs are decoded: cpu (in the workers) or gpu (nvjpeg, crop and resize on "
-                                "the GPU).", choices=DECODERS)
+    decode: str = option("cpu", "Where JPEGs are decoded: cpu (in the workers, at reduced size where the crop "
+                                "allows), gpu (the GPU's hardware JPEG decoders where nvImageCodec is installed, "
+                                "else nvjpeg on the SMs; crop and resize on the GPU) or hardware (the hardware "
+                                "decoders only: `pip install 'dlbench[jpeg-gpu]'`).", choices=DECODERS)
     cpu_share: float = option(0.0, "With --decode gpu: the share of each batch the workers decode on the CPU "
                                    "beside the GPU (0: all on the GPU). Raise it when nvjpeg cannot keep up (data "
                                    "wait while the workers idle), e.g. 0.2 for small, fast models.", low=0, high=1)
@@ -127,10 +129,12 @@ def check(spec, device: torch.device, shape: tuple[int, ...] | None = None) -> l
     decode = spec.opts.decode
     if kind == "volume":
         _check_volume(spec, device, arg, shape)
-    if decode == "gpu" and kind != "folder":
-        raise UserError("--decode gpu needs a JPEG folder (--data folder:PATH)")
-    if decode == "gpu" and device.type != "cuda":
-        raise UserError("--decode gpu needs a CUDA GPU (this run is on the CPU)")
+    if decode != "cpu" and kind != "folder":
+        raise UserError(f"--decode {decode} needs a JPEG folder (--data folder:PATH)")
+    if decode != "cpu":
+        from dlbench.data import decoders
+
+        decoders.choose(decode, decoders.facts_for(device))
     if kind == "folder":
         from dlbench.data.images import scan_folder
 
@@ -196,10 +200,13 @@ def make_loader(spec, device: torch.device, train: bool = True, *, batch: int | 
     items, _ = images.scan_folder(Path(arg))
     _check_enough(len(items), config, arg)
     corrupt = images.Corrupt(len(items), config.max_corrupt)
-    if spec.opts.decode == "gpu":
+    if spec.opts.decode != "cpu":
+        from dlbench.data import decoders
+
+        decoder = decoders.choose(spec.opts.decode, decoders.facts_for(device))
         dataset = images.FolderImages(items, config, decode=False)
         host = images.HostLoader(images.data_loader(dataset, config, device, images.collate_bytes), corrupt)
-        return images.DeviceDecoder(host, config, device)
+        return images.DeviceDecoder(host, config, device, decoder)
     dataset = images.FolderImages(items, config)
     return images.HostLoader(images.data_loader(dataset, config, device), corrupt)
 

@@ -30,8 +30,9 @@ def _field(rng: np.random.Generator, height: int, width: int, cells: int) -> np.
     return np.asarray(image, dtype=np.float32) / 255.0
 
 
-def photo(rng: np.random.Generator) -> Image.Image:
-    width, height = SIZES[rng.integers(len(SIZES))]
+def photo(rng: np.random.Generator, size: tuple[int, int] | None = None) -> Image.Image:
+    """A photo-like image of `size` (width, height), or of one of ImageNet's common sizes."""
+    width, height = size or SIZES[rng.integers(len(SIZES))]
     top, bottom = rng.random(3) * 255, rng.random(3) * 255
     ramp = np.linspace(0.0, 1.0, height, dtype=np.float32)[:, None, None]
     base = top * (1 - ramp) + bottom * ramp
@@ -56,9 +57,9 @@ def photo(rng: np.random.Generator) -> Image.Image:
     return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
 
 
-def _write_one(args: tuple[str, int]) -> int:
-    path, seed = args
-    photo(np.random.default_rng(seed)).save(path, "JPEG", quality=90)
+def _write_one(args: tuple[str, int, tuple[int, int] | None]) -> int:
+    path, seed, size = args
+    photo(np.random.default_rng(seed), size).save(path, "JPEG", quality=90)
     return os.path.getsize(path)
 
 
@@ -81,13 +82,29 @@ def check(root: Path, overwrite: bool = False) -> list[Path]:
     return earlier
 
 
+MAX_SIDE = 65_500  # the largest side a JPEG holds
+
+
+def check_size(size: tuple[int, ...] | None) -> tuple[int, int] | None:
+    if size is None:
+        return None
+    if len(size) != 2:
+        raise UserError(f"--size must be WIDTHxHEIGHT (e.g. 2048x1536), got {'x'.join(map(str, size))}")
+    if min(size) < 16 or max(size) > MAX_SIDE:
+        raise UserError(f"--size {size[0]}x{size[1]}: each side must be 16 to {MAX_SIDE:,} pixels")
+    return size[0], size[1]
+
+
 def generate(root: Path, n: int, classes: int = 10, seed: int = 0, workers: int | None = None,
-             progress: Callable[[int, int], None] | None = None, overwrite: bool = False) -> dict:
-    """Write `n` JPEGs into `classes` class folders under `root`; returns a summary."""
+             progress: Callable[[int, int], None] | None = None, overwrite: bool = False,
+             size: tuple[int, ...] | None = None) -> dict:
+    """Write `n` JPEGs into `classes` class folders under `root`, all of `size` (width, height)
+    if given; returns a summary."""
     if n < 1:
         raise UserError(f"--n must be at least 1, got {n}")
     if classes < 1:
         raise UserError(f"--classes must be at least 1, got {classes}")
+    size = check_size(size)
     root = Path(root)
     for folder in check(root, overwrite):
         shutil.rmtree(folder)
@@ -95,7 +112,7 @@ def generate(root: Path, n: int, classes: int = 10, seed: int = 0, workers: int 
     for i in range(n):
         folder = root / f"class{i % classes:04d}"
         folder.mkdir(parents=True, exist_ok=True)
-        jobs.append((str(folder / f"img{i:07d}.jpg"), seed * 1_000_003 + i))
+        jobs.append((str(folder / f"img{i:07d}.jpg"), seed * 1_000_003 + i, size))
     workers = workers or min(8, os.cpu_count() or 1)
     total = 0
     if workers == 1 or n < 64:

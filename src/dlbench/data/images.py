@@ -25,17 +25,16 @@ import torch
 from torch.utils.data import (BatchSampler, DataLoader, Dataset, DistributedSampler, RandomSampler, Sampler,
                               SequentialSampler, default_collate)
 
-from dlbench import vision  # noqa: F401, I001 - before torchvision: a mismatched pair fails in one line
-from torchvision.io import ImageReadMode, decode_image, decode_jpeg
-from torchvision.transforms import v2
+from dlbench import vision  # noqa: F401 - before torchvision: a mismatched pair fails in one line
 
+from dlbench.data.decoders import CUDA, HARDWARE, HardwareDecode
+from dlbench.data.jpeg_cpu import EVAL_RESIZE, decode_crop
 from dlbench.data.prefetch import DevicePrefetch
 from dlbench.errors import UserError
 
 EXTENSIONS = (".jpg", ".jpeg", ".png")
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
-EVAL_RESIZE = 0.875  # eval: resize to size / 0.875, then centre-crop (224 from 256)
 _MAGIC = (b"\xff\xd8\xff", b"\x89PNG")
 
 
@@ -98,6 +97,9 @@ class SyntheticImages:
 
 def transforms(config: ImageConfig) -> v2.Transform:
     """Standard ImageNet transforms on uint8 tensors (normalisation happens on the device)."""
+    # imported here: transforms.v2 imports all of torch._dynamo (seconds), which a run on synthetic data never needs
+    from torchvision.transforms import v2
+
     if config.train:
         return v2.Compose([v2.RandomResizedCrop(config.size, antialias=True), v2.RandomHorizontalFlip()])
     return v2.Compose([v2.Resize(int(min(config.size) / EVAL_RESIZE), antialias=True), v2.CenterCrop(config.size)])
@@ -138,7 +140,7 @@ class FolderImages(Dataset):
 
     def __init__(self, items: list[tuple[str, int]], config: ImageConfig, decode: bool = True) -> None:
         self.items, self.decode, self.cpu_share = items, decode, config.cpu_share
-        self.transform = transforms(config)
+        self.size, self.train = config.size, config.train
 
     def _on_cpu(self, index: int) -> bool:
         # Knuth's multiplicative hash spreads the chosen indices evenly over the dataset.
@@ -154,21 +156,28 @@ class FolderImages(Dataset):
         for attempt in range(min(len(self.items), 16)):
             path, label = self.items[(index + attempt) % len(self.items)]
             try:
-                data = _read(path)
-                on_cpu = self._on_cpu(index)
-                sample = self.transform(decode_image(data, mode=ImageReadMode.RGB)) if on_cpu else (data, path)
+                data = _read_bytes(path)
+                if self._on_cpu(index):
+                    sample = decode_crop(data, self.size, self.train)  # at reduced size where the crop allows
+                else:
+                    sample = (torch.frombuffer(bytearray(data), dtype=torch.uint8), path)
                 return sample, label, bad
             except Exception:  # noqa: BLE001 - any undecodable file is skipped and counted
                 bad.append(path)
         return None, -1, bad
 
 
-def _read(path: str) -> torch.Tensor:
+def _read_bytes(path: str) -> bytes:
     with open(path, "rb") as f:
         data = f.read()
     if not data.startswith(_MAGIC):
         raise ValueError(f"{path} is not a JPEG or PNG file")
-    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return data
+
+
+def _read(path: str) -> torch.Tensor:
+    """The file as a uint8 tensor, as the device's decoder takes it."""
+    return torch.frombuffer(bytearray(_read_bytes(path)), dtype=torch.uint8)
 
 
 class DummyImages(Dataset):
@@ -315,8 +324,9 @@ class DeviceDecoder:
     one per process, behind a lock), which bounds the rate it decodes at. A model that trains
     faster than that can hand the overflow to the CPU workers."""
 
-    def __init__(self, host: HostLoader, config: ImageConfig, device: torch.device) -> None:
-        self.host, self.config, self.device = host, config, device
+    def __init__(self, host: HostLoader, config: ImageConfig, device: torch.device, decoder: str = CUDA) -> None:
+        self.host, self.config, self.device, self.decoder = host, config, device, decoder
+        self._decode_files = HardwareDecode(device) if decoder == HARDWARE else functools.partial(cuda_decode, device=device)
         self.corrupt = host.corrupt
         self.images = host.images
         self._rng = np.random.default_rng(config.seed)
@@ -350,13 +360,13 @@ class DeviceDecoder:
 
     def _decode(self, encoded: list[torch.Tensor], paths: list[str]) -> list[torch.Tensor]:
         try:
-            return list(decode_jpeg(encoded, device=self.device, mode=ImageReadMode.RGB))
+            return list(self._decode_files(encoded))
         except RuntimeError:
             pass
         images, bad = [], []  # a file spoilt the batch: find it and stand a good image in for it
         for data, path in zip(encoded, paths):
             try:
-                images.append(decode_jpeg(data, device=self.device, mode=ImageReadMode.RGB))
+                images.append(self._decode_files([data])[0])
             except RuntimeError:
                 bad.append(path)
         if self.corrupt is not None:
@@ -368,6 +378,26 @@ class DeviceDecoder:
     def close(self) -> None:
         self._prefetch.close()
         self.host.close()
+
+
+TORCHVISION_DEPRECATION = "The image decoding and encoding capabilities of TorchVision are deprecated"
+
+
+def cuda_decode(data: torch.Tensor | list[torch.Tensor], device: torch.device) -> Any:
+    """torchvision's nvjpeg decode, its deprecation warning silenced: torchvision deprecated its
+    decoders in 0.29, and this is the one call that still runs one (`--decode gpu` where no
+    hardware decoder library is installed) until the hardware decoders' path replaces it. The
+    filter is added once rather than around the call: the call runs in the decoding thread,
+    and `warnings.catch_warnings` swaps the filters of every thread."""
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    _silence_torchvision_decoding()
+    return decode_jpeg(data, device=device, mode=ImageReadMode.RGB)
+
+
+@functools.lru_cache(maxsize=None)
+def _silence_torchvision_decoding() -> None:
+    warnings.filterwarnings("ignore", TORCHVISION_DEPRECATION, DeprecationWarning, r"torchvision\.io")
 
 
 SCALE = (0.08, 1.0)  # RandomResizedCrop's defaults: share of the area, and aspect ratio
@@ -449,7 +479,9 @@ def _normalisation(device: torch.device, inference: bool) -> tuple[torch.Tensor,
 
 def to_device(inputs: torch.Tensor, device: torch.device) -> torch.Tensor:
     """Copy a uint8 batch to the device (non-blocking from pinned memory) and normalise it there."""
-    x = inputs.to(device, non_blocking=True)
+    # a batch already there is used as it is (what .to would return): under the FLOP counter .to goes
+    # through a path whose first call imports all of torch._dynamo (seconds), even for no copy
+    x = inputs if inputs.device == device else inputs.to(device, non_blocking=True)
     if x.dtype == torch.uint8:
         scale, shift = _normalisation(device, torch.is_inference_mode_enabled())  # inference tensors stay there
         x = x.float().mul_(scale).sub_(shift)

@@ -59,6 +59,9 @@ def check_output_name(path_key: str) -> None:
     each, which HDF5 files do not allow, so an .h5 name is refused rather than quietly
     becoming a zarr folder."""
     path, _ = split_path_key(path_key, OUTPUT_KEY)
+    if path.suffix.lower() in (".json", ".jsonl"):  # the results file, as --output once named it
+        raise UserError(f"--output {path}: --output is where the prediction goes (.zarr or .n5); the results file "
+                        f"is --results-file: give --results-file {path_key}")
     if path.suffix.lower() not in SUFFIXES:
         raise UserError(f"--output {path}: prediction output is written as zarr or N5; name it .zarr or .n5 "
                         f"(convert to HDF5 afterwards if you need it)")

@@ -10,6 +10,7 @@ import torch
 from dlbench import workloads
 from dlbench.errors import BenchmarkFailed, UserError
 from dlbench.figures import sig
+from dlbench.measure import flops as flop_count
 from dlbench.measure.loop import Progress, _no_progress
 from dlbench.measure.profile import headline
 from dlbench.models import registry
@@ -23,8 +24,10 @@ from dlbench.workloads.runtime import is_oom, precision, release_memory, resolve
 
 
 def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progress,
-            suite: str | None = None, tag: str | None = None, tuned: Tuned | None = None) -> Result:
-    """`tuned`: what an earlier run tuned for this spec on this machine (launch/tuning.py), for the workload."""
+            suite: str | None = None, tag: str | None = None, tuned: Tuned | None = None,
+            flops: int | None = None) -> Result:
+    """`tuned`: what an earlier run tuned for this spec on this machine (launch/tuning.py), for the workload.
+    `flops`: a step's FLOPs as an earlier run of the same work counted them (launch/flopcount.py)."""
     device = resolve_device(spec.device)
     optimize.check_level(spec.optimize, device)
     workload = spec.declared
@@ -34,7 +37,8 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
         torch.cuda.init()  # the memory statistics refuse a device before CUDA has started
         torch.cuda.reset_peak_memory_stats(device)
     try:
-        with precision(spec.precision, device), optimize.switches(spec.optimize, progress), tuning.given(tuned):
+        with precision(spec.precision, device), optimize.switches(spec.optimize, progress), tuning.given(tuned), \
+                flop_count.given(flops):
             figures, samples = workload.run(optimize.effective_spec(spec), device, progress)
             measured = combine(workloads.measurement(figures), optimize.recorded_switches(spec.optimize))
         result.traces.update(measured.traces)
@@ -88,8 +92,7 @@ def parameter_count(model: str) -> int | None:
     """The model's parameters, counted on the meta device (no memory, no time); None for a model
     whose parameters exist only once it has seen an input (lazy modules) or a model file."""
     try:
-        with torch.device("meta"):
-            return sum(p.numel() for p in registry.resolve(model).build().parameters())
+        return sum(p.numel() for p in registry.build_on_meta(registry.resolve(model)).parameters())
     except Exception:  # noqa: BLE001 - a count is a courtesy; the run itself reports real errors
         return None
 

@@ -6,16 +6,18 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import time
 from functools import partial
 from typing import Callable, Iterable, Iterator
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dlbench.errors import UserError
-from dlbench.launch import interrupts, torchrun
-from dlbench.launch.view import Heartbeat, one_line
+from dlbench.launch import flopcount, interrupts, torchrun
+from dlbench.launch.view import Countdown, Heartbeat, one_line
+from dlbench.suites.estimate import countdown
 from dlbench.models import registry
 from dlbench.results.measurement import Run, Window
 from dlbench.results.record import Result, now
@@ -49,19 +51,21 @@ def check_devices(spec: BenchmarkSpec) -> None:
 def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None = None,
               tag: str | None = None, on_result: Callback | None = None,
               console: Console | None = None, extra_metrics: Run | None = None,
-              retune: bool = False, ranks: torchrun.Ranks | None = None) -> list[Result]:
+              retune: bool = False, ranks: torchrun.Ranks | None = None,
+              expected: list[float | None] | None = None) -> list[Result]:
     """`extra_metrics`: metrics added to every result before it is stored (e.g. a batch search). What a
     workload tunes itself is looked up before its run and kept after it (launch/tuning.py); `retune`
     measures again. Each result holds the seconds from this process's start to it (`wall_to_result_s`).
-    `ranks`: the ranks of the first spec, started already (launch/torchrun.py `started`)."""
+    `ranks`: the ranks of the first spec, started already (launch/torchrun.py `started`). `expected`: each
+    spec's estimate in seconds (commands/run.py), which its progress counts down against."""
     specs = list(specs)
     for spec in specs:  # a device this machine lacks is a user error before anything runs
         check_devices(spec)
     console = console or Console(stderr=True)
     known = store.results(workload=SYSTEM_WORKLOAD)  # ceilings for FLOP utilisation
     results: list[Result] = []
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), Countdown())
+    expected = list(expected or [])
     # Transient: the bar goes when the work ends, leaving the result lines (and a user error) alone.
     # Off a terminal rich would draw it once, at the end: the heartbeat's lines say the progress there.
     heartbeat = Heartbeat(console)
@@ -69,7 +73,13 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
     with _own_stream(console), (bar if console.is_terminal else contextlib.nullcontext()), heartbeat:
         overall = bar.add_task(f"suite {suite}" if suite else "benchmarks", total=len(specs))
         current = bar.add_task("", total=1)
-        for spec in specs:
+        for index, spec in enumerate(specs):
+            guess = expected[index] if index < len(expected) else None
+            begun = 0.0 if index == 0 else since_start()  # the first run's wait includes this process's start
+            since = time.monotonic() - (since_start() - begun)
+            bar.update(current, expected=guess, since=since)
+            heartbeat.clock = partial(lambda g, t: countdown(g, time.monotonic() - t), guess, since)
+
             def progress(stage: str, done: int, total: int, _label=spec.label()) -> None:
                 # escaped: rich would take "[stage]" for a style tag and show nothing of it. A total of
                 # 0: a phase of unknown length (a compile), whose name tells its elapsed time; an
@@ -86,12 +96,15 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                     tuning = for_workload(store, spec, system, retune)
                     tuned = tuning.lookup(partial(console.print, style="yellow", highlight=False, markup=False,
                                                   soft_wrap=True))
-                    result, ceiling = _run_one(spec, system, known, progress, suite, tag, tuned, ranks)
+                    counted = flopcount.lookup(store, spec.to_dict())
+                    result, ceiling = _run_one(spec, system, known, progress, suite, tag, tuned, ranks, counted)
                     ranks = None
                 except UserError:
                     bar.live.transient = True  # the error line alone, not a half-drawn bar above it
                     raise
                 result.add(extra_metrics or Run(), Window(wall_to_result_s=round(since_start(), 2)))
+                # what the next run of this spec here is estimated from (suites/estimate.py wall_seconds)
+                result.traces.setdefault("launch", {"mode": "in-process", "wall_s": round(since_start() - begun, 3)})
                 # the ceiling is measured once here; later runs find it in the store
                 not_stored = store.add_kept([r for r in (ceiling, result) if r is not None])
                 if ceiling is not None:
@@ -99,6 +112,8 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                 settle()
                 # a result kept outside the store is no tuning to point at, and a locked store would be waited for again
                 note = tuning.keep(result) if not_stored is None else None
+                if not_stored is None:
+                    flopcount.keep(store, spec.to_dict(), result, counted)
             if not_stored:  # the run measured: it goes on, and its exit status stays what it would have been
                 console.print(f"warning: {one_line(not_stored)}", style="yellow", highlight=False, markup=False,
                               soft_wrap=True)
@@ -140,11 +155,14 @@ def _own_stream(console: Console) -> Iterator[None]:
 
 
 def _run_one(spec: BenchmarkSpec, system: dict, known: list[Result], progress, suite: str | None,
-             tag: str | None, tuned: Tuned | None, ranks: torchrun.Ranks | None = None) -> tuple[Result, Result | None]:
-    """The result, with its FLOP utilisation, and the ceiling measured for it where the store had none."""
+             tag: str | None, tuned: Tuned | None, ranks: torchrun.Ranks | None = None,
+             flops: int | None = None) -> tuple[Result, Result | None]:
+    """The result, with its FLOP utilisation, and the ceiling measured for it where the store had none.
+    `flops`: a step's count remembered for this work, for this process or every rank."""
     if spec.gpus > 1:
         run = ranks.run if ranks is not None else partial(torchrun.run, spec)
-        result = run(system, suite=suite, tag=tag, ceilings=here(known, system), progress=progress, tuned=tuned)
+        result = run(system, suite=suite, tag=tag, ceilings=here(known, system), progress=progress, tuned=tuned,
+                     flops=flops)
         return result, carried_ceiling(result)
-    result = execute(spec, system, progress=progress, suite=suite, tag=tag, tuned=tuned)
+    result = execute(spec, system, progress=progress, suite=suite, tag=tag, tuned=tuned, flops=flops)
     return result, with_utilisation(result, known)

@@ -52,15 +52,18 @@ def command(spec: BenchmarkSpec, spec_file: Path, result_file: Path) -> list[str
 
 
 def run(spec: BenchmarkSpec, system: dict, job: Job, *, timeout: float | None,
-        interrupts: Interrupts | None = None, tick: Tick | None = None, ceilings: list[Result] | None = None) -> Result:
+        interrupts: Interrupts | None = None, tick: Tick | None = None, ceilings: list[Result] | None = None,
+        flops: int | None = None) -> Result:
     """Run `spec` in a child process; a second interrupt raises KeyboardInterrupt after killing it.
+    `flops`: a step's count remembered for this work (launch/flopcount.py): the child counts nothing.
     With `ceilings` (system records of this host) the child adds FLOP utilisation to its result, and
     a ceiling it had to measure rides in the result's traces (`records.carried_ceiling`)."""
     interrupts = interrupts or Interrupts()
     with scratch.folder("run") as folder:
         files = {name: folder / name for name in ("spec.json", "result.json", "progress.json", "output.log")}
         files["spec.json"].write_text(json.dumps({"spec": spec.to_dict(), "suite": job.suite, "tag": job.tag,
-                                                  "run": job.run, **torchrun.job_ceilings(ceilings)}),
+                                                  "run": job.run, "flops": flops,
+                                                  **torchrun.job_ceilings(ceilings)}),
                                       encoding="utf-8")
         started, clock, epoch = now(), time.monotonic(), time.time()
         with open(files["output.log"], "wb") as log:

@@ -18,14 +18,14 @@ from typing import Callable
 from rich.console import Console
 
 from dlbench.errors import UserError
-from dlbench.launch.suiterun import Plan, new_run_id, run_suite
+from dlbench.launch.suiterun import Plan, estimated, gpu_name, new_run_id, run_suite
 from dlbench.options import MAX_REPEAT
 from dlbench.results.record import Result
 from dlbench.results.spread import AUTO_MAX_RUNS, AUTO_MIN_RUNS, AUTO_TARGET, Spread
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
 from dlbench.suites import Suite
-from dlbench.suites.estimate import estimate_known, format_seconds, known
+from dlbench.suites.estimate import format_seconds, history, known
 
 AUTO = "auto"
 
@@ -70,9 +70,10 @@ def run_repeats(spec: BenchmarkSpec, asked: int | str, budget_s: float, store: S
                 tag: str | None, console: Console, describe: Callable[[Result], str]) -> list[Result]:
     """Every run of the set, each stored as it ended; a stop ends the set with what ran."""
     count = AUTO_MAX_RUNS if asked == AUTO else int(asked)
-    facts = known(store.results(), socket.gethostname(), None)
+    earlier, host = store.results(), socket.gethostname()
+    facts = known(earlier, host, gpu_name([spec], history(earlier, host)), store.flop_counts())
     plan = Plan(Suite(spec.label(), "", [spec]), new_run_id(), [spec] * count, [],
-                [estimate_known(spec, facts)] * count, repeat=asked)
+                [estimated(spec, facts)] * count, repeat=asked)
     enough = Budget(budget_s, time.monotonic()).enough if asked == AUTO else None
     outcome = run_suite(plan, store, system, tag=tag, default_timeout=spec.timeout or 0.0, console=console,
                         describe=describe, enough=enough)

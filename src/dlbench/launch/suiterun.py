@@ -22,14 +22,13 @@ from rich.console import Console
 from dlbench.errors import UserError
 from dlbench.launch.interrupts import OWNER, Interrupts, pending
 from dlbench.launch.interrupts import kept as interrupts_kept
-from dlbench.launch.speed import machine
 from dlbench.launch.view import SuiteView, one_line
 from dlbench.results.measurement import Run
 from dlbench.results.record import Result, now
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
 from dlbench.suites import Suite, spec_key
-from dlbench.suites.estimate import Estimate, estimate, estimate_known, history, known
+from dlbench.suites.estimate import Estimate, Known, estimate_run, history, known
 from dlbench.system.records import SYSTEM_WORKLOAD, carried_ceiling, here
 
 if TYPE_CHECKING:  # isolated runs import the models, and so torch: only a suite that runs needs them
@@ -65,10 +64,11 @@ def latest_run(results: list[Result], host: str | None) -> str | None:
 
 
 def make_plan(suite: Suite, store: Store | None, host: str | None, *, resume: bool = False,
-              run: str | None = None, measure: bool = False) -> Plan:
+              run: str | None = None) -> Plan:
     """What to run: with `resume`, the given run (else the newest of this suite here) minus its ok specs.
-    The estimates come from what the store and the GPU's name tell; with `measure` (a listing), a spec
-    never run here is guessed from this machine's speed, measured in a child process (seconds)."""
+    The estimates come from what the store and the GPU's name tell (suites/estimate.py `estimate_run`);
+    a spec never run here and without a known FLOP count is given a rough figure: nothing is measured
+    or counted, and a listing answers in a second or two."""
     earlier = store.results() if store is not None else []
     if resume and run is not None:
         _check_resumable(run, suite, earlier)
@@ -85,13 +85,19 @@ def make_plan(suite: Suite, store: Store | None, host: str | None, *, resume: bo
         done += [spec] * finished
         todo += [spec] * (runs - finished)
     times = history(earlier, host)
-    if measure:
-        return Plan(suite, run, todo, done, [estimate(s, times, machine) for s in todo], resumed)
-    facts = known(earlier, host, _gpu_name(todo, times))
-    return Plan(suite, run, todo, done, [estimate_known(s, facts) for s in todo], resumed)
+    counts = store.flop_counts() if store is not None else {}
+    facts = known(earlier, host, gpu_name(todo, times), counts)
+    return Plan(suite, run, todo, done, [estimated(s, facts) for s in todo], resumed)
 
 
-def _gpu_name(todo: list[BenchmarkSpec], times: dict[str, list[float]]) -> str | None:
+def estimated(spec: BenchmarkSpec, facts: Known) -> Estimate:
+    """A planned run's estimate, counting and measuring nothing; on a GPU where NVML named one or
+    a GPU ceiling is stored here."""
+    gpu = spec.device != "cpu" and any(kind == "cuda" for kind, _ in facts.rates)
+    return estimate_run(spec, facts, "cuda" if gpu else "cpu").run
+
+
+def gpu_name(todo: list[BenchmarkSpec], times: dict[str, list[float]]) -> str | None:
     """The GPU a spec never run here would run on, for its datasheet figures (NVML: no torch, no CUDA)."""
     if all(spec_key(s) in times or s.device == "cpu" for s in todo):
         return None
@@ -121,7 +127,7 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
     (launch/interrupts.py), storing the running benchmark as interrupted. `again`: the command that
     resumes, for the line a stop ends with. `enough`: asked before each run whether the results so
     far suffice (`--repeat auto`), which ends the plan early."""
-    from dlbench.launch import isolated
+    from dlbench.launch import flopcount, isolated
 
     outcome = Outcome()
     # the runs of `dlbench run --repeat` belong to no suite: their set is their tie
@@ -136,8 +142,9 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
             timeout = spec.timeout or default_timeout or None  # 0: no limit
             view.start(index, spec, timeout)
             with pending(partial(_store_interrupted, store.path, spec, system, job, outcome)) as settle:
+                counted = flopcount.lookup(store, spec.to_dict())
                 result = isolated.run(spec, system, job, timeout=timeout, interrupts=interrupts, tick=view.tick,
-                                      ceilings=known)
+                                      ceilings=known, flops=counted)
                 result.add(_repeat_of(plan, index))
                 ceiling = carried_ceiling(result)
                 # the ceiling is measured once, by the first run that needed it; later ones reuse it
@@ -145,6 +152,8 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
                 if ceiling is not None:
                     known.append(ceiling)
                 settle()
+                if not_stored is None:
+                    flopcount.keep(store, spec.to_dict(), result, counted)
             outcome.results.append(result)
             view.finish(result, describe(result))
             if not_stored:  # the suite goes on: each result is kept, and the exit status is the runs'

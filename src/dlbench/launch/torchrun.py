@@ -39,14 +39,15 @@ def job_ceilings(ceilings: list[Result] | None) -> dict:
 
 def run(spec: BenchmarkSpec, system: dict, *, suite: str | None = None, tag: str | None = None,
         timeout: float | None = None, ceilings: list[Result] | None = None, progress=None,
-        tuned: Tuned | None = None) -> Result:
+        tuned: Tuned | None = None, flops: int | None = None) -> Result:
     """Launch `spec.gpus` processes and return rank 0's result (an error result if none came back).
     With `ceilings` (system records of this host), rank 0 adds FLOP utilisation to its result.
     `progress(stage, done, total)` hears rank 0's progress while the processes start and run.
-    `tuned` (an earlier run's tuning, launch/tuning.py) goes to every rank in the job file."""
+    `tuned` (an earlier run's tuning, launch/tuning.py) and `flops` (a step's count remembered for
+    this work, launch/flopcount.py: no rank counts) go to every rank in the job file."""
     with started(spec) as ranks:
         return ranks.run(system, suite=suite, tag=tag, timeout=timeout, ceilings=ceilings, progress=progress,
-                         tuned=tuned)
+                         tuned=tuned, flops=flops)
 
 
 @contextlib.contextmanager
@@ -80,11 +81,13 @@ class Ranks:
                                      start_new_session=True)
 
     def run(self, system: dict, *, suite: str | None = None, tag: str | None = None, timeout: float | None = None,
-            ceilings: list[Result] | None = None, progress=None, tuned: Tuned | None = None) -> Result:
-        """Let the ranks run (the rest of their job: suite, tag, tuning, ceilings); rank 0's result."""
+            ceilings: list[Result] | None = None, progress=None, tuned: Tuned | None = None,
+            flops: int | None = None) -> Result:
+        """Let the ranks run (the rest of their job: suite, tag, tuning, ceilings, a remembered FLOP count);
+        rank 0's result."""
         spec, result_file = self.spec, self.files["result.json"]
-        write_json({"suite": suite, "tag": tag, "tuned": tuned.to_dict() if tuned else None, **job_ceilings(ceilings)},
-                   self.files["go.json"])
+        write_json({"suite": suite, "tag": tag, "tuned": tuned.to_dict() if tuned else None, "flops": flops,
+                    **job_ceilings(ceilings)}, self.files["go.json"])
         output = _supervised(self, timeout or spec.timeout, progress)
         if result_file.exists():
             return Result.from_dict(json.loads(result_file.read_text(encoding="utf-8")), strict=False)

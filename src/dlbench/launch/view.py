@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn
 from rich.text import Text
 
-from dlbench.figures import ODD, ODD_LEGEND, Odd, ms, odd
+from dlbench.figures import ODD, ODD_LEGEND, Odd, ms, odd, sig
 from dlbench.paths import replacing
 from dlbench.results.record import Result
+from dlbench.shorten import shortened
 from dlbench.spec import BenchmarkSpec
 from dlbench.suites import title
-from dlbench.suites.estimate import Estimate, format_seconds
+from dlbench.suites.estimate import Estimate, countdown, format_seconds
 
 STYLE = {"ok": "green", "oom": "yellow", "interrupted": "yellow"}
 
@@ -59,6 +60,27 @@ def median_step_ms(r: Result) -> float | None:
     return statistics.median(steps) * 1e3 if steps else None
 
 
+def _shape(r: Result) -> str:
+    """The input a step took, without the batch (the benchmark column has it): an image's CxHxW, a
+    patch; for a volume's prediction the whole volume. '-' where the record holds none."""
+    m = r.measured
+    taken = m.data.input_shape
+    for shape in (m.volume.volume_shape, taken[1:] if isinstance(taken, list) else None, r.setup.input_shape):
+        if isinstance(shape, list) and shape and all(type(n) is int for n in shape):
+            return "x".join(map(str, shape))
+    return "-"
+
+
+def _rate(r: Result) -> str:
+    """Throughput in the unit the workload measures in ('1234 img/s'), '-' where none is stored."""
+    rate = r.measured.throughput
+    if odd(rate.value):
+        return ODD
+    if not isinstance(rate.value, (int, float)) or rate.value <= 0:
+        return "-"
+    return f"{sig(rate.value)} {rate.unit or ''}".rstrip()
+
+
 class Heartbeat:
     """Where no live bar can be drawn (a log, a pipe), a progress line every few seconds.
 
@@ -71,6 +93,8 @@ class Heartbeat:
     def __init__(self, console: Console, every_s: float = 5.0, *, always: bool = False) -> None:
         """`always`: tick on a terminal too (where no bar shows the time going by)."""
         self.console, self.every_s, self.last = console, every_s, time.monotonic()
+        # what a tick says of the time instead of "N s so far": a countdown against the run's estimate
+        self.clock: Callable[[], str] | None = None
         self.line, self.since = "", time.monotonic()  # the latest line, and since when it says the same
         self.started = time.monotonic()  # the start of the work: what "so far" counts from
         self.always = always
@@ -87,7 +111,7 @@ class Heartbeat:
         if self.console.is_terminal or time.monotonic() - self.last < self.every_s:
             return
         self.last = time.monotonic()
-        self.console.print(clean(line), highlight=False, markup=False)
+        self.console.print(clean(f"{line} ({self.clock()})" if self.clock else line), highlight=False, markup=False)
 
     def __enter__(self) -> "Heartbeat":
         self.started = time.monotonic()
@@ -104,8 +128,19 @@ class Heartbeat:
             # only a line that has stood still that long: moving work prints through __call__
             if self.line and clock - self.last >= self.every_s and clock - self.since >= self.every_s:
                 self.last = clock
-                self.console.print(clean(f"{self.line} ({format_seconds(clock - self.started)} so far)"),
-                                   highlight=False, markup=False)
+                said = self.clock() if self.clock else f"{format_seconds(clock - self.started)} so far"
+                self.console.print(clean(f"{self.line} ({said})"), highlight=False, markup=False)
+
+
+class Countdown(ProgressColumn):
+    """A task's time against its estimate (fields `expected` seconds and `since`, a monotonic start):
+    'about 25 s left of 40 s'; nothing for a task without one."""
+
+    def render(self, task) -> Text:
+        expected, since = task.fields.get("expected"), task.fields.get("since")
+        if since is None:
+            return Text("")
+        return Text(countdown(expected, time.monotonic() - since))
 
 
 class _Bars(Progress):
@@ -158,9 +193,12 @@ class SuiteView:
             # a total of 0: a phase of unknown length (a compile), whose name tells its elapsed time; a
             # warm-up or measurement goes on past its count until its seconds are up, and reads full
             stage = f"{progress.get('stage')} {min(done, total)}/{total}" if total > 0 else str(progress.get("stage"))
-        self.bars.update(self.current, info=f"{stage}, {format_seconds(elapsed)}{limit}")
+        expected = self.estimates[self.index].seconds if self.index < len(self.estimates) else None
+        # counted down against the estimate where there is one; the time limit only where there is none
+        clock = countdown(expected, elapsed) if expected else f"{format_seconds(elapsed)}{limit}"
+        self.bars.update(self.current, info=f"{stage}, {clock}")
         self.bars.update(self.overall, completed=self.index, info=self._eta(elapsed))
-        self.heartbeat(f"  {stage}, {format_seconds(elapsed)}{limit}; {self._eta(elapsed)}")
+        self.heartbeat(f"  {stage}, {clock}; {self._eta(elapsed)}")
 
     def finish(self, result: Result, line: str) -> None:
         self.took.append(time.monotonic() - self.started)
@@ -297,22 +335,25 @@ class Terminal:
 
         from dlbench.results.summary import summary
 
-        for r in rows:
-            self.out.print(json.dumps(summary(r)), highlight=False, markup=False, soft_wrap=True)
+        for r in rows:  # a listing: huge text shortened as in every format (`dlbench export` has it whole)
+            shown = {k: shortened(v) for k, v in summary(r).items()}
+            self.out.print(json.dumps(shown), highlight=False, markup=False, soft_wrap=True)
 
     def results(self, rows: list[Result]) -> None:
         """Stored results as a table, one line each."""
         from rich.table import Table
 
         # A median of whole steps, named so: fwdbwd's is not its forward + backward medians added.
-        table = Table("id", "started", "status", "benchmark", "system", "median step ms", "tag", box=None)
+        tagged = any(r.tag for r in rows)  # a column empty in every row would only widen the table
+        table = Table("id", "started", "status", "benchmark", "shape", "throughput", "system", "median step ms",
+                      *(["tag"] if tagged else []), box=None)
         for r in rows:
             batch = ODD if "spec.batch" in r.odd else r.setup.batch
             benchmark = ("system ceilings" if r.workload == "system"
                          else f"{r.workload} {r.model} b{batch} {r.setup.precision}")
-            cells = (r.id[:8], r.started[:16].replace("T", " "), r.status, benchmark, r.system_label,
-                     ms(median_step_ms(r)), r.tag or "")
-            table.add_row(*(Text(clean(c)) for c in cells))  # Text: stored strings are never read as markup
+            cells = (r.id[:8], r.started[:16].replace("T", " "), r.status, benchmark, _shape(r), _rate(r),
+                     r.system_label, ms(median_step_ms(r)), *([r.tag or ""] if tagged else []))
+            table.add_row(*(Text(clean(shortened(c))) for c in cells))  # Text: stored strings are never markup
         self.out.print(table)
         if any(r.odd for r in rows):
             self.out.print(f"{ODD_LEGEND}: `dlbench export` shows it exactly", highlight=False, markup=False)

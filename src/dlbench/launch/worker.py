@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
         if progress:
             progress("start", 0, 1)
         result = execute(spec, system, progress=progress or _no_progress, suite=job.get("suite"), tag=job.get("tag"),
-                         tuned=tuned)
+                         tuned=tuned, flops=job.get("flops"))
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -4,7 +4,9 @@ Warm-up runs at least `warmup` steps and `warmup_seconds`; measurement at least 
 steps and `min_seconds`. The host clock only decides when to stop; the numbers come
 from the PhaseTimer after one synchronize.
 
-Before warm-up one extra step runs under the FLOP counter (once per spec); during the
+The first warm-up step runs under the FLOP counter (an extra step where there is no warm-up),
+unless the launcher handed over the count an earlier run of the same work made (measure/flops.py
+`given`): counting dispatches every op through Python, and costs minutes on a CPU. During the
 measured window the GPU monitor samples NVML; with `profile` steps, that many more run under
 torch.profiler after the window (measure/profile.py), so profiling never touches the timing.
 `common_metrics` (or `Measured.common_metrics`) turns them into the figures every workload reports,
@@ -19,7 +21,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import torch
 
-from dlbench.measure.flops import achieved_tflops, count_flops
+from dlbench.measure.flops import achieved_tflops, count_flops, remembered
 from dlbench.measure.monitor import Monitor, MonitorData
 from dlbench.measure.profile import profile_steps
 from dlbench.measure.timer import NullTimer, PhaseTimer
@@ -96,12 +98,19 @@ def run_steps(
     profile_trace: str | None = None,
 ) -> Measured:
     null = NullTimer()
-    flops_per_step = None
-    if flops:
+    flops_per_step = remembered() if flops else None
+    counting = flops and flops_per_step is None
+    done = 0
+    if counting and not (warmup or warmup_seconds):  # no warm-up step to count in: one more step
         progress("count FLOPs", 0, 1)
         flops_per_step = count_flops(lambda: step(null))
+        counting = False
     start = time.perf_counter()
-    done = 0
+    if counting:  # the first warm-up step, counted: slower, which warm-up is there to absorb
+        progress("warm-up, counting FLOPs", 0, warmup)
+        flops_per_step = count_flops(lambda: step(null))
+        done = 1
+        progress("warm-up", done, warmup)
     while done < warmup or time.perf_counter() - start < warmup_seconds:
         step(null)
         done += 1

@@ -75,6 +75,35 @@ def _torchvision_model(name: str, **kwargs) -> nn.Module:
     return tvm.get_model(name, weights=None, **kwargs)
 
 
+def build_on_meta(entry: ModelEntry) -> nn.Module:
+    """`entry`'s model on the meta device, with its initialisation skipped: its shapes, parameter count
+    and FLOPs need no values, and initialising on meta goes through torch._refs, whose first call
+    imports all of torch._dynamo (seconds on a busy CPU, in a run that compiles nothing)."""
+    import torch
+
+    with torch.device("meta"), _skip_init()():
+        return entry.build()
+
+
+@lru_cache(maxsize=1)
+def _skip_init() -> type:
+    """A torch function mode in which an in-place call on a meta tensor (`normal_`, `zero_`,
+    `nn.init.kaiming_normal_`) returns the tensor untouched."""
+    from torch import Tensor
+    from torch.overrides import TorchFunctionMode
+
+    class SkipInit(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", "")
+            target = args[0] if args else kwargs.get("tensor")  # nn.init passes it by name
+            if name.endswith("_") and not name.endswith("__") and isinstance(target, Tensor) and target.is_meta:
+                return target
+            return func(*args, **kwargs)
+
+    return SkipInit
+
+
 # torchvision's classification models (`torchvision.models.list_models(module=torchvision.models)`)
 # in the release below, so that a name is checked without importing torch; with another release
 # installed, torchvision itself is asked.
@@ -216,8 +245,8 @@ def check_fits(name: str, shape: tuple[int, ...] | None, batch: int, training: b
     if shape == tuple(entry.input_shape) and not (training and batch == 1):
         return  # the model's own shape fits it; only a batch of one can fail to train
     try:
+        model = build_on_meta(entry).train(training)
         with torch.device("meta"):
-            model = entry.build().train(training)
             with torch.no_grad():
                 model(torch.empty(batch, *shape))
     except (RuntimeError, ValueError, AssertionError) as error:

@@ -14,7 +14,7 @@ import inspect
 from typing import Sequence
 
 from dlbench.errors import UserError
-from dlbench.report.tables import Table, markdown, odd_values
+from dlbench.report.tables import Table, markdown, odd_values, shown
 from dlbench.results.record import Result
 
 SECTIONS = [f"dlbench.report.{name}" for name in (
@@ -22,7 +22,9 @@ SECTIONS = [f"dlbench.report.{name}" for name in (
     "cnn",  # seed 004: forward/backward per model
     "images",  # seeds 002, 003: train/infer/smooth
     "training3d",  # seeds 000, 001: 3D training and prediction in one table
+    "precisions3d",  # seeds 000, 001: FP32 against the tensor cores' TF32 and bf16 on one GPU
     "medical",  # seed 003: accuracy and time to train
+    "curves",  # seed 003: learning curves (loss and DICE against iteration)
     "claims",  # seeds 002, 004: "A is N x faster than B", checked and computed
     "optimize",  # eager against optimised levels
     "timesplit",  # --profile: where each profiled step's time goes
@@ -44,6 +46,8 @@ def tables(results: list[Result], with_references: bool = False) -> list[Table]:
     if not found:
         return found
     from dlbench.report.legend import legend
+
+    found = shown(found)
 
     found += odd_values(results)
     return found + legend(found)

@@ -5,7 +5,7 @@ sentences computed from dlbench's rows.
   models". Each such conclusion is recomputed from its tables (the fastest row of each GPU per
   model, Total over Total); dlbench's systems get the same range against each published GPU
   (published Total over dlbench's Forward + Backward medians) and against each other
-  (`dlbench compare`'s medians of whole steps with bootstrap intervals).
+  (`dlbench compare`'s medians of forward + backward per step with bootstrap intervals).
 - BenchmarkJade prints "Expected Speed" ratios taken from an external benchmark and "JADE2 is
   9.38 times slower than a A40". Each is set beside what its own table gives for the same
   clusters, devices and counts (per-batch totals of like rows: same data, benchmark and device
@@ -18,13 +18,14 @@ from __future__ import annotations
 from typing import Sequence
 
 from dlbench.report import compare
-from dlbench.report.tables import Table
+from dlbench.report.tables import Table, model_title
 from dlbench.figures import fixed
 from dlbench.results.record import Result
 
 CNN_TITLE = "GPU in the Cloud (cnn-benchmarks): conclusions"
 JADE_TITLE = "BenchmarkJade: expected speed and comparison"
 DLBENCH = "dlbench"
+SOURCE_004 = "GPU in the Cloud (cnn-benchmarks)"
 
 
 def tables(results: list[Result], published: bool = False) -> list[Table]:
@@ -34,7 +35,7 @@ def tables(results: list[Result], published: bool = False) -> list[Table]:
         out.append(cnn_table(fwdbwd, published))
     images = [r for r in results if r.workload in ("train", "infer", "smooth") and r.model == "resnet50"
               and r.status in ("ok", "oom")]
-    if images and published:
+    if published and any(r.device.startswith("cuda") for r in images):  # its sentences are about GPUs
         out.append(jade_table(images))
     return [t for t in out if t.rows]
 
@@ -96,6 +97,54 @@ def _as_meant(claim: dict) -> str:
 
 
 
+def cudnn_totals() -> dict[str, dict[str, dict[str, float]]]:
+    """Per published GPU, per cuDNN version, per model: the Total its tables print."""
+    from dlbench.report import published
+
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for model in published.seed004_models():
+        for row in published.seed004(model):
+            out.setdefault(row.cells["gpu"], {}).setdefault(row.cells["cudnn"], {})[model] = float(row.cells["total_ms"])
+    return out
+
+
+def cudnn_rows(claim: dict) -> list[list[object]]:
+    """"Prefer latest cuDNN", one row per pair of versions it orders and one for its caveat, checked
+    against the GPUs its tables ran on both versions (Total of the older over Total of the newer)."""
+    totals = cudnn_totals()
+    versions = claim["versions"]
+    rows = [_cudnn_pair(claim["text"], newer, older, totals) for newer, older in zip(versions, versions[1:])]
+    return rows + [_cudnn_caveat(claim["caveat"], totals)]
+
+
+def _cudnn_pair(text: str, newer: str, older: str, totals: dict) -> list[object]:
+    claim = f"{text.partition(':')[0]}: cuDNN {newer} faster than {older}"
+    pairs = [(gpu, m, by[older][m] / by[newer][m]) for gpu, by in totals.items() if newer in by and older in by
+             for m in by[newer] if m in by[older]]
+    if not pairs:
+        ran = {v for by in totals.values() for v in by}
+        missing = " and ".join(f"cuDNN {v}" for v in (newer, older) if v not in ran) or f"GPU on both {newer} and {older}"
+        return [claim, 0, "-", f"not derivable from its tables: they have no {missing} row", SOURCE_004]
+    ratios = [r for _, _, r in pairs]
+    x3 = (lambda v: f"{fixed(v, 3)}x")  # "slightly": two decimals would print 1.00x either side of 1
+    slower = [f"{gpu} on {model_title(m)} ({x3(r)})" for gpu, m, r in pairs if r < 1]
+    check = "ok" if not slower else f"† slower on {len(slower)} of {len(pairs)} models: " + ", ".join(slower)
+    return [claim, len(pairs), f"{x3(min(ratios))} to {x3(max(ratios))}", check, SOURCE_004]
+
+
+def _cudnn_caveat(caveat: dict, totals: dict) -> list[object]:
+    from dlbench.report import published
+
+    gpu, model = caveat["gpu"], caveat["model"]
+    failed = any(gpu in entry for entry in published.seed004_oom(model))
+    ran = sorted(v for v, by in totals.get(gpu, {}).items() if model in by)
+    if failed and ran:
+        check = f"ok: its {model_title(model)} table notes the failure and has {gpu} rows on cuDNN {', '.join(ran)}"
+    else:
+        check = f"† its {model_title(model)} table " + ("has no failure of it" if not failed else f"has no {gpu} row")
+    return [caveat["text"], 1, "-", check, SOURCE_004]
+
+
 def _seed_setting(r: Result) -> bool:
     from dlbench.report import published
 
@@ -152,20 +201,26 @@ def _models_in(line: str) -> int:
 
 def cnn_table(results: list[Result], published: bool) -> Table:
     rows: list[list[object]] = []
+    # Its sentences compare GPUs at its own setting: beside CPU runs or other inputs they concern nothing shown.
+    published = published and any(r.device.startswith("cuda") and _seed_setting(r) for r in results)
     notes = ["The publication's sentences about which GPU is faster, checked against its own tables, and the same "
-             "comparison for the systems measured here.",
+             "comparison for the systems measured here." if published else
+             "Which of the systems measured here is faster, and by how much, model by model.",
              "Range: time of the slower over time of the faster, per model, lowest to highest across the models "
              "both ran at 16 x 3 x 224 x 224, fp32. dlbench's rows between its own systems come from `dlbench "
-             "compare` (medians of whole steps, 95% bootstrap interval)."]
+             "compare` (medians of forward + backward per step, the tables' Total; 95% bootstrap interval "
+             "where each side has 10 steps or more)."]
     if published:
         from dlbench.report import published as pub
 
         theirs = published_totals()
         rows += [check_conclusion(c, theirs) for c in pub.data()["seed004"]["conclusions"]]
+        rows += cudnn_rows(pub.data()["seed004"]["cudnn"])
         rows += against_published(mine_totals(results), {g: t for g, t in theirs.items() if not g.startswith("CPU")})
         notes.append("The publication's conclusions are checked against its own tables (the fastest cuDNN row of "
                      "each GPU per model); dlbench against a published GPU: the published Total over dlbench's "
-                     "Forward + Backward.")
+                     "Forward + Backward. Its cuDNN rows: the Total on the older version over the Total on the "
+                     "newer, for each GPU and model its tables ran on both (below 1.000x the newer was slower).")
     rows += measured_pairs(results)
     header = ["Conclusion", "Models", "Range", "Check", "Source"]
     return Table(CNN_TITLE, header, "lrlll", rows, notes=notes)
@@ -241,16 +296,49 @@ def jade_table(results: list[Result]) -> Table:
     rows += slower_rows(block["slower"], rows_002, block["expected"])
     rows = [row + ["BenchmarkJade"] for row in rows]
     rows += [[line, "-", "dlbench compare", "-", "-", DLBENCH] for line in _jade_measured(results)]
+    rows += [[line, "-", "throughput, data loading included", "-", "-", DLBENCH] for line in data_pairs(results)]
     notes = ["BenchmarkJade's sentences about expected speed, set beside what its own phase table gives.",
              "Its own table gives: the time per batch (the sum of its phases) of the slower over the faster, "
              "for rows of the same data, benchmark and device count. The expected speeds come from another "
              "benchmark, so its table can confirm them only where it has like rows.",
              "dlbench's systems are compared with each other per benchmark (`dlbench compare`: medians of whole "
              "steps, 95% bootstrap interval), not with the publication's rows: their batch size is not published, "
-             "so their seconds per batch cannot be set against dlbench's."]
+             "so their seconds per batch cannot be set against dlbench's. Within one system its rows are compared "
+             "as the publication compares its own: real images (a JPEG folder) against dummy data, per benchmark "
+             "and GPU count, by throughput with the data loading in it."]
     header = ["Claim", "Printed", "Basis", "Its own table gives", "Check", "Source"]
     return Table(JADE_TITLE, header, "lrllll", rows, notes=notes)
 
 
 def _jade_measured(results: list[Result]) -> list[str]:
     return [row[0] for row in measured_pairs(results)]
+
+
+def _data_kind(r: Result) -> str | None:
+    data = str(r.setup.options.get("data") or "")
+    return "dummy data" if data == "dummy" else "the JPEG folder" if data.startswith("folder:") else None
+
+
+def data_pairs(results: Sequence[Result]) -> list[str]:
+    """Per system, benchmark and GPU count: dummy data against the JPEG folder (the latest run of
+    each) by throughput, data loading included, as the publication's per-batch times include it (a
+    median step would leave out the loader's stalls)."""
+    latest: dict[tuple, Result] = {}
+    for r in sorted(results, key=lambda r: r.started):
+        kind = _data_kind(r)
+        if kind and r.status == "ok" and r.measured.throughput.value:
+            latest[(r.system_label, r.workload, r.setup.gpus, r.setup.batch, r.setup.precision, kind)] = r
+    lines = []
+    for key, dummy in latest.items():
+        folder = latest.get(key[:-1] + ("the JPEG folder",))
+        if key[-1] != "dummy data" or folder is None:
+            continue
+        a, b = dummy.measured.throughput, folder.measured.throughput
+        if a.unit != b.unit:
+            continue
+        gpus = f"{key[2]} GPU{'s' if key[2] != 1 else ''}"
+        (fast, high), (slow, low) = sorted([("dummy data", a.value), ("the JPEG folder", b.value)], key=lambda f: -f[1])
+        lines.append(f"{key[0]}, {model_title(dummy)} {dummy.workload} (batch {key[3]}, {key[4]}, {gpus}): {fast} is "
+                     f"{fixed(high / low, 2)}x as fast as {slow} ({fixed(high, 2)} against {fixed(low, 2)} {a.unit}; "
+                     "one run each)")
+    return lines

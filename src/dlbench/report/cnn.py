@@ -68,7 +68,7 @@ def _table(model: str, shape: tuple, by_system: dict[tuple, Result], published: 
         if waited is not None:
             cells[2] += HOST_BOUND
             host_notes.append(_host_note(label, waited.idle / waited.step, waited.idle_from))
-        entries.append(_Entry(order, [label, cudnn, *cells], tag))
+        entries.append(_Entry(order, [label, rowinfo.cudnn(r) or DASH, *cells], tag))
     notes = [f"(input {' x '.join(map(str, shape))})", NOTE, *host_notes]
     found = _published(model, shape) if published else []
     if found:
@@ -78,9 +78,10 @@ def _table(model: str, shape: tuple, by_system: dict[tuple, Result], published: 
     entries.sort(key=lambda e: e.order)
     header, align, body = list(HEADER), "llrrrr", [e.cells for e in entries]
     tags = [e.tag for e in entries]
-    if rowinfo.tag_column(tags):
-        header, align, body = header + ["Tag"], align + "l", [b + [t] for b, t in zip(body, tags)]
-    notes += rowinfo.tag_note(tags)
+    mine = [e.tag for e in entries if e.source == "dlbench"]
+    if rowinfo.tag_column(mine):
+        header, align, body = header + ["Tag"], align + "l", [b + [t or None] for b, t in zip(body, tags)]
+    notes += rowinfo.tag_note(mine)
     if published:
         header, align, body = header + [rowinfo.SOURCE], align + "l", [b + [e.source] for b, e in zip(body, entries)]
     checks = rowinfo.check_notes([(f"{e.cells[0]} (cuDNN {e.cells[1]})", e.check) for e in found])
@@ -90,8 +91,8 @@ def _table(model: str, shape: tuple, by_system: dict[tuple, Result], published: 
     if not found and not any(rowinfo.on_gpu(r) for r in by_system.values()):
         header, align, body = _without(header, align, body, "cuDNN")
     title = model_title(next(iter(by_system.values())))
-    about = (f"How long one batch of {shape[0]} takes forward and backward on each GPU (and CPU), the "
-             "publication's measure of speed per model; fastest first.")
+    about = (f"How long one batch of {shape[0]} takes forward and backward on each GPU (and CPU), the measure "
+             "of speed per model that GPU in the Cloud (cnn-benchmarks) uses; fastest first.")
     # Two tables of one model (two inputs) would share the publication's heading: the input tells them apart.
     return Table(f"{title} ({notes[0][1:-1]})" if by_input else title, header, align, body, notes=[about, *notes])
 

@@ -20,10 +20,13 @@ from dlbench.errors import UserError
 from dlbench.report.tables import Table, model_title, odd_values
 from dlbench.figures import Odd, fixed, ms, odd
 from dlbench.results.record import Result
-from dlbench.results.spread import step_rate, t975
+from dlbench.results.spread import step_rate, step_samples, t975
 from dlbench.system.records import machine_key
 
 RESAMPLES = 2000
+# Steps a side needs for a bootstrap interval: the median of fewer takes so few values under
+# resampling (3 from 2 steps) that the interval says nothing about the noise.
+MIN_STEPS = 10
 _CHUNK_ELEMENTS = 2_000_000  # bootstrap in chunks so a long run's samples never take much memory
 _HEX = re.compile(r"^[0-9a-f]{4,32}$")
 # Settings that change how long or where a run measured, not what it measured.
@@ -50,6 +53,7 @@ class Ratio:
     oom: str | None = None  # label of the side that ran out of memory
     runs: tuple[int, int] = (1, 1)  # the runs behind each side's figure
     noise: str = "steps"  # 'between runs': the interval is the runs' spread; 'steps': one run each, steps only
+    steps: tuple[int, int] | None = None  # the steps behind each side where the figure is one run's steps
 
     @property
     def has_interval(self) -> bool:
@@ -188,6 +192,11 @@ def bootstrap_ratio(a: Sequence[float], b: Sequence[float], *, level: float = 0.
     xa, xb = np.asarray(timed(a), dtype=np.float64), np.asarray(timed(b), dtype=np.float64)
     if xa.size == 0 or xb.size == 0:
         raise ValueError("both sides need positive step times")
+    if (xb.size, float(xb.sum())) < (xa.size, float(xa.sum())):
+        # one order of the sides for the resampling, so that b against a is exactly the reciprocal of a
+        # against b: `compare` and the doctor ask in either order and must print one interval
+        value, low, high = bootstrap_ratio(xb, xa, level=level, resamples=resamples, seed=seed)
+        return 1.0 / value, 1.0 / high, 1.0 / low
     rng = np.random.default_rng(seed)
     chunk = max(1, _CHUNK_ELEMENTS // max(xa.size, xb.size))
     ratios = []
@@ -277,11 +286,17 @@ def ratio_of(a: Result, b: Result, labels: tuple[str, str], name: str, level: fl
         found = between_runs([step_rate(r) for r in ra], [step_rate(r) for r in rb], *spread, level=level)
         if found is not None:
             return Ratio(labels[0], labels[1], name, *found, runs=(len(ra), len(rb)), noise="between runs")
-    sa, sb = timed(a.samples.get("step")), timed(b.samples.get("step"))
+    sa, sb = timed(step_samples(a)), timed(step_samples(b))
     if sa and sb:
-        value, low, high = bootstrap_ratio(sa, sb, level=level)
-        if _finite(value, low, high):  # steps of a few picoseconds: a ratio beyond any float
-            return Ratio(labels[0], labels[1], name, value, low, high)
+        counts = len(sa), len(sb)
+        if min(counts) < MIN_STEPS:  # the median ratio stands; an interval from so few would not
+            value = float(np.median(sb) / np.median(sa))
+            if _finite(value):
+                return Ratio(labels[0], labels[1], name, value, steps=counts)
+        else:
+            value, low, high = bootstrap_ratio(sa, sb, level=level)
+            if _finite(value, low, high):  # steps of a few picoseconds: a ratio beyond any float
+                return Ratio(labels[0], labels[1], name, value, low, high, steps=counts)
     ta, tb = _step_seconds(a), _step_seconds(b)
     if ta and tb and not (odd(ta) or odd(tb)) and _finite(ta, tb, tb / ta):  # no ratio of a value that is no figure
         return Ratio(labels[0], labels[1], name, tb / ta)
@@ -328,7 +343,8 @@ def get(comparison: Comparison, a: str, b: str, key: tuple) -> Ratio | None:
     if r.ratio is None:
         return Ratio(a, b, r.benchmark, None, oom=r.oom)
     flip = (lambda v: None if v is None else 1.0 / v)
-    return Ratio(a, b, r.benchmark, 1.0 / r.ratio, flip(r.high), flip(r.low), runs=r.runs[::-1], noise=r.noise)
+    return Ratio(a, b, r.benchmark, 1.0 / r.ratio, flip(r.high), flip(r.low), runs=r.runs[::-1], noise=r.noise,
+                 steps=r.steps[::-1] if r.steps else None)
 
 
 # --- rendering ---------------------------------------------------------------------------
@@ -343,10 +359,14 @@ def cell(r: Ratio | None) -> str | None:
     if r.ratio is None:
         return "OOM"
     if not r.has_interval:
-        return f"{_x(r.ratio)} (no samples)"
+        return f"{_x(r.ratio)} ({few(r.steps)})" if r.steps else f"{_x(r.ratio)} (no samples)"
     noise = " ~" if r.within_noise else ""
-    steps = "" if r.noise == "between runs" else " steps"
-    return f"{_x(r.ratio)} ({fixed(r.low, 2)}–{fixed(r.high, 2)}{steps}){noise}"
+    # what the interval stands on, counted: the runs of each side, or one run's steps each
+    if r.noise == "between runs":
+        behind = f", {r.runs[0]} and {r.runs[1]} runs"
+    else:
+        behind = f", {r.steps[0]:,} and {r.steps[1]:,} steps" if r.steps else " steps"
+    return f"{_x(r.ratio)} ({fixed(r.low, 2)}–{fixed(r.high, 2)}{behind}){noise}"
 
 
 def tables(comparison: Comparison) -> list[Table]:
@@ -357,9 +377,11 @@ def tables(comparison: Comparison) -> list[Table]:
         rows = [[a, *(("1.00x" if a == b else cell(get(comparison, a, b, key))) for b in labels)] for a in labels]
         out.append(Table(f"{name}: relative speed", ["", *labels], "l" + "r" * len(labels), rows,
                          notes=[f"Each row is N x as fast as each column (median steps); {pct}% interval in "
-                                "brackets, between runs where a side has several or this machine recorded "
-                                "its spread, else over one run's steps each (marked 'steps': the noise "
-                                "between fresh processes unknown); ~ marks a difference within noise."]))
+                                "brackets with the runs or steps of each side it stands on, between runs where a "
+                                "side has several or this machine recorded its spread, else over one run's steps "
+                                "each (marked 'steps': the noise "
+                                f"between fresh processes unknown; none from fewer than {MIN_STEPS} steps a side); ~ "
+                                "marks a difference within noise."]))
     return out + odd_values([r for side in comparison.sides for r in side.results.values()])
 
 
@@ -381,7 +403,7 @@ def _median_ms(r: Result, runs: Sequence[Result] = ()) -> str | None:
     if len(runs) > 1:
         middle = float(np.median([1.0 / step_rate(o) for o in runs]))
         return f"{ms(middle * 1e3)} (median of {len(runs)} runs)"
-    steps = r.samples.get("step")
+    steps = step_samples(r)
     seconds = float(np.median(steps)) if steps else _step_seconds(r)
     return None if seconds is None else ms(seconds if odd(seconds) else seconds * 1e3)
 
@@ -400,7 +422,8 @@ def conclusions(comparison: Comparison) -> list[str]:
             fast, slow, v, lo, hi = (a, b, r.ratio, r.low, r.high) if r.ratio >= 1 else \
                 (b, a, 1 / r.ratio, None if r.high is None else 1 / r.high, None if r.low is None else 1 / r.low)
             d = _digits(lo, hi)
-            ci = f", {pct}% CI {lo:.{d}f}–{hi:.{d}f}{_basis(r)}" if lo is not None else " (no samples: no interval)"
+            ci = (f", {pct}% CI {lo:.{d}f}–{hi:.{d}f}{_basis(r)}" if lo is not None else
+                  f" (one run each, {few(r.steps)})" if r.steps else " (no samples: no interval)")
             lines.append(f"{fast} is {v:.{d}f}x as fast as {slow} on {r.benchmark}{ci}")
     return lines + _ranges(comparison)
 
@@ -409,7 +432,13 @@ def _basis(r: Ratio) -> str:
     """What the interval stands on: the runs, or one run's steps on each side."""
     if r.noise == "between runs":
         return f", between runs ({r.runs[0]} and {r.runs[1]})"
-    return "; one run each: between-run noise unknown"
+    steps = f" of {r.steps[0]:,} and {r.steps[1]:,} steps" if r.steps else ""
+    return f"; one run each{steps}: between-run noise unknown"
+
+
+def few(steps: tuple[int, int]) -> str:
+    """Why a ratio of one run each has no interval: its sides' step counts."""
+    return f"{steps[0]:,} and {steps[1]:,} steps: no interval from fewer than {MIN_STEPS} a side"
 
 
 def _digits(low: float | None, high: float | None) -> int:
@@ -473,7 +502,7 @@ def to_json(comparison: Comparison) -> dict:
         "level": comparison.level,
         "ratios": [{"a": r.a, "b": r.b, "benchmark": r.benchmark, "ratio": r.ratio, "low": r.low,
                     "high": r.high, "within_noise": r.within_noise, "oom": r.oom, "runs": list(r.runs),
-                    "noise": r.noise}
+                    "noise": r.noise, "steps": list(r.steps) if r.steps else None}
                    for r in comparison.ratios.values()],
         "conclusions": conclusions(comparison),
     }
@@ -483,10 +512,10 @@ def render(comparison: Comparison, format: str, regressions: list[str]) -> str:
     """The comparison as Markdown (conclusions, then tables) or JSON."""
     from dlbench.report.formats import to_dict
     from dlbench.report.markdown import cell
-    from dlbench.report.tables import markdown
+    from dlbench.report.tables import markdown, shown
 
     if format == "json":
-        data = {**to_json(comparison), "tables": [to_dict(t) for t in tables(comparison)], "regressions": regressions}
+        data = {**to_json(comparison), "tables": [to_dict(t) for t in shown(tables(comparison))], "regressions": regressions}
         return json.dumps(data, indent=1, ensure_ascii=False)
     lines = "\n".join(f"- {cell(line)}" for line in conclusions(comparison))
     return f"## Conclusions\n\n{lines}\n\n{markdown(tables(comparison))}"

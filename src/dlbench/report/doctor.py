@@ -26,7 +26,7 @@ from dlbench.figures import ODD, ODD_LEGEND, fixed, ms, percent, sig
 from dlbench.report import causes as parts_of, history, host_causes, profile
 from dlbench.report import rank_causes
 from dlbench.report.causes import Cause
-from dlbench.report.compare import timed
+from dlbench.report.compare import MIN_STEPS, timed
 from dlbench.report.history import Against
 from dlbench.report.markdown import line
 from dlbench.results.measurement import Measurement
@@ -462,10 +462,13 @@ def _against_text(a: Against) -> str:
 
 
 def _interval(a: Against) -> str:
-    """The steps' bootstrap interval: a comparison of two runs with no between-run spread to go by."""
+    """The steps' bootstrap interval: a comparison of two runs with no between-run spread to go by,
+    with the steps it stands on (`dlbench compare` gives the same interval for the same two runs)."""
+    steps = f" ({a.steps[0]:,} and {a.steps[1]:,})" if a.steps else ""
     if a.low is None or a.high is None:
-        return ""
-    return f", {percent(0.95)} interval over both runs' steps {fixed(a.low, 2)}–{fixed(a.high, 2)}"
+        return f", no interval from {a.steps[0]:,} and {a.steps[1]:,} steps (fewer than {MIN_STEPS} a side)" \
+            if a.steps and min(a.steps) < MIN_STEPS else ""
+    return f", {percent(0.95)} interval over both runs' steps{steps} {fixed(a.low, 2)}–{fixed(a.high, 2)}"
 
 
 def spread_text(a: Against) -> str:
@@ -477,20 +480,28 @@ def spread_text(a: Against) -> str:
     return f"{where} this machine's run-to-run spread ({spread.n} runs, {figures}, CV {percent(spread.cv or 0.0)})"
 
 
+Compared = Callable[[Result], "tuple[Against | None, Against | None, Against | None]"]
+
+
 def diagnose(results: list[Result], refs: list[Reference] | None = None,
-             chosen: list[Result] | None = None) -> list[Diagnosis]:
+             chosen: list[Result] | None = None, compared: Compared | None = None) -> list[Diagnosis]:
     """A diagnosis for each result in `chosen`; by default for the newest result of each
-    configuration on each machine and every older one that differs from it beyond noise."""
+    configuration on each machine and every older one that differs from it beyond noise.
+    `compared(r)`: r against its machine's history, one GPU and synthetic data, where the caller
+    figures them without `results` holding every run (report/choose.py); by default from `results`."""
     refs = load_references() if refs is None else refs
     by_configuration = history.groups(results)
     if chosen is None:
         chosen = [r for group in by_configuration.values() for r in history.to_judge(group)]
     surveys = [r for r in results if is_system_record(r)]  # looked up once per result below
-    return [_diagnose(r, refs, surveys, by_configuration) for r in chosen if not is_system_record(r)]
+    if compared is None:
+        def compared(r: Result) -> tuple[Against | None, Against | None, Against | None]:
+            return (history.typical(r, by_configuration.get(history.configuration(r), [])),
+                    history.one_gpu(r, by_configuration), history.synthetic(r, by_configuration))
+    return [_diagnose(r, refs, surveys, compared) for r in chosen if not is_system_record(r)]
 
 
-def _diagnose(r: Result, refs: list[Reference], surveys: list[Result],
-              by_configuration: dict[tuple, list[Result]]) -> Diagnosis:
+def _diagnose(r: Result, refs: list[Reference], surveys: list[Result], compared: Compared) -> Diagnosis:
     record = ceilings_for(r, surveys)
     found = matmul_ceiling(r, surveys)
     ceiling, ceiling_record = found if found else (None, None)
@@ -499,9 +510,7 @@ def _diagnose(r: Result, refs: list[Reference], surveys: list[Result],
     m = r.measured
     d.utilisation = utilisation_text(m.utilisation) or utilisation_text(utilisation(r, surveys))
     if r.status == "ok" and r.samples.get("step"):
-        d.history = history.typical(r, by_configuration.get(history.configuration(r), []))
-        d.one_gpu = history.one_gpu(r, by_configuration)
-        d.synthetic = history.synthetic(r, by_configuration)
+        d.history, d.one_gpu, d.synthetic = compared(r)
     d.baseline = _baseline(d)
     d.causes, notes = measured_causes(r, d.baseline, record)
     if d.baseline is not None and (gap := _unexplained(r, d.baseline, d.causes)):

@@ -14,10 +14,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from dlbench.report.compare import benchmark_key, bootstrap_ratio, timed
+import numpy as np
+
+from dlbench.report.compare import MIN_STEPS, benchmark_key, bootstrap_ratio, timed
 from dlbench.results.measurement import Measurement, Run
 from dlbench.results.record import Result
-from dlbench.results.spread import Spread, median_run, speed, step_rate
+from dlbench.results.spread import Spread, median_run, speed, step_rate, step_samples
 from dlbench.system.records import is_system_record, machine_key
 
 
@@ -41,6 +43,7 @@ class Against:
     kind: str = "history"  # 'history': the same configuration; 'one GPU': the same per-GPU work on one
     spread: Spread | None = None
     figure: float | None = None  # the judged run's own figure, in the spread's terms
+    steps: tuple[int, int] | None = None  # the steps behind `low`–`high`: the judged run's, the other's
 
     @property
     def between_runs(self) -> bool:
@@ -106,17 +109,24 @@ def against(r: Result, other: Result, kind: str = "history", runs: Sequence[Resu
     `runs` (those `other` stands for) where there are several. On one GPU against several the per-GPU
     work is equal (the batch is per process), so this is the weak-scaling efficiency, and every figure
     is the step's. None where the step times give no finite ratio (never a NaN verdict)."""
-    if not timed(r.samples.get("step")) or not timed(other.samples.get("step")):
+    mine_steps, other_steps = timed(step_samples(r)), timed(step_samples(other))
+    if not mine_steps or not other_steps:
         return None
-    ratio, low, high = bootstrap_ratio(r.samples["step"], other.samples["step"])
-    if not all(math.isfinite(v) and v > 0 for v in (ratio, low, high)):
-        return None
+    steps = len(mine_steps), len(other_steps)
+    if min(steps) < MIN_STEPS:  # the ratio of the medians, and no interval from so few steps
+        ratio, low, high = float(np.median(other_steps) / np.median(mine_steps)), None, None
+        if not (math.isfinite(ratio) and ratio > 0):
+            return None
+    else:
+        ratio, low, high = bootstrap_ratio(mine_steps, other_steps)
+        if not all(math.isfinite(v) and v > 0 for v in (ratio, low, high)):
+            return None
     figure = _figure(kind)
     spread = Spread.of(runs, figure) if len(runs) >= 2 else None
     mine, theirs = figure(r), figure(other)
     if spread is None or mine is None or not theirs or not math.isfinite(mine / theirs):
-        return Against(other, ratio, low, high, kind)
-    return Against(other, mine / theirs, low, high, kind, spread, mine)
+        return Against(other, ratio, low, high, kind, steps=steps)
+    return Against(other, mine / theirs, low, high, kind, spread, mine, steps=steps)
 
 
 def _figure(kind: str):

@@ -11,10 +11,10 @@ import jinja2
 from dlbench.report.plots import plots, shorten
 from dlbench.report.tables import Table
 from dlbench.results.record import Result
+from dlbench.shorten import CELL_CHARS
 
 MAX_RUNS = 500  # newest runs listed at the end of the page
-CELL_CHARS = 240  # a table cell's longest: 50 runs with 100 kB tags made a 10 MB page; a mark's
-# explanation (one sentence) stays whole
+# a table cell's longest, as in every format (dlbench/shorten.py); a mark's explanation (one sentence) stays whole
 NOWRAP_CHARS = 32  # a cell this short (a device name, 'Synthetic', a figure) stays on one line
 
 

@@ -61,7 +61,7 @@ def _assemble(title: str, header: list[str], align: str, rows: list[_Row], notes
             header, align = header + [name], align + ("r" if name in ("Batch",) else "l")
             body = [b + [v] for b, v in zip(body, values)]
         elif name == "Tag":
-            notes = notes + rowinfo.tag_note(values)
+            notes = notes + rowinfo.tag_note([r.extra.get(name) for r in rows if r.source == "dlbench"])
     if published:
         header, align = header + [rowinfo.SOURCE], align + "l"
         body = [b + [r.source] for b, r in zip(body, rows)]
@@ -116,6 +116,8 @@ def _phase_table(rs: list[Result], published: bool) -> list[Table]:
     labels = _run_labels(rows)
     if any(str(c).endswith(phases.CLAMPED) for r in rows for c in r.cells):
         notes.append(phases.CLAMP_NOTE)
+    if any(rowinfo.processes(r) > 1 for r in ordered):
+        notes.append(phases.SEVERAL)
     timing = Table(phases.title(rs[0]), [phases.RUN, *phases.PHASES], "l" + "r" * len(phases.PHASES),
                    [[label, *r.cells[len(phases.SETUP):]] for label, r in zip(labels, rows)], notes=notes)
     setup_rows = [_Row([label, *r.cells[:len(phases.SETUP)]], r.extra, r.source, r.check) for label, r in zip(labels, rows)]
@@ -127,16 +129,21 @@ def _phase_table(rs: list[Result], published: bool) -> list[Table]:
     return [timing, setup]
 
 
+_TELLS_APART = (("Precision", "{}"), ("Batch", "batch {}"), ("Input", "input {}"), ("Tag", "tagged {}"))
+
+
 def _run_labels(rows: list[_Row]) -> list[str]:
-    """Each row's Run label, made unique with its precision and then a number where rows share one."""
-    plain = [phases.run_label(r.cells) for r in rows]
-    labels = [phases.run_label(r.cells, r.extra.get("Precision")) if plain.count(label) > 1 else label
-              for label, r in zip(plain, rows)]
+    """Each row's Run label, made unique with what sets it apart in words (its precision, 'batch 4',
+    its tag), and only where nothing does, with 'run 2'."""
+    labels = [phases.run_label(r.cells) for r in rows]
+    for name, words in _TELLS_APART:
+        labels = [f"{label}, {words.format(r.extra[name])}" if labels.count(label) > 1 and r.extra.get(name) else label
+                  for label, r in zip(labels, rows)]
     seen: dict[str, int] = {}
     out = []
     for label in labels:
         seen[label] = seen.get(label, 0) + 1
-        out.append(label if labels.count(label) == 1 else f"{label} ({seen[label]})")
+        out.append(label if labels.count(label) == 1 else f"{label}, run {seen[label]}")
     return out
 
 
@@ -216,10 +223,11 @@ def _split_scaling(table: Table, terms: tuple[str, ...]) -> list[Table]:
     scaling = [i for i, h in enumerate(table.header) if h.startswith(SCALING)]
     if not scaling:
         return [table]
-    kept = [table.header.index(h) for h in ("Tag", rowinfo.SOURCE) if h in table.header]
+    rows = [row for row in table.rows if isinstance(row[1], int) and row[1] > 1]
+    kept = [table.header.index(h) for h in ("Data", "Input", "Tag", rowinfo.SOURCE)
+            if h in table.header and (h in ("Tag", rowinfo.SOURCE) or _tells_apart(rows, table.header, h))]
     first = [i for i in range(len(table.header)) if i not in scaling]
     second = [0, 1, 2, *scaling, *kept]
-    rows = [row for row in table.rows if isinstance(row[1], int) and row[1] > 1]
     about = (f"How close {terms[2]} come to N times one {terms[3]}'s throughput at the same batch per {terms[3]} "
              f"(weak scaling; perfect: N) and that over N (efficiency; perfect: 1.00).")
     about += (" Weak scaling: throughput on N " + terms[2] + " over throughput on 1 " + terms[3] + " at the same "
@@ -233,6 +241,17 @@ def _split_scaling(table: Table, terms: tuple[str, ...]) -> list[Table]:
     table.header, table.align = [table.header[i] for i in first], "".join(table.align[i] for i in first)
     table.rows, table.notes = [[row[i] for i in first] for row in table.rows], notes
     return [table, scaled]
+
+
+def _tells_apart(rows: list[list[object]], header: list[str], column: str) -> bool:
+    """Whether `column` differs between rows of one system, GPU count, batch and source (two weak
+    scaling rows of ResNet-50 on 2 GPUs, one on dummy data, one on a JPEG folder)."""
+    at, source = header.index(column), header.index(rowinfo.SOURCE) if rowinfo.SOURCE in header else None
+    seen: dict[tuple, set[str]] = {}
+    for row in rows:
+        key = (*row[:3], row[source] if source is not None else None)
+        seen.setdefault(key, set()).add(str(row[at]))
+    return any(len(values) > 1 for values in seen.values())
 
 
 def _checks_left(notes: list[str], moved: list[str]) -> bool:

@@ -22,6 +22,8 @@ ENTRIES: tuple[tuple[str, str | None, str], ...] = (
     ("Check", r"^Check, ", "A line under a table: for a published row with †, what its own figures give instead."),
     ("(extrapolated …)", r"\(extrapolated", "Not measured as the column defines it: the measured rate scaled to the "
                                            "column's size (more iterations, a larger volume), from what the bracket says."),
+    ("(of …)", r"\d \(of \d+x", "A wall time of the volume the run predicted, named in the bracket, which is smaller "
+                                 "than the one the row's Inference is extrapolated to."),
     ("(data-bound)", r"\(data-bound\)", "The run waited for its data loader for much of each batch: its times are the "
                                         "loader's stalls, not the model's; the note under the table gives the share."),
     ("(host-bound)", r"\(host-bound\)", "The GPU waited for the host to launch work for much of each step: the "
@@ -34,7 +36,7 @@ ENTRIES: tuple[tuple[str, str | None, str], ...] = (
     ("?", r"^\?$", ODD_LEGEND + "; the table 'Stored values that are not valid figures' lists them."),
     ("!", r" !$", "A scaling efficiency above 1: N processes did more than N times the work of one, so the 1-GPU "
                   "run is no baseline for that row."),
-    ("*", r"\d\*$", "A fold missed the DICE target; its whole training budget counts in the time."),
+    ("*", r"\d\*$| \*$", "A fold missed the DICE target; its whole training budget counts in the time."),
     ("-", r"^-$", "No figure: not measured here, or not published for that row."),
     ("OOM", None, "The run ran out of device memory at that size."),
     ("x1, x2, x4", r" x\d+\b", "Run on that many GPUs (devices) at once, one process each."),
@@ -53,8 +55,9 @@ ENTRIES: tuple[tuple[str, str | None, str], ...] = (
     ("Platynereis", None, "The 8.1 teravoxel electron microscopy volume of a Platynereis worm that GPU Benchmarks "
                           "extrapolates prediction to."),
     ("CREMI", None, "The electron microscopy data set of the MICCAI CREMI challenge the 3D U-Net trains on."),
-    ("VM:, Cluster:, SMC:", r"VM:|Cluster:|SMC:", "Where a GPU Benchmarks row ran, as it labels it: a virtual "
-                                                   "machine, a compute cluster node, and a site it does not describe."),
+    ("VM:, Cluster:, SMC:", r"VM:|Cluster:|SMC:", "Where a GPU Benchmarks row ran, as it labels it: VM, a virtual "
+                                                   "machine; Cluster, nodes of EMBL's compute cluster with their GPUs on "
+                                                   "PCIe; SMC, a Supermicro test system whose GPUs are joined by NVLink."),
     ("TN, JADE2", r"\bTN\b|JADE2", "BenchmarkJade's clusters: JADE2, the UK's JADE 2 GPU cluster it examines, and TN, "
                                    "the cluster it compares it with (the publication does not spell the name out)."),
     ("Dummy, Synthetic, JPEG folder", r"Dummy|Synthetic|JPEG folder",
@@ -66,6 +69,19 @@ ENTRIES: tuple[tuple[str, str | None, str], ...] = (
     ("Latency 90%, 95%, 99%", r"Latency \d\d%", "The time per batch that 90%, 95% or 99% of the batches stay under."),
     ("cuDNN", None, "NVIDIA's library of neural-network kernels; its version changes the speed."),
     ("tagged", r"tagged `|^Tag$", "The name given to a set of runs (`--tag`), to tell them from others in one store."),
+    ("GPU Benchmarks, GPU Benchmark Summary", r"GPU Benchmark", "Two reports of EMBL's 3D U-Net timings (PyTorch 0.4): "
+     "1001 training iterations on CREMI and prediction of a padded 1.89 gigavoxel CREMI volume, on 1 to 4 GPUs."),
+    ("BenchmarkJade", None, "A report on the JADE 2 GPU cluster: one epoch of ResNet-50 training, inference and "
+                            "repeated ('smooth') inference on ImageNet and on dummy images, its time split into data "
+                            "loading, forward and backward per batch."),
+    ("NVIDIA UNet_Medical", None, "NVIDIA's 2D U-Net example for medical and microscopy images (TensorFlow 1): "
+                                  "training and inference throughput and latency on DGX machines, DICE and time to train."),
+    ("GPU in the Cloud (cnn-benchmarks)", r"cnn-benchmarks", "A comparison of cloud GPUs with a desktop GPU and a "
+                                                             "CPU: forward and backward time of common image classifiers "
+                                                             "at batch 16, built on jcjohnson/cnn-benchmarks."),
+    ("ImageNet", r"\bImageNet\b", "The 1.28 million labelled photographs most image classifiers train on."),
+    ("ISBI 2012", None, "The electron microscopy images of neurons of the ISBI 2012 segmentation challenge (30 "
+                        "images of 512 x 512) that NVIDIA UNet_Medical trains on."),
 )
 
 
@@ -83,8 +99,21 @@ def _used(pattern: str, texts: list[str]) -> bool:
     return any(found.search(text) for text in texts)
 
 
+def _tags_shown(tables: list[Table]) -> str:
+    """The tags the tables show (in a Tag column or a 'tagged' note), each named once."""
+    found: list[str] = []
+    for t in tables:
+        if "Tag" in t.header:
+            at = t.header.index("Tag")
+            found += [str(row[at]) for row in t.rows if row[at] not in (None, "", "-")]
+        found += [m for n in t.notes for m in re.findall(r"tagged `([^`]+)`", n)]
+    names = list(dict.fromkeys(found))
+    return f" Tags in this report: {', '.join(f'`{n}`' for n in names)}." if names else ""
+
+
 def legend(tables: list[Table]) -> list[Table]:
     """The legend of the terms these tables use; none where they use none."""
     texts = _texts(tables)
-    rows = [[term, meaning] for term, pattern, meaning in ENTRIES if _used(pattern or re.escape(term), texts)]
+    rows = [[term, meaning + (_tags_shown(tables) if term == "tagged" else "")]
+            for term, pattern, meaning in ENTRIES if _used(pattern or re.escape(term), texts)]
     return [Table(TITLE, ["Term or mark", "Meaning"], "ll", rows, notes=[ABOUT])] if rows else []

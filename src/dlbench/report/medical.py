@@ -3,7 +3,8 @@ DICE target and folds, one row per system, GPU count, batch and precision:
 
   accuracy:      | System | GPUs | Batch size / GPU | Precision | Accuracy (mean DICE) | DICE per fold | Data |
   time to train: | System | GPUs | Batch size / GPU | Precision | Time to train, as published [min] |
-                 | 40,000 iterations [min] | Time to DICE t [min] | Mixed-precision speed-up |
+                 | 40,000 iterations | Time to DICE t | Mixed-precision speed-up |
+(dlbench's times carry their unit, ms, s, min or h, as figures.duration picks it)
 
 The publication's "time to train" and dlbench's are different measures, so each has its own
 column: the publication's minutes per fold (the iterations behind them are not published: its
@@ -20,9 +21,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from dlbench.report import rows as rowinfo
+from dlbench.report import curves, rows as rowinfo
 from dlbench.report.tables import Table, model_title
-from dlbench.figures import DASH, fixed
+from dlbench.figures import DASH, duration, fixed
 from dlbench.results.measurement import Convergence
 from dlbench.results.record import Result
 from dlbench.units import SEED003_ITERATIONS
@@ -31,7 +32,7 @@ ORDER = ("fp32", "tf32", "fp16", "bf16")
 FULL, MIXED = ("fp32", "tf32"), ("fp16", "bf16")
 HEAD = ["System", "GPUs", "Batch size / GPU", "Precision"]
 PUBLISHED_TIME = "Time to train, as published [min]"
-FIXED_TIME = f"{SEED003_ITERATIONS:,} iterations [min]"
+FIXED_TIME = f"{SEED003_ITERATIONS:,} iterations"
 SPEEDUP = "Mixed-precision speed-up"
 GENERATED = ("The data is generated, not the ISBI 2012 set: dlbench's rows train on EM-membrane-like images it "
              "makes (`dlbench data seg`; Data says how many and of what size), so their DICE is not the "
@@ -103,17 +104,18 @@ def _accuracy_table(title: str, rows: list[_Row], target, folds, published: bool
 
 
 def _time_table(title: str, rows: list[_Row], target, published: bool, seeds: list[_Row]) -> Table:
-    to_target = f"Time to {_target_text(target)} [min]"
+    to_target = f"Time to {_target_text(target)}"
     header = [*HEAD, PUBLISHED_TIME, FIXED_TIME, to_target, SPEEDUP]
     notes = ["How long training one fold takes; the publication's minutes and dlbench's measure different "
              "things, so each has its own column.",
-             (PUBLISHED_MEANING if seeds else "") + FIXED_MEANING + f"{to_target}: dlbench's mean minutes per fold "
+             (PUBLISHED_MEANING if seeds else "") + FIXED_MEANING + f"{to_target}: dlbench's mean time per fold "
              "to reach it, evaluations and warm-up included, * where a fold missed it and its whole budget counts. "
              f"{SPEEDUP}: the full-precision row's time over this mixed-precision row's, in "
              f"{'the publication' + chr(39) + 's column for its rows and ' if seeds else ''}the {FIXED_TIME} "
              "column for dlbench's."]
     for row in rows:
         row.cells.setdefault(to_target, row.cells.pop("to_target", None))
+        notes += row.extra.pop("first_evaluation", [])
     return _finish(f"{title}: time to train", header, rows, notes, published, checks=True)
 
 
@@ -121,9 +123,10 @@ def _finish(title: str, header: list[str], rows: list[_Row], notes: list[str], p
     body = [[r.cells.get(c, r.extra.get(c)) for c in header] for r in rows]
     align = "lrrl" + "".join("l" if c in ("DICE per fold", "Data") else "r" for c in header[4:])
     tags = [r.extra.get("Tag") for r in rows]
-    if rowinfo.tag_column(tags):
+    mine = [r.extra.get("Tag") for r in rows if r.source == "dlbench"]
+    if rowinfo.tag_column(mine):
         header, align, body = header + ["Tag"], align + "l", [b + [t] for b, t in zip(body, tags)]
-    notes = notes + rowinfo.tag_note(tags)
+    notes = notes + rowinfo.tag_note(mine)
     if published:
         header, align, body = header + [rowinfo.SOURCE], align + "l", [b + [r.source] for b, r in zip(body, rows)]
         if any(r.source != "dlbench" for r in rows):
@@ -152,7 +155,9 @@ NAMES_SHORT = {"fp32": "FP32", "tf32": "TF32"}
 def _row(system: str, gpus: int, batch: int, precision: str, r: Result, tag: str) -> _Row:
     cells: dict[str, object] = {"System": system, "GPUs": gpus, "Batch size / GPU": batch, "Precision": precision}
     m = r.measured
-    extra: dict[str, object] = {"Data": m.data.source, "Tag": tag or None}
+    extra: dict[str, object] = {"Data": rowinfo.plain_source(m.data.source), "Tag": tag or None,
+                                "first_evaluation": curves.first_evaluation_note(
+                                    f"{system}, {gpus} GPU{'s' if gpus != 1 else ''}, {precision}", r)}
     if r.status == "oom":
         cells.update({"Accuracy (mean DICE)": "OOM", FIXED_TIME: "OOM", "to_target": "OOM"})
         return _Row(cells, extra)
@@ -163,10 +168,10 @@ def _row(system: str, gpus: int, batch: int, precision: str, r: Result, tag: str
     if step_s is not None:
         extra["minutes"] = SEED003_ITERATIONS * step_s / 60  # time per fold
         steps = max((f.get("steps") or 0 for f in c.per_fold or []), default=0)
-        cells[FIXED_TIME] = fixed(extra["minutes"], 1) + (
+        cells[FIXED_TIME] = duration(extra["minutes"] * 60) + (
             "" if steps >= SEED003_ITERATIONS else f" (extrapolated from {steps:,} steps)")
     to_target = c.time_to_train_s
-    cells["to_target"] = DASH if to_target is None else fixed(to_target / 60, 1) + ("" if c.target_reached else "*")
+    cells["to_target"] = DASH if to_target is None else duration(to_target) + ("" if c.target_reached else " *")
     return _Row(cells, extra, folds=list(c.dice_per_fold or []))
 
 

@@ -23,6 +23,7 @@ from dlbench.report.compare import benchmark_key
 from dlbench.report.tables import model_title
 from dlbench.figures import sig
 from dlbench.results.record import Result
+from dlbench.shorten import shorten as shorten_text
 from dlbench.system.records import ceilings_for
 
 MAX_DISTRIBUTIONS = 24  # boxes in one latency figure
@@ -61,13 +62,8 @@ def _horizontal() -> dict:
 
 
 def shorten(text: object, limit: int = LABEL_CHARS) -> str:
-    """`text` in at most `limit` characters, its middle elided: the model at the start and the
-    settings or tag at the end, which tell runs apart, both stay."""
-    text = str(text)
-    if len(text) <= limit:
-        return text
-    head = (limit - 1) * 2 // 3
-    return text[:head] + "…" + text[len(text) - (limit - 1 - head):]
+    """`text` in at most `limit` characters, its middle elided (dlbench/shorten.py), a label's length by default."""
+    return shorten_text(text, limit)
 
 
 # Control characters (an escape sequence, a bell, NUL) and the Unicode direction overrides and
@@ -128,7 +124,9 @@ def _svg(fig) -> bytes:
     buffer = io.BytesIO()
     # Labels are inert, but a name in a script the font lacks still makes matplotlib warn, quoting
     # the name on stderr: the figure shows a box for the glyph, and the warning is not the user's.
-    with warnings.catch_warnings():
+    # A fixed salt makes the SVG's element ids follow from the figure alone, so a page printed
+    # twice from one store is the same file (the published pages are checked that way).
+    with warnings.catch_warnings(), _pyplot().rc_context({"svg.hashsalt": "dlbench"}):
         warnings.filterwarnings("ignore", message="Glyph .* missing from")
         fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     _pyplot().close(fig)
@@ -430,7 +428,8 @@ def latency_plots(results: list[Result]) -> list[Plot]:
         _plain_ticks(ax.xaxis)
     for i, d in enumerate(data, start=1):
         median, p99 = np.percentile(d, [50, 99])
-        ax.annotate(f"{sig(median)} ms (p99 {sig(p99)})", (1.01, i), xycoords=("axes fraction", "data"), va="center",
+        # named: the tables beside it give means (a phase table's Total, a mean iteration) as well
+        ax.annotate(f"median {sig(median)} ms, p99 {sig(p99)}", (1.01, i), xycoords=("axes fraction", "data"), va="center",
                     fontsize="small")
     ax.set_xlabel("step time (ms)")
     ax.grid(axis="x", alpha=0.3)
@@ -642,9 +641,15 @@ def _roofline_point(p, bandwidth: float) -> tuple[float, float] | None:
     return None
 
 
+def learning_curve_plots(results: list[Result]) -> list[Plot]:
+    from dlbench.report import curves
+
+    return curves.plots(results)
+
+
 ALL: list[Callable[[list[Result]], list[Plot]]] = [
     throughput_plots, scaling_plots, batch_plots, latency_plots, trace_plots, ceiling_plots, profile_plots,
-    roofline_plots,
+    roofline_plots, learning_curve_plots,
 ]
 
 

@@ -8,6 +8,7 @@ import re
 from typing import Callable, Sequence
 
 from dlbench.results.record import Result
+from dlbench.shorten import shorten
 
 SOURCE = "Source"
 
@@ -103,7 +104,13 @@ def data_source(r: Result) -> str:
         gpu = ", GPU decode" if options.get("decode") == "gpu" else ""
         # A folder of class folders of JPEG files (data/images.py reads nothing else): real images, decoded per batch.
         return f"JPEG folder ({name}{gpu})" if folder else name + (" (GPU decode)" if gpu else "")
-    return source.capitalize() if source in ("synthetic", "dummy") else source
+    return source.capitalize() if source in ("synthetic", "dummy") else plain_source(source)
+
+
+def plain_source(text: object) -> object:
+    """A stored data source as a report shows it: generated data without its random seed (the
+    record keeps it), which tells a reader of the tables nothing."""
+    return re.sub(r" \((?:random )?seed \d+\)", "", text) if isinstance(text, str) else text
 
 
 _VARIABLE = re.compile(r"\$(\w+|\{\w+\})")
@@ -138,13 +145,17 @@ SLIP_NOTE = ("† marks a published figure that the publication's own columns do
 
 
 def tag_column(tags: Sequence[object]) -> bool:
-    """A Tag column only where dlbench's rows carry several tags; one tag goes in a note (tag_note)."""
-    return len({str(t) for t in tags if t}) > 1
+    """A Tag column where dlbench's rows (`tags`: theirs only, None for an untagged run) differ in
+    their tag, an untagged row among tagged ones included; one tag on every row goes in a note."""
+    found = {str(t) if t else "" for t in tags}
+    return len(found) > 1
 
 
 def tag_note(tags: Sequence[object]) -> list[str]:
-    found = sorted({str(t) for t in tags if t})
-    return [f"dlbench's rows are runs tagged `{found[0]}`."] if len(found) == 1 else []
+    """The note that names the one tag every dlbench row carries (`tags`: dlbench's rows only)."""
+    found = {str(t) if t else "" for t in tags}
+    # a huge tag cut as in the cells (dlbench/shorten.py)
+    return [f"dlbench's rows are runs tagged `{shorten(found.pop())}`."] if len(found) == 1 and "" not in found else []
 
 
 def check_notes(checks: Sequence[tuple[object, object]]) -> list[str]:

@@ -16,7 +16,7 @@ _LABELS = {  # in the order of the table's rows
     "h2d_pinned_gbs": "host to device pinned", "h2d_pageable_gbs": "host to device pageable",
     "d2h_pinned_gbs": "device to host pinned", "d2h_pageable_gbs": "device to host pageable",
     "allreduce_busbw_gbs": "all-reduce bus bw", "jpeg_decode_cpu_img_s_per_core": "JPEG decode, 1 CPU core",
-    "jpeg_decode_gpu_img_s": "JPEG decode, GPU", "disk_read_gbs": "disk read",
+    "jpeg_loader_cpu_img_s_per_core": "JPEG loader, 1 worker", "jpeg_decode_gpu_img_s": "JPEG decode, GPU", "disk_read_gbs": "disk read",
 }
 
 

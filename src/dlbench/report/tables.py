@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
-from dlbench.figures import ODD_LEGEND
+from dlbench.figures import DASH, ODD_LEGEND
 from dlbench.report.markdown import cell, table
 from dlbench.results.record import Result
 from dlbench.results.titles import legacy_title
+from dlbench.shorten import CELL_CHARS, shortened
 
 
 def model_title(r: Result | str) -> str:
@@ -41,7 +43,53 @@ def _text(value: str) -> str:
 
 
 def markdown(tables: list[Table]) -> str:
-    return "\n\n".join(t.markdown() for t in tables)
+    return "\n\n".join(t.markdown() for t in shown(tables))
+
+
+_NO_FIGURE = (None, "", DASH, "None")
+
+
+def shown(tables: list[Table]) -> list[Table]:
+    """The tables as every format shows them: a column that no row fills (a Data Processing column
+    of runs that have no such phase) is left out, and so is the note text that defines it; a cell of
+    huge text (a 1 MB tag) is shortened alike in every format (dlbench/shorten.py)."""
+    return [_without_empty_columns(_bounded(t)) for t in tables]
+
+
+def _bounded(t: Table) -> Table:
+    if not any(isinstance(v, str) and len(v) > CELL_CHARS for row in t.rows for v in row):
+        return t
+    return Table(t.title, t.header, t.align, [[shortened(v) for v in row] for row in t.rows], notes=t.notes,
+                 label=t.label)
+
+
+def _without_empty_columns(t: Table) -> Table:
+    if not t.rows:
+        return t
+    at = t.label_index()
+    used = [i == at or any(i < len(row) and row[i] not in _NO_FIGURE for row in t.rows) for i in range(len(t.header))]
+    if all(used):
+        return t
+    dropped = [_name(h) for h, u in zip(t.header, used) if not u]
+    keep = [i for i, u in enumerate(used) if u]
+    return Table(t.title, [t.header[i] for i in keep], "".join(t.align[i] for i in keep),
+                 [[row[i] if i < len(row) else None for i in keep] for row in t.rows],
+                 notes=[n for n in (_without_definitions(n, dropped) for n in t.notes) if n], label=t.label)
+
+
+def _name(column: str) -> str:
+    """A column's name without its unit: 'Data Processing Time [ms]' -> 'Data Processing Time'."""
+    return re.sub(r"\s*(\[[^\]]*\]|\((ms|s|min|h|d)\))$", "", column)
+
+
+def _without_definitions(note: str, columns: list[str]) -> str:
+    """The note less its '; '-separated parts that define one of `columns` ('Median step: ...')."""
+    parts = note.split("; ")
+    kept = [p for p in parts if not any(re.match(rf"{re.escape(c)}\b[^;:]*:", p) for c in columns)]
+    if len(kept) == len(parts):
+        return note
+    text = "; ".join(kept).strip()
+    return text if not text or text.endswith((".", ")")) else text + "."
 
 
 def odd_values(results: list[Result]) -> list[Table]:

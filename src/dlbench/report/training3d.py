@@ -39,8 +39,8 @@ TRAINING = [*HEAD, "Training [s]", "Iters / Min", "Iteration vs 1 GPU", "100k It
 PREDICTION = [*HEAD, "Inference [s]", "Megavox / s", "Speed-up vs 1 GPU", "Wall time to result [s]", "Software"]
 PUBLISHED = ("Rows from GPU Benchmarks and its Summary are their published figures (PyTorch 0.4, Inferno, CUDA 9.1, "
              "fp32; CREMI); 000 times 1001 iterations, 001 says 1000. Their System is where the GPU ran, as they "
-             "label it (VM: a virtual machine; Cluster: a node of a compute cluster; SMC: a third site they do not "
-             "describe).")
+             "label it (VM: a virtual machine; Cluster: nodes of EMBL's compute cluster, GPUs on PCIe; SMC: a "
+             "Supermicro test system whose P100s or V100s are joined by NVLink).")
 
 
 def is_3d(r: Result) -> bool:
@@ -99,7 +99,9 @@ def _base(r: Result) -> tuple:
 def tables(results: list[Result], published: bool = False) -> list[Table]:
     chosen: dict[tuple, Result] = {}
     for r in sorted(results, key=lambda r: r.started):
-        if is_3d(r) and r.status in ("ok", "oom"):
+        earlier = chosen.get(_key(r))
+        # A later run replaces an earlier one, except that an extrapolated training never hides a measured one.
+        if is_3d(r) and r.status in ("ok", "oom") and not (earlier and _measured(earlier) and not _measured(r)):
             chosen[_key(r)] = r
     by_model: dict[str, list[Result]] = {}
     for r in chosen.values():
@@ -119,8 +121,29 @@ def _order(r: Result) -> tuple:
         rowinfo.processes(r)
 
 
-def _one_gpu(rs: list[Result]) -> dict[tuple, Result]:
-    return {_base(r): r for r in sorted(rs, key=lambda r: r.started) if rowinfo.processes(r) == 1 and r.status == "ok"}
+def _one_gpu(rs: list[Result]) -> dict[tuple, list[Result]]:
+    """Every finished 1-GPU row of each base: a table may hold several (runs under other tags)."""
+    found: dict[tuple, list[Result]] = {}
+    for r in sorted(rs, key=lambda r: r.started):
+        if rowinfo.processes(r) == 1 and r.status == "ok":
+            found.setdefault(_base(r), []).append(r)
+    return found
+
+
+def base_figure(rows: list[Result] | None, figure) -> float | None:
+    """What a row on several GPUs is set against: the median of `figure` over the 1-GPU rows of its
+    base (the mean of two), so that no one of them is picked silently."""
+    values = [v for r in rows or () if (v := figure(r))]
+    return float(np.median(values)) if values else None
+
+
+def _base_note(single: dict[tuple, list[Result]], what: str) -> str:
+    """Said where some base has several 1-GPU rows: which statistic of them is the base."""
+    counts = sorted({len(rows) for rows in single.values() if len(rows) > 1})
+    if not counts:
+        return ""
+    return (f" Where a system and precision have {' or '.join(map(str, counts))} 1-GPU rows, the base is the "
+            f"median of their {what} (of two, their mean).")
 
 
 def _software(r: Result) -> str:
@@ -136,9 +159,10 @@ def _finish(title: str, header: list[str], rows: list[_Row], notes: list[str], p
         header = [header[0], "GPUs or CPU processes", *header[2:]]
     align = "".join("l" if h in ("Software", "Data") else a for h, a in zip(header, align))
     tags = [r.extra.get("Tag") for r in rows]
-    if rowinfo.tag_column(tags):
+    mine = [r.extra.get("Tag") for r in rows if r.source == "dlbench"]
+    if rowinfo.tag_column(mine):
         header, align, body = header + ["Tag"], align + "l", [b + [t] for b, t in zip(body, tags)]
-    notes = notes + rowinfo.tag_note(tags)
+    notes = notes + rowinfo.tag_note(mine)
     if published:
         header, align, body = header + [rowinfo.SOURCE], align + "l", [b + [r.source] for b, r in zip(body, rows)]
         notes = notes + rowinfo.check_notes([(f"{r.cells[0]} on {r.cells[1]} GPU{'s' if r.cells[1] != 1 else ''}", r.check) for r in rows])
@@ -148,9 +172,9 @@ def _finish(title: str, header: list[str], rows: list[_Row], notes: list[str], p
 def _training_table(trains: list[Result], published: bool) -> Table:
     single = _one_gpu(trains)
     rows = [_training_row(r, single.get(_base(r))) for r in sorted(trains, key=_order)]
-    notes = [f"How long the seeds' {ITERATIONS} training iterations take, on one GPU and on several; with several, "
+    notes = [f"How long the publications' {ITERATIONS} training iterations take, on one GPU and on several; with several, "
              "each iteration trains one patch per GPU and takes longer (Iteration vs 1 GPU), so the time grows "
-             "while the patches per minute rise.", _training_notes(trains)]
+             "while the patches per minute rise.", _training_notes(trains) + _base_note(single, "mean iterations")]
     if published:
         rows += _published_training()
         notes.append(PUBLISHED)
@@ -163,9 +187,9 @@ def _prediction_table(volumes: list[Result], published: bool) -> Table:
     target = max(set(targets), key=targets.count) if targets else PLATYNEREIS
     single = _one_gpu(volumes)
     rows = [_prediction_row(v, single.get(_base(v)), target) for v in sorted(volumes, key=_order)]
-    notes = ["How long predicting the seeds' 1.89 Gvox volume takes, and how that rate scales from one GPU to "
+    notes = ["How long predicting the publications' 1.89 gigavoxel volume (200x3072x3072) takes, and how that rate scales from one GPU to "
              "several; Wall time to result is what a user waits, from the command's start.",
-             _prediction_notes(ok, target)]
+             _prediction_notes(ok, target) + _base_note(single, "rates")]
     if published:
         rows += _published_prediction(target)
         notes.append(PUBLISHED + " Their inference is of the padded CREMI volume, 200x3072x3072 = 1.89 Gvox.")
@@ -174,23 +198,28 @@ def _prediction_table(volumes: list[Result], published: bool) -> Table:
 
 
 def _title(rs: list[Result]) -> str:
-    return model_title(rs[0]) if rs else "3D U-Net (aniso)"
+    """The model's title; where it names no variant ('3D U-Net'), its name too, so that its heading
+    and the anisotropic network's ('3D U-Net (aniso): prediction') differ in more than a bracket."""
+    if not rs:
+        return "3D U-Net (aniso)"
+    title = model_title(rs[0])
+    return title if "(" in title or rs[0].model == SEED_MODEL else f"{title} ({rs[0].model})"
 
 
-def _training_row(train: Result, single: Result | None) -> _Row:
+def _training_row(train: Result, single: list[Result] | None) -> _Row:
     head = [rowinfo.system(train, gpus=False, precision=False), rowinfo.processes(train), train.setup.precision]
     extra = {"Tag": train.tag, "cpu": not rowinfo.on_gpu(train)}
     if train.status == "oom":
         return _Row(head + ["OOM", "OOM", DASH, "OOM", _software(train), rowinfo.data_source(train)], extra)
     step = _mean_step(train)
     rate = train.measured.training.iters_per_min or derived.iters_per_min(1, step)
-    base = _mean_step(single) if single is not None and single is not train else None
+    base = base_figure(single, _mean_step) if rowinfo.processes(train) > 1 else None
     growth = f"{fixed(step / base, 2)}x" if step and base else DASH
     return _Row(head + [training_cell(train), fixed(rate, 1), growth, fixed(derived.days_to(TARGET, rate), 1),
                         _software(train), rowinfo.data_source(train)], extra)
 
 
-def _prediction_row(volume: Result, single: Result | None, target: float) -> _Row:
+def _prediction_row(volume: Result, single: list[Result] | None, target: float) -> _Row:
     head = [rowinfo.system(volume, gpus=False, precision=False), rowinfo.processes(volume),
             volume.setup.precision]
     extra = {"Tag": volume.tag, "cpu": not rowinfo.on_gpu(volume)}
@@ -199,12 +228,29 @@ def _prediction_row(volume: Result, single: Result | None, target: float) -> _Ro
     m = volume.measured
     rate = m.volume.mvox_per_s
     several = rowinfo.processes(volume) > 1  # a 1-GPU row is the base, whatever its tag
-    base = single.measured.volume.mvox_per_s if several and single is not None else None
+    base = base_figure(single, lambda r: r.measured.volume.mvox_per_s) if several else None
     speedup = f"{fixed(rate / base, 2)}x" if base and rate else DASH
-    wall = m.window.wall_to_result_s
-    return _Row(head + [inference_cell(volume), fixed(rate, 1), speedup,
-                        DASH if wall is None else fixed(wall, 1), fixed(derived.hours_for(target, rate), 1),
-                        _software(volume)], extra)
+    return _Row(head + [inference_cell(volume), fixed(rate, 1), speedup, wall_cell(volume),
+                        target_cell(volume, target), _software(volume)], extra)
+
+
+TINY = 0.01  # a run of less than this share of the publications' volume says how small it was
+
+
+def target_cell(r: Result, target: float) -> str:
+    """Hours for the target volume at the run's rate; a tiny run's (a CPU check of 24x128x128 scaled
+    a million times) says what it was scaled from, so it never reads as a measured figure."""
+    hours = fixed(derived.hours_for(target, r.measured.volume.mvox_per_s), 1, grouping=True)
+    shape = r.measured.volume.volume_shape
+    if not shape or np.prod(shape) >= TINY * np.prod(CREMI_SHAPE):
+        return hours
+    where = "" if rowinfo.on_gpu(r) else " on a CPU"
+    return f"{hours} (extrapolated from a {'x'.join(map(str, shape))} run{where})"
+
+
+def _measured(r: Result) -> bool:
+    """A training that ran the publications' iterations: its Training cell is measured, not extrapolated."""
+    return r.workload == "train" and r.status == "ok" and iterations(r) >= ITERATIONS
 
 
 def iterations(r: Result) -> int:
@@ -237,6 +283,19 @@ def inference_cell(r: Result) -> str:
         return DASH
     seconds = float(np.prod(CREMI_SHAPE)) / (m.volume.mvox_per_s * 1e6)
     return f"{fixed(seconds, 1)} (extrapolated from {'x'.join(map(str, shape or []))})"
+
+
+def wall_cell(r: Result) -> str:
+    """Seconds from the command's start to the result, of the volume the run predicted: where that is
+    not the publications' (whose Inference is then extrapolated), the cell names it, as no wall time
+    of the larger volume was measured."""
+    wall = r.measured.window.wall_to_result_s
+    if wall is None:
+        return DASH
+    shape = r.measured.volume.volume_shape
+    if shape and tuple(shape) != CREMI_SHAPE:
+        return f"{fixed(wall, 1)} (of {'x'.join(map(str, shape))})"
+    return fixed(wall, 1)
 
 
 def _training_notes(trains: list[Result]) -> str:

@@ -7,17 +7,18 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import Iterable, TextIO
+from typing import BinaryIO, Callable, Iterable, Iterator, TextIO
 
 from dlbench.errors import UserError
 from dlbench.options import shown
 from dlbench.results.record import Result
 
 
-def write_jsonl(results: Iterable[Result], out: TextIO) -> int:
+def write_jsonl(results: Iterable[Result | str], out: TextIO) -> int:
+    """One record per line; a record given as text is a store's JSON of one (`Store.exported`), written as it is."""
     n = 0
     for r in results:
-        out.write(json.dumps(r.to_dict(), sort_keys=True) + "\n")
+        out.write((r if isinstance(r, str) else json.dumps(r.to_dict(), sort_keys=True)) + "\n")
         n += 1
     return n
 
@@ -39,6 +40,18 @@ def flat_row(r: Result) -> dict[str, object]:
     return row
 
 
+def _flat_record(r: Result | str) -> Result:
+    """A result as a flat row reads it: from a store's JSON text without the per-step samples, traces and
+    phase statistics, which no flat row holds and which are most of a record to parse."""
+    if isinstance(r, Result):
+        return r
+    data = json.loads(r)
+    data["samples"], data["traces"] = {}, {}
+    if isinstance(data.get("metrics"), dict):
+        data["metrics"] = {k: v for k, v in data["metrics"].items() if not isinstance(v, (dict, list))}
+    return Result.from_dict(data, strict=False)
+
+
 # A spreadsheet reads a cell that starts with one of these as a formula (which can run
 # commands or send data away); a leading single quote makes it text, as spreadsheets expect.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -52,8 +65,8 @@ def cell(value: object) -> object:
     return value
 
 
-def write_csv(results: Iterable[Result], out: TextIO) -> int:
-    rows = [{cell(k): cell(v) for k, v in flat_row(r).items()} for r in results]
+def write_csv(results: Iterable[Result | str], out: TextIO) -> int:
+    rows = [{cell(k): cell(v) for k, v in flat_row(_flat_record(r)).items()} for r in results]
     columns: dict[object, None] = {}
     for row in rows:
         columns.update(dict.fromkeys(row))
@@ -63,20 +76,36 @@ def write_csv(results: Iterable[Result], out: TextIO) -> int:
     return len(rows)
 
 
-def read_jsonl(path: Path, *, strict: bool = True) -> list[Result]:
+def read_jsonl(path: Path, *, strict: bool = True, progress: Callable[[int], None] | None = None) -> list[Result]:
     """Every record in an export file; any line that is not a dlbench result rejects the whole file.
     `strict`: every value checked too (see `Result.from_dict`); off only for records this dlbench
-    wrote itself (a SLURM job's), which are never refused for an odd figure."""
+    wrote itself (a SLURM job's), which are never refused for an odd figure. Read a line at a time
+    (a file of 100,000 records is never held as one text); `progress(bytes)` is told the bytes read."""
     if Path(path).exists() and not Path(path).is_file():  # a FIFO or a device would be read forever
         raise UserError(f"import file {path} is not a regular file")
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            results = _records(path, f, strict, progress)
     except FileNotFoundError:
         raise UserError(f"import file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as error:
         raise UserError(f"cannot read import file {path}: {error}") from None
-    results = []
-    for number, line in enumerate(io.StringIO(text), 1):
+    if not results:
+        raise UserError(f"{path} holds no dlbench results")
+    return results
+
+
+def _records(path: Path, f: BinaryIO, strict: bool, progress: Callable[[int], None] | None) -> list[Result]:
+    return list(_each_record(path, f, strict, progress))
+
+
+def _each_record(path: Path, f: BinaryIO, strict: bool, progress: Callable[[int], None] | None) -> Iterator[Result]:
+    read = 0
+    for number, raw in enumerate(f, 1):
+        read += len(raw)
+        if progress is not None:
+            progress(len(raw))
+        line = raw.decode("utf-8")
         if not line.strip():
             continue
         data = None
@@ -84,12 +113,10 @@ def read_jsonl(path: Path, *, strict: bool = True) -> list[Result]:
             if len(line) > MAX_RECORD_CHARS:
                 raise ValueError(f"a record of {len(line):,} characters (at most {MAX_RECORD_CHARS:,})")
             data = json.loads(line)
-            results.append(Result.from_dict(data, strict=strict))
+            result = Result.from_dict(data, strict=strict)
         except (ValueError, TypeError, RecursionError) as error:  # RecursionError: absurdly nested JSON
             raise UserError(f"{path} is not a dlbench export (line {number}{_record_id(data)}: {error})") from None
-    if not results:
-        raise UserError(f"{path} holds no dlbench results")
-    return results
+        yield result
 
 
 # The largest record a real run writes: 10 million steps (the bound of --steps) of a few phases'
@@ -108,13 +135,42 @@ def _record_id(data: object) -> str:
 WRITERS = {"jsonl": write_jsonl, "csv": write_csv}
 
 
-def read_all(paths: list[Path]) -> list[Result]:
-    """Every record in these export files and folders of record files (*.jsonl), all checked
-    before the caller writes anything."""
+def record_files(paths: list[Path]) -> list[Path]:
+    """The export files given and the record files (*.jsonl) in the folders given."""
     files = [p for path in paths for p in (_record_files(path) if path.is_dir() else [path])]
     if not files:
         raise UserError(f"no record files (*.jsonl) in {', '.join(map(str, paths))}")
-    return [r for path in files for r in read_jsonl(path)]
+    return files
+
+
+def read_all(paths: list[Path], progress: Callable[[int], None] | None = None) -> list[Result]:
+    """Every record in these export files and folders of record files (*.jsonl), all checked
+    before the caller writes anything; `progress(bytes)` as in `read_jsonl`."""
+    return [r for path in record_files(paths) for r in read_jsonl(path, progress=progress)]
+
+
+def each_record(paths: list[Path], progress: Callable[[int], None] | None = None) -> Iterator[Result]:
+    """`read_all`'s records one at a time, each checked as it is reached: an import of 100,000 never
+    holds them all, and writes them in one transaction that a bad line further on rolls back."""
+    for path in record_files(paths):
+        yield from _each_in_file(path, progress)
+
+
+def _each_in_file(path: Path, progress: Callable[[int], None] | None) -> Iterator[Result]:
+    if Path(path).exists() and not Path(path).is_file():  # a FIFO or a device would be read forever
+        raise UserError(f"import file {path} is not a regular file")
+    found = 0
+    try:
+        with open(path, "rb") as f:
+            for result in _each_record(path, f, True, progress):
+                found += 1
+                yield result
+    except FileNotFoundError:
+        raise UserError(f"import file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"cannot read import file {path}: {error}") from None
+    if not found:
+        raise UserError(f"{path} holds no dlbench results")
 
 
 def _record_files(folder: Path) -> list[Path]:

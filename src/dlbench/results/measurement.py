@@ -257,6 +257,7 @@ class Data(Group):
     input_shape: list[int] | None = None
     augment: str | None = None
     ranks: list[Any] | None = None  # one line per rank of a multi-GPU run
+    decoder: str | None = None  # the JPEG decoder that ran (data/decoders.py): pillow, nvjpeg-cuda, nvimgcodec-hardware
     cpu_share: float | None = None  # the share of JPEGs decoded on the CPU beside the GPU's decoder
     cuda_max_connections: str | None = None  # CUDA_DEVICE_MAX_CONNECTIONS as the decoder ran under it
     prefetch_priority: Any = None
@@ -496,7 +497,8 @@ class System(Group):
     d2h_pageable_gbs: float | None = None
     allreduce_busbw_gbs: float | None = None
     jpeg_decode_gpu_img_s: float | None = None
-    jpeg_decode_cpu_img_s_per_core: float | None = None
+    jpeg_decode_cpu_img_s_per_core: float | None = None  # the decoder alone, one core
+    jpeg_loader_cpu_img_s_per_core: float | None = None  # one loader worker through the real JPEG folder path
     disk_read_gbs: float | None = None
     ceilings: dict[str, Any] | None = None  # name → {value, method, details}
     datasheet: dict[str, float] | None = None  # name → the datasheet's figure

@@ -111,11 +111,19 @@ class Result:
 
     @property
     def measured(self) -> Measurement:
-        """The metrics as typed records (results/measurement.py)."""
-        return Measurement.read(self.metrics)
+        """The metrics as typed records (results/measurement.py), read once for this metrics mapping (and
+        again after `add`): a report asks each result for them many times, and reading them is most of
+        its time on a large store."""
+        cached = self.__dict__.get("_measured")
+        if cached is not None and cached[0] is self.metrics:
+            return cached[1]
+        found = Measurement.read(self.metrics)
+        self.__dict__["_measured"] = (self.metrics, found)
+        return found
 
     def add(self, *parts: Measurement | Group) -> None:
         """Write the figures set in `parts` into the stored metrics."""
+        self.__dict__.pop("_measured", None)
         for part in parts:
             self.metrics.update(part.to_metrics())
 

@@ -41,9 +41,17 @@ def speed(r: Result) -> float | None:
     return step_rate(r)
 
 
+def step_samples(r: Result) -> list | None:
+    """The per-step seconds a run is compared by, in every view (compare, the doctor, the report's
+    conclusions): of a forward/backward benchmark its forward + backward, the Total its tables and run
+    line print (its whole step adds zeroing the gradients), else the whole step."""
+    total = r.samples.get("total") if r.workload == "fwdbwd" else None
+    return total if total else r.samples.get("step")
+
+
 def step_rate(r: Result) -> float | None:
-    """Steps per second of the median step: a figure that is per process on several GPUs."""
-    steps = r.samples.get("step")
+    """Steps per second of the median step (`step_samples`): a figure that is per process on several GPUs."""
+    steps = step_samples(r)
     middle = statistics.median(steps) if steps else None
     # a median of 0 s (or a few picoseconds, whose rate is infinite) was never measured: no figure
     return 1.0 / middle if middle and middle > 0 and math.isfinite(1.0 / middle) else None

@@ -11,6 +11,7 @@ read-only folder or mount) can be read; commands that write refuse such a store 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -21,11 +22,14 @@ from typing import Callable, Iterable, Iterator, TypeVar
 
 from dlbench.errors import UserError
 from dlbench.options import shown
-from dlbench.paths import read_only_reason, size_limit
-from dlbench.results.record import Result, tamed
+from dlbench.paths import data_folder, read_only_reason, size_limit
+from dlbench.results.record import FORMAT, SCHEMA_VERSION, Result, tamed
+from dlbench.results import summaries
 
-DEFAULT_DB = "dlbench.db"
-DB_HELP = "Result store (SQLite). Default: $DLBENCH_DB or ./dlbench.db."
+DEFAULT_DB = "dlbench.db"  # the store's name, in the user's data folder or a working folder that has one
+DB_HELP = ("Result store (SQLite). Default: $DLBENCH_DB, else a dlbench.db in the current folder if there is one, "
+           "else the store every run on this machine shares, in the user's data folder "
+           "(~/.local/share/dlbench/dlbench.db on Linux).")
 GLOBAL_DB = "DLBENCH_GLOBAL_DB"  # the `dlbench --db X` of this call, set by the command line
 TAG_HELP = "Free text stored with every result, to find runs later."
 _SCHEMA = """
@@ -42,13 +46,28 @@ CREATE TABLE IF NOT EXISTS results (
     record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS results_by_workload ON results (workload, model);
+CREATE INDEX IF NOT EXISTS results_by_started ON results (started);  -- the newest N without reading every row
 CREATE TABLE IF NOT EXISTS tuning (
     key TEXT PRIMARY KEY,
     choice TEXT NOT NULL,
     result TEXT NOT NULL,
     stored TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS flops (
+    key TEXT PRIMARY KEY,
+    flops REAL NOT NULL,
+    result TEXT NOT NULL,
+    stored TEXT NOT NULL
+);
 """
+
+# A record as most readers need it: without its traces (the GPU monitor's readings, a traceback) and
+# without every per-step sample but the steps' (`Store.results(lean=True)`).
+_LEAN = ("CASE WHEN NOT json_valid(record) THEN record "  # read whole, to be refused as damaged
+         "WHEN json_type(record, '$.samples.step') IS NULL "
+         "THEN json_set(json_remove(record, '$.traces', '$.samples'), '$.samples', json('{}')) "
+         "ELSE json_set(json_remove(record, '$.traces', '$.samples'), '$.samples', "
+         "json_object('step', json_extract(record, '$.samples.step'))) END")
 
 _COLUMNS = ("id", "schema", "started", "status", "workload", "model", "suite", "tag", "host", "record")
 
@@ -63,7 +82,26 @@ def one_store(path: str) -> None:
 
 
 def default_path() -> Path:
-    return Path(os.environ.get("DLBENCH_DB") or DEFAULT_DB)
+    """The store a command uses without --db: $DLBENCH_DB, else a ./dlbench.db that exists (a
+    working folder's own history), else the user's store, so that runs from any folder are one
+    history and the ceilings one run measured serve every later one."""
+    given = os.environ.get("DLBENCH_DB")
+    if given:
+        return Path(given)
+    if Path(DEFAULT_DB).exists():
+        return Path(DEFAULT_DB)
+    return user_store()
+
+
+def user_store() -> Path:
+    """The store every run of this user on this machine shares (paths.data_folder)."""
+    return data_folder() / DEFAULT_DB
+
+
+def new_store_line(path: Path) -> str:
+    """What the command that creates the user's store says, once: where results go, and how to
+    choose another store."""
+    return f"results go to {path}, the store your runs from any folder share (--db or DLBENCH_DB choose another)"
 
 
 WAIT_ENV = "DLBENCH_DB_WAIT"  # seconds a command waits for a store another process holds locked
@@ -112,12 +150,15 @@ class Store:
                 raise UserError(f"no store at {self.path}: no results yet (run a benchmark first, or give --db)")
             _check_file(self.path, reading=True)
         self.wait_s = lock_wait_s()
+        new = not read_only and not self.path.exists()
         try:
             self._db = self._open_read_only() if read_only else self._open_for_writing()
         except StoreLocked as error:
             raise StoreLocked(f"{error}; nothing was run or changed") from None
         except sqlite3.DatabaseError as error:
             raise UserError(self._unusable(error)) from None
+        if new and self.path == user_store():
+            print(new_store_line(self.path), file=sys.stderr, flush=True)
 
     def _unusable(self, error: sqlite3.DatabaseError) -> str:
         limit = size_limit()
@@ -164,6 +205,7 @@ class Store:
         def prepare() -> None:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
+            db.executescript(summaries.SCHEMA)
 
         self._patiently(prepare, db)
         return db
@@ -225,12 +267,15 @@ class Store:
         be written, printed on stderr as JSON lines: NotStored says where. A measurement is never lost."""
         results = list(results)
         rows = [_row(r) for r in results]
+        summary_rows = summaries.rows(results)
 
         def write() -> int:
             with _transaction(self._db):
                 before = self._db.total_changes
                 self._db.executemany("INSERT OR IGNORE INTO results VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
-                return self._db.total_changes - before
+                added = self._db.total_changes - before
+                summaries.write(self._db, summary_rows)
+                return added
 
         try:
             return self._patiently(write)
@@ -310,7 +355,9 @@ class Store:
                 before = self._db.total_changes
                 self._db.executemany("INSERT OR IGNORE INTO results VALUES (?,?,?,?,?,?,?,?,?,?)",
                                      [_row(r) for r in given.values()])
-                return self._db.total_changes - before
+                added = self._db.total_changes - before
+                summaries.write(self._db, summaries.rows(given.values()))
+                return added
 
         try:
             return self._patiently(write)
@@ -319,6 +366,54 @@ class Store:
         except sqlite3.Error as error:  # a full disk, an I/O error: the transaction is rolled back
             raise UserError(f"{self._unwritable(error)}: nothing imported") from None
 
+    def merge_each(self, results: Iterable[Result]) -> tuple[int, int]:
+        """`merge` of a stream of results (an import of any size): written IMPORT_CHUNK at a time within
+        one transaction, so memory holds one chunk, never the whole import; all are kept or, where
+        anything fails on the way (a bad record further on, a conflict, a full disk), none, and the
+        error says so. Returns (how many were new, how many were given)."""
+        seen: dict[str, bytes] = {}  # each id's digest: a record given twice with other contents is refused
+        transaction = _transaction(self._db)
+        try:
+            self._patiently(transaction.__enter__)
+        except StoreLocked as error:
+            raise StoreLocked(f"{error}: nothing imported; run the import again later") from None
+        added = given = 0
+        try:
+            for chunk in _chunks(results, IMPORT_CHUNK):
+                added += self._merge_chunk(chunk, seen)
+                given += len(chunk)
+            transaction.__exit__(None, None, None)
+        except sqlite3.Error as error:  # a full disk, an I/O error: rolled back
+            transaction.__exit__(type(error), error, None)
+            raise UserError(f"{self._unwritable(error)}: nothing imported") from None
+        except UserError as error:
+            transaction.__exit__(type(error), error, None)
+            text = str(error)
+            raise UserError(text if text.endswith("nothing imported") else f"{text}; nothing imported") from None
+        except BaseException as error:  # an interrupt: nothing is kept either
+            transaction.__exit__(type(error), error, None)
+            raise
+        return added, given
+
+    def _merge_chunk(self, chunk: list[Result], seen: dict[str, bytes]) -> int:
+        rows = {}
+        for r in chunk:
+            row = _row(r)
+            digest = hashlib.blake2b(row[-1].encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            if seen.setdefault(r.id, digest) != digest:
+                raise UserError(f"record {_short(r.id)} appears twice with different contents: nothing imported")
+            rows.setdefault(r.id, (r, row))
+        for key, text in self._stored(list(rows)):
+            if self._record(key, text) != rows[key][0]:
+                raise UserError(f"record {_short(key)} conflicts with the stored result of the same id "
+                                f"(different contents): nothing imported")
+        before = self._db.total_changes
+        self._db.executemany("INSERT OR IGNORE INTO results VALUES (?,?,?,?,?,?,?,?,?,?)",
+                             [row for _, row in rows.values()])
+        added = self._db.total_changes - before
+        summaries.write(self._db, summaries.rows(r for r, _ in rows.values()))
+        return added
+
     def _stored(self, ids: list[str]) -> Iterator[tuple]:
         for start in range(0, len(ids), 500):  # SQLite takes a bounded number of parameters
             chunk = ids[start:start + 500]
@@ -326,17 +421,86 @@ class Store:
                                         chunk).fetchall()
 
     def results(self, *, workload: str | None = None, suite: str | None = None, status: str | None = None,
-                exact: bool = False) -> list[Result]:
+                exact: bool = False, lean: bool = False, newest: int | None = None) -> list[Result]:
         """Stored results, oldest first, as reports may read them (`record.tamed`: a stored value
-        that is no valid figure is marked, never raised on); `exact`: as stored (export)."""
-        query, args = "SELECT id, record FROM results WHERE 1=1", []
+        that is no valid figure is marked, never raised on); `exact`: as stored (export). `lean`:
+        without what only a few readers need and most of a record's size is (the traces, and every
+        per-step sample but the steps'), read by SQLite before Python parses anything; `complete`
+        gives the whole records back. `newest`: only the newest N."""
+        query, args = f"SELECT id, {_LEAN if lean else 'record'} FROM results WHERE 1=1", []
         for column, value in (("workload", workload), ("suite", suite), ("status", status)):
             if value is not None:
                 query += f" AND {column} = ?"
                 args.append(value)
-        query += " ORDER BY started, rowid"
-        found = [self._record(key, text) for key, text in self._query(query, args)]
+        if newest is not None:
+            rows = self._query(query + " ORDER BY started DESC, rowid DESC LIMIT ?", [*args, newest])[::-1]
+        else:
+            rows = self._query(query + " ORDER BY started, rowid", args)
+        found = [self._record(key, text) for key, text in rows]
         return found if exact else [tamed(r) for r in found]
+
+    def complete(self, results: list[Result]) -> list[Result]:
+        """`results` (read `lean`) with everything stored in them, read again by id: for the few a
+        reader looks at closely (the runs the doctor judges)."""
+        by_id = {}
+        ids = [r.id for r in results]
+        for start in range(0, len(ids), 500):  # SQLite takes a bounded number of parameters
+            chunk = ids[start:start + 500]
+            rows = self._query(f"SELECT id, record FROM results WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            by_id.update((key, tamed(self._record(key, text))) for key, text in rows)
+        return [by_id.get(r.id, r) for r in results]
+
+    def summaries(self, *, suite: str | None = None) -> list[summaries.Summary] | None:
+        """Every result's summary row (results/summaries.py), oldest first, for readers that choose in
+        them which records to read. A store made before summaries were kept gets them first, once, where
+        it can be written; None where it has none and cannot be given them (an archive, a record no
+        summary can be made of): the reader then reads every record, as before."""
+        if self.read_only and self._empty:
+            return []
+        try:
+            if self._patiently(lambda: summaries.missing(self._db)):
+                if read_only_reason(self.path) or read_only_reason(self.path.absolute().parent):
+                    return None
+                self._patiently(lambda: summaries.fill(self._db, self._record, lambda: _transaction(self._db),
+                                                       summaries.told_on_stderr, _LEAN))
+            return self._patiently(lambda: summaries.read(self._db, suite=suite))
+        except (sqlite3.DatabaseError, UserError, ValueError, TypeError, KeyError, AttributeError):
+            return None  # a damaged record or a locked store: read whole, where that says why
+
+    def records(self, ids: list[str], *, lean: bool = False) -> list[Result]:
+        """The results of these ids, in the order given (as `results` reads them: tamed), lean or whole."""
+        found: dict[str, Result] = {}
+        for start in range(0, len(ids), 500):  # SQLite takes a bounded number of parameters
+            chunk = ids[start:start + 500]
+            rows = self._query(f"SELECT id, {_LEAN if lean else 'record'} FROM results "
+                               f"WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            found.update((key, tamed(self._record(key, text))) for key, text in rows)
+        return [found[key] for key in ids if key in found]
+
+    def count(self, *, status: str | None = None) -> int:
+        rows = self._query("SELECT COUNT(*) FROM results" + (" WHERE status = ?" if status else ""),
+                           [status] if status else [])
+        return rows[0][0] if rows else 0
+
+    def exported(self, *, flat: bool = False) -> Iterator[str | Result]:
+        """Every stored result, oldest first, one at a time (an export of 100,000 never holds them all):
+        a record stored by this schema as its stored JSON text, which is what an export writes of it;
+        any other (an older schema, a record SQLite does not read as JSON) as a Result, exactly.
+        `flat`: the text without what no flat row holds (samples, traces, phase statistics)."""
+        if self.read_only and self._empty:
+            return
+        text = "json_remove(record, '$.samples', '$.traces', '$.metrics.stats')" if flat else "record"
+        try:
+            cursor = self._patiently(lambda: self._db.execute(
+                f"SELECT id, CASE WHEN json_valid(record) THEN {text} ELSE record END, "
+                # CASE, not AND: SQLite may evaluate both sides, and json_extract stops on malformed JSON
+                "CASE WHEN json_valid(record) THEN json_extract(record, '$.schema') = ? "
+                "AND json_extract(record, '$.format') = ? ELSE 0 END FROM results ORDER BY started, rowid",
+                [SCHEMA_VERSION, FORMAT]))
+            for key, text, current in cursor:
+                yield text if current else self._record(key, text)
+        except sqlite3.DatabaseError as error:
+            raise UserError(f"store {self.path} is damaged or not a dlbench store: {error}") from None
 
     def _query(self, query: str, args: list) -> list[tuple]:
         if self.read_only and self._empty:  # an empty SQLite file: a store with nothing in it yet
@@ -380,12 +544,27 @@ class Store:
 
         self._patiently(write)
 
+    def flop_counts(self) -> dict[str, float]:
+        """The FLOPs per step counted for each configuration (launch/flopcount.py keys them); empty for a
+        store made before counts were kept. A table that cannot be read is as good as empty: a count
+        is only ever a saving, and the run counts again."""
+        try:
+            rows = self._patiently(lambda: self._db.execute("SELECT key, flops FROM flops").fetchall())
+        except sqlite3.DatabaseError:
+            return {}
+        return {key: float(value) for key, value in rows if isinstance(value, (int, float)) and value > 0}
+
+    def keep_flops(self, key: str, flops: float, result: str, stored: str) -> None:
+        """Store (or replace) the FLOPs per step counted for `key`, in one transaction."""
+        def write() -> None:
+            with _transaction(self._db):
+                self._db.execute("INSERT OR REPLACE INTO flops VALUES (?,?,?,?)", [key, float(flops), result, stored])
+
+        self._patiently(write)
+
     def __iter__(self) -> Iterator[Result]:
         return iter(self.results())
 
-    def count(self) -> int:
-        rows = self._query("SELECT COUNT(*) FROM results", [])
-        return rows[0][0] if rows else 0
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:
@@ -470,6 +649,8 @@ def check_writable(path: str | os.PathLike | None) -> None:
     if path.exists():
         _check_file(path)
     folder = path.absolute().parent
+    if path == user_store() and not folder.exists():
+        _make_folder(folder)
     if not folder.is_dir():
         raise UserError(f"cannot create store {path}: folder {folder} does not exist")
     reason = read_only_reason(path) if path.exists() else None
@@ -479,6 +660,15 @@ def check_writable(path: str | os.PathLike | None) -> None:
     if reason:
         raise UserError(f"store {path} is read-only ({reason}): results, report, compare and export can read it; "
                         f"to add results, copy it or give another --db")
+
+
+def _make_folder(folder: Path) -> None:
+    """The user's data folder, made for its first store; where it cannot be, one line says why."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"cannot create the folder {folder} for the result store: {error.strerror or error}; "
+                        f"give --db or set DLBENCH_DB to choose another store") from None
 
 
 class _transaction:
@@ -503,6 +693,20 @@ class _transaction:
             return
         with contextlib.suppress(sqlite3.Error):  # the error that stopped the work is the one to tell
             self.db.execute("ROLLBACK")
+
+
+IMPORT_CHUNK = 1000  # records an import holds and writes at a time
+
+
+def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    chunk: list[T] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _row(r: Result) -> tuple:

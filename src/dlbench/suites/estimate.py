@@ -1,13 +1,14 @@
-"""How long specs will take: the median wall time of earlier `ok` runs of the same spec on
-this machine when the store has them, else a guess from a step's FLOPs and this machine's speed.
+"""How long a run will take, one estimator for every caller (`estimate_run`): a `dlbench run`, its
+--repeat and --batch auto, a suite as it runs and `dlbench suite NAME --list`.
 
-A suite that runs guesses only from what is known without measuring (`known`, `estimate_known`):
-FLOPs per step counted by an earlier run of the same work on any machine, this host's stored
-matmul ceilings or else the datasheet peak of its GPU (by the name NVML gives), and what a run
-here costs beyond its warm-up and measured window (its earlier runs). Where one of these is
-missing the time is not known, and the suite says so: the first benchmark must not wait for a
-measurement. `dlbench suite NAME --list`, asked for estimates, measures this machine's speed in
-a child process (launch/speed.py) and counts FLOPs on the meta device for specs never run here.
+It goes by what is known without measuring (`known`): the median wall time of earlier `ok` runs of
+the same spec on this machine; else a step's FLOPs (counted by an earlier run of the same work on
+any machine, remembered by launch/flopcount.py; a single run may also count one forward pass on
+the meta device) over this host's stored matmul ceiling or the datasheet peak of its GPU, plus
+what a run here costs beyond its warm-up and measured window; else a rough figure from stand-ins,
+labelled so. To that it adds a first compile where the --optimize level compiles, and the bound
+of a batch search where one runs. Nothing here measures the machine: the first benchmark of a
+suite never waits for an estimate.
 """
 
 from __future__ import annotations
@@ -15,16 +16,14 @@ from __future__ import annotations
 import datetime as dt
 import math
 import statistics
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from dlbench.results.record import Result
-from dlbench.results.titles import TITLES
 from dlbench.spec import BenchmarkSpec
 from dlbench.suites import spec_key
 
-# Never-run specs are guessed from the model's FLOPs and this machine's measured speed. Conv
+# Never-run specs are guessed from the model's FLOPs and this machine's measured ceiling. Conv
 # nets reach about this share of a plain matmul's FLOP rate (and a step of training about
 # three forward passes), as the built-in suites run on CPUs and GPUs.
 CONV_EFFICIENCY = {"cuda": 0.35, "cpu": 0.5}
@@ -34,13 +33,16 @@ STEP_FLOOR_S = {"cuda": 2e-3, "cpu": 1e-3}  # launch and framework overhead of e
 
 @dataclass(frozen=True)
 class Estimate:
-    seconds: float | None  # None: nothing to go by (never run here, and no FLOP count, rate or start-up known)
+    seconds: float | None  # None: not estimated (estimate_run always gives a figure, rough where nothing is known)
     measured: int  # how many earlier results it comes from; 0: a guess
+    rough: bool = False  # a guess from stand-ins (no measured speed, or no FLOP count): off by 2x or more
 
     @property
     def source(self) -> str:
         if self.measured:
             return f"from {self.measured} earlier run{'s' if self.measured > 1 else ''}"
+        if self.rough and self.seconds is not None:
+            return "rough"
         return "guess" if self.seconds is not None else "not known"
 
 
@@ -65,15 +67,6 @@ def wall_seconds(result: Result) -> float | None:
         return None
 
 
-def estimate(spec: BenchmarkSpec, times: dict[str, list[float]], machine: Callable[[], Machine]) -> Estimate:
-    """`machine`: this machine's start-up time and speed (launch/speed.py), asked for only where a
-    spec was never run here."""
-    earlier = times.get(spec_key(spec))
-    if earlier:
-        return Estimate(statistics.median(earlier), len(earlier))
-    return Estimate(guess(spec, machine()), 0)
-
-
 @dataclass(frozen=True)
 class Known:
     """What the store and the GPU's name tell of this host, without measuring anything."""
@@ -81,13 +74,23 @@ class Known:
     flops: dict[tuple, float]  # FLOPs per step by `_work(spec)`, counted by a run on any machine
     rates: dict[tuple[str, str], float]  # (device kind, precision) -> FLOP/s: stored ceilings here, else the datasheet
     overhead_s: float | None  # a run here beyond its warm-up and measured window: process start, set-up, record
+    compile_s: dict[bool, float] = field(default_factory=dict)  # cache warm? -> median compile seconds here
 
 
-def known(results: list[Result], host: str | None, gpu: str | None) -> Known:
-    """`gpu`: the name of the GPU a spec on device auto or cuda runs on (NVML's), None without one."""
+def known(results: list[Result], host: str | None, gpu: str | None, counts: dict[str, float] | None = None) -> Known:
+    """`gpu`: the name of the GPU a spec on device auto or cuda runs on (NVML's), None without one.
+    `counts`: the store's remembered FLOP counts (Store.flop_counts, keyed by launch/flopcount.py)."""
+    import json
+
     counted = ((r, r.measured.utilisation.flops_per_step) for r in results if r.status == "ok")
     flops = {_work(r.spec): float(f) for r, f in counted if isinstance(f, (int, float)) and f > 0}
-    return Known(history(results, host), flops, _known_rates(results, host, gpu), _overhead(results, host))
+    for key, value in (counts or {}).items():
+        try:
+            flops.setdefault(_work(json.loads(key)), value)
+        except (ValueError, TypeError, AttributeError):  # a hand-edited row: no count is a slower guess
+            continue
+    return Known(history(results, host), flops, _known_rates(results, host, gpu), _overhead(results, host),
+                 _compile_times(results, host))
 
 
 def _work(spec: BenchmarkSpec | dict) -> tuple:
@@ -118,6 +121,17 @@ def _known_rates(results: list[Result], host: str | None, gpu: str | None) -> di
     return rates
 
 
+def _compile_times(results: list[Result], host: str | None) -> dict[bool, float]:
+    """Median seconds of a torch.compile here, with its caches cold (a first compile) and warm."""
+    found: dict[bool, list[float]] = {}
+    for result in results:
+        m = result.measured
+        warm = (m.run.compile_cache or {}).get("warm") if isinstance(m.run.compile_cache, dict) else None
+        if result.status == "ok" and result.system.get("host") == host and isinstance(m.window.compile_s, (int, float)):
+            found.setdefault(bool(warm), []).append(float(m.window.compile_s))
+    return {warm: statistics.median(times) for warm, times in found.items()}
+
+
 def _overhead(results: list[Result], host: str | None) -> float | None:
     spent = []
     for result in results:
@@ -139,80 +153,88 @@ def _timed_seconds(result: Result) -> float | None:
     return warmup + window
 
 
-def estimate_known(spec: BenchmarkSpec, facts: Known) -> Estimate:
-    """Earlier runs of the spec here, else a guess from known FLOPs, rate and start-up, else not known."""
-    earlier = facts.times.get(spec_key(spec))
-    if earlier:
-        return Estimate(statistics.median(earlier), len(earlier))
-    flops = facts.flops.get(_work(spec))
-    kind = "cpu" if spec.device == "cpu" else "cuda"
-    rate = facts.rates.get((kind, spec.precision))
-    if not flops or not rate or facts.overhead_s is None:
-        return Estimate(None, 0)
-    step = max(flops / (rate * CONV_EFFICIENCY[kind]), STEP_FLOOR_S[kind])
-    return Estimate(facts.overhead_s + _stepping(spec, step), 0)
-
-
 def _stepping(spec: BenchmarkSpec, step: float) -> float:
     """The FLOP-count step (slower than the others: every op goes through Python), warm-up and measurement."""
     return 2 * step + max(spec.warmup * step, spec.warmup_seconds) + max(spec.steps * step, spec.min_seconds)
 
 
-def guess(spec: BenchmarkSpec, machine: Machine) -> float:
-    """Process start, the FLOP-count step (slower than the others: every op goes through Python),
-    warm-up and measurement of a spec never run here."""
-    return machine.startup_s + _stepping(spec, _step_guess(spec, machine))
-
-
-def _step_guess(spec: BenchmarkSpec, machine: Machine) -> float:
-    import torch
-
-    from dlbench.models import registry
-
-    on_gpu = spec.device.startswith("cuda") or (spec.device == "auto" and torch.cuda.is_available())
-    kind = "cuda" if on_gpu else "cpu"
-    entry = registry.resolve(spec.model)
-    shape = spec.input_shape or entry.input_shape
-    flops = _forward_flops(spec.model, (spec.batch, *shape)) * PASSES.get(spec.workload, 3.0)
-    rate = machine.matmul_flops(kind) * CONV_EFFICIENCY[kind]
-    if spec.precision in ("fp16", "bf16", "tf32") and on_gpu:
-        rate *= 4  # tensor cores; a rough guess is all this is
-    if not flops:  # a rough stand-in: the input's size
-        flops = spec.batch * math.prod(shape) * 1e3
-    return max(flops / rate, STEP_FLOOR_S[kind])
-
-
-@lru_cache(maxsize=None)
-def _forward_flops(model: str, shape: tuple[int, ...]) -> int:
-    """One forward pass of `model` on a batch of `shape`, counted on the meta device (no compute).
-    Only built-in models: a plug-in's or a file's may do anything when built (abort, hang), and
-    planning must not."""
-    import torch
-
-    from dlbench.measure.flops import count_flops
-    from dlbench.models import registry
-
-    if model.partition(":")[0] not in TITLES:
-        return 0
-    try:
-        with torch.device("meta"):
-            net = registry.resolve(model).build()
-            return count_flops(lambda: net(torch.empty(shape)))
-    except Exception:  # noqa: BLE001 - a model that cannot run on meta gets the floor
-        return 0
+# Stand-ins where this machine has measured nothing yet, for a figure labelled rough: a first run's
+# set-up (process, imports, model, ceilings measured once), a matmul rate, and a first torch.compile
+# (cache cold) and a later one (cache warm). They say the order of magnitude, no more.
+ROUGH_STARTUP_S = {"cpu": 20.0, "cuda": 15.0}
+ROUGH_RATE = {"cpu": 1e10, "cuda": 2e13}
+ROUGH_COMPILE_S = {("cpu", False): 120.0, ("cpu", True): 15.0, ("cuda", False): 240.0, ("cuda", True): 20.0}
+COMPILED = ("compile", "max")  # --optimize levels that run torch.compile (workloads/optimize.py)
 
 
 @dataclass(frozen=True)
-class Machine:
-    startup_s: float  # a fresh worker process: interpreter, torch, torchvision
-    rates: dict  # device kind -> measured fp32 matmul FLOP/s, measured in a child process
+class RunEstimate:
+    """How long one `dlbench run` will take, and from what: its run, plus what it compiles or tunes."""
+    run: Estimate
+    basis: str  # "a stored run here", "FLOPs over this machine's measured ceiling", or "rough"
+    extras: tuple[tuple[str, float, bool], ...] = ()  # (what, seconds, rough): a compile, a batch search
 
-    def matmul_flops(self, kind: str) -> float:
-        # A GPU the helper could not use (a broken driver, say) still gets a guess: the CPU's speed.
-        return self.rates.get(kind) or self.rates.get("cpu") or FALLBACK_FLOPS
+    @property
+    def seconds(self) -> float:
+        return (self.run.seconds or 0.0) + sum(seconds for _, seconds, _ in self.extras)
+
+    def text(self) -> str:
+        """'about 40 s (from a stored run here)'; what it adds named: '…; a first compile, rough: 4 min 00 s'."""
+        basis = self.basis if self.basis == "rough" else f"from {self.basis}"
+        added = "".join(f"; {what}{', rough' if rough else ''}: {format_seconds(seconds)}"
+                        for what, seconds, rough in self.extras)
+        return f"about {format_seconds(self.seconds)} ({basis}{added})"
 
 
-FALLBACK_FLOPS = 1e10  # what a guess assumes when not even the CPU's matmul rate came back
+def estimate_run(spec: BenchmarkSpec, facts: Known, kind: str, *, forward: Callable[[BenchmarkSpec], int] | None = None,
+                 search_s: float | None = None) -> RunEstimate:
+    """One run of `spec` on device `kind` (cpu, cuda): the median of its stored runs here (a compile
+    included), else its FLOPs per step (remembered, else `forward`'s count of one forward pass on the
+    meta device) over this machine's measured ceiling, else a rough figure; plus a first compile at an
+    --optimize level that compiles and `search_s`, the batch search's bound, where one runs."""
+    searched = (("a batch search, at most", search_s, False),) if search_s else ()
+    earlier = facts.times.get(spec_key(spec))
+    if earlier:
+        runs = "a stored run" if len(earlier) == 1 else f"{len(earlier)} stored runs"
+        return RunEstimate(Estimate(statistics.median(earlier), len(earlier)), f"{runs} here", searched)
+    flops = facts.flops.get(_work(spec))
+    if not flops and forward is not None:
+        flops = forward(spec) * PASSES.get(spec.workload, 3.0)
+    rate = facts.rates.get((kind, spec.precision)) or (facts.rates.get(("cpu", "fp32")) if kind == "cpu" else None)
+    rough = not flops or not rate
+    work = flops or spec.batch * math.prod(spec.input_shape or (3, 224, 224)) * 1e3  # a stand-in: the input's size
+    step = max(work / ((rate or ROUGH_RATE[kind]) * CONV_EFFICIENCY[kind]), STEP_FLOOR_S[kind])
+    startup = facts.overhead_s if facts.overhead_s is not None else ROUGH_STARTUP_S[kind]
+    run = Estimate(startup + _stepping(spec, step), 0, rough)
+    return RunEstimate(run, "rough" if rough else "FLOPs over this machine's measured ceiling",
+                       _compiling(spec, facts, kind) + searched)
+
+
+def _compiling(spec: BenchmarkSpec, facts: Known, kind: str) -> tuple[tuple[str, float, bool], ...]:
+    """A first compile (its caches cold) where the level compiles: how long one took here, else rough."""
+    if spec.optimize not in COMPILED:
+        return ()
+    here = facts.compile_s.get(False)
+    return (("a first compile", here if here is not None else ROUGH_COMPILE_S[(kind, False)], here is None),)
+
+
+def over_a_minute(seconds: float, kind: str) -> str | None:
+    """The line a run expected to take over a minute on a CPU says before it starts."""
+    if kind != "cpu" or seconds <= 60:
+        return None
+    return (f"expected to take over a minute on the CPU (about {format_seconds(seconds)}); fewer --steps and "
+            f"--min-seconds, a smaller --batch or --input-shape, or a GPU make it shorter")
+
+
+def countdown(expected: float | None, elapsed: float) -> str:
+    """'about 25 s left of 40 s'; past the estimate, how far past it."""
+    if not expected:
+        return f"{format_seconds(elapsed)} so far"
+    left = expected - elapsed
+    if left >= 0:
+        return f"about {format_seconds(left)} left of {format_seconds(expected)}"
+    return f"{format_seconds(-left)} past the {format_seconds(expected)} expected"
+
 
 def format_seconds(seconds: float) -> str:
     seconds = max(0, round(seconds))

@@ -99,7 +99,7 @@ def _version(module: str) -> str | None:
 @functools.lru_cache(maxsize=1)
 def fingerprint() -> dict[str, Any]:
     """The machine as the process that measures sees it (this initialises CUDA where there is a GPU)."""
-    return _fingerprint(_gpus())
+    return _fingerprint(_gpus(), _torch_facts())
 
 
 @functools.lru_cache(maxsize=1)
@@ -107,14 +107,55 @@ def launcher_fingerprint() -> dict[str, Any]:
     """The same facts for a process that starts benchmarks but measures none (a suite's, a SLURM
     job's, torchrun's parent): its GPUs come from NVML, so it never initialises CUDA. Only the
     records it makes itself (a benchmark that died before writing one) carry it."""
-    return _fingerprint(_nvml_gpus())
+    gpus = _nvml_gpus()
+    return _fingerprint(gpus, _torch_unimported(len(gpus)) or _torch_facts())
 
 
-def _fingerprint(gpus: list[dict[str, Any]]) -> dict[str, Any]:
+def _torch_facts() -> dict[str, Any]:
     import torch  # here, not above: `dlbench suite --list` imports this module and needs no torch
 
+    return {"gpu_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+            "cuda": torch.version.cuda, "cudnn": _cudnn_version(), "torch": torch.__version__}
+
+
+def _torch_unimported(nvml_gpus: int) -> dict[str, Any] | None:
+    """`_torch_facts` read without importing torch (seconds on a busy CPU, in a process that runs
+    none of it): torch/version.py run on its own, the GPUs NVML sees where torch was built for
+    them, cuDNN's own version call; None where one of them cannot be read so."""
+    import runpy
+
+    try:
+        found = importlib.util.find_spec("torch")
+        folder = Path(next(iter(found.submodule_search_locations or [])))
+        build = runpy.run_path(str(folder / "version.py"))
+    except Exception:  # noqa: BLE001 - an unusual install: torch is asked instead
+        return None
+    cuda, hip = build.get("cuda"), build.get("hip")
+    cudnn = _cudnn_library_version(folder) if cuda else None
+    if not isinstance(build.get("__version__"), str) or (cuda and cudnn is None):
+        return None
+    return {"gpu_count": nvml_gpus if cuda or hip else 0, "cuda": cuda, "cudnn": cudnn,
+            "torch": build["__version__"]}
+
+
+def _cudnn_library_version(torch_folder: Path) -> int | None:
+    """cudnnGetVersion() of the cuDNN a CUDA torch loads (the nvidia-cudnn wheel's, else torch/lib's)."""
+    import ctypes
+
+    wheel = importlib.util.find_spec("nvidia.cudnn") if importlib.util.find_spec("nvidia") else None
+    folders = [Path(p) / "lib" for p in (wheel.submodule_search_locations or [])] if wheel else []
+    for library in [f for folder in [*folders, torch_folder / "lib"] for f in sorted(folder.glob("libcudnn.so*"))]:
+        try:
+            get = ctypes.CDLL(str(library)).cudnnGetVersion
+        except (OSError, AttributeError):
+            continue
+        get.restype = ctypes.c_size_t
+        return int(get())
+    return None
+
+
+def _fingerprint(gpus: list[dict[str, Any]], torch_facts: dict[str, Any]) -> dict[str, Any]:
     nvml = _nvml()
-    cudnn = _cudnn_version()
     return {
         "host": socket.gethostname(),
         "os": platform.platform(),
@@ -122,12 +163,12 @@ def _fingerprint(gpus: list[dict[str, Any]]) -> dict[str, Any]:
         "cpu": {"model": _cpu_model(), "cores": os.cpu_count()},
         "ram_bytes": _ram_bytes(),
         "gpus": gpus,
-        "gpu_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+        "gpu_count": torch_facts["gpu_count"],
         "driver": nvml.get("driver"),
         "gpu_uuids": nvml.get("uuids", []),
-        "cuda": torch.version.cuda,
-        "cudnn": format_cudnn(cudnn),
-        "torch": torch.__version__,
+        "cuda": torch_facts["cuda"],
+        "cudnn": format_cudnn(torch_facts["cudnn"]),
+        "torch": torch_facts["torch"],
         "torchvision": _version("torchvision"),
         # A host name says nothing of the cluster it belongs to; reports show only one given.
         "cluster": os.environ.get("DLBENCH_CLUSTER") or os.environ.get("SLURM_CLUSTER_NAME") or None,

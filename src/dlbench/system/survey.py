@@ -37,6 +37,7 @@ def _plan(device: torch.device, disk: Path | None) -> list[tuple[str, Callable[[
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     plan.append(("allreduce_busbw_gbs", lambda: c.allreduce(gpus)))
     plan.append(("jpeg_decode_cpu_img_s_per_core", c.jpeg_decode_cpu))
+    plan.append(("jpeg_loader_cpu_img_s_per_core", c.jpeg_loader_cpu))
     plan.append(("jpeg_decode_gpu_img_s", lambda: c.jpeg_decode_gpu(device)))
     if disk is not None:
         plan.append(("disk_read_gbs", lambda: c.disk_read(disk)))

@@ -77,10 +77,11 @@ class VolumeOptions(Options):
     resume: bool = option(False, "Complete an interrupted output: skip blocks already written.")
     overwrite: bool = option(False, "Replace an existing output.")
     dtype: str = option("uint8", "Output type: uint8 (probability x 255) or float16.", choices=OUTPUT_DTYPES)
-    extrapolate: str = option("8.1T", "Report hours for a volume of this many voxels (8.1T: the Platynereis "
-                                      "volume of the 3D U-Net benchmarks).", parse=parse_voxels)
+    extrapolate: str = option("8.1T", "Report hours for a volume of this many voxels (8.1T: the electron "
+                                      "microscopy volume of a Platynereis worm that the 3D U-Net benchmarks "
+                                      "extrapolate to).", parse=parse_voxels)
     volume_shape: str = option("auto", "Size of the generated volume when no --input is given: auto is the padded "
-                                       f"CREMI volume of the 3D U-Net benchmarks on a GPU ({SEED_VOLUME}, 1.9 gigavoxel) "
+                                       f"CREMI volume (electron microscopy of a fly brain) of the 3D U-Net benchmarks on a GPU ({SEED_VOLUME}, 1.9 gigavoxel) "
                                        f"and {CPU_VOLUME} on a CPU (one tile with the default halo, about 2 CPU-minutes: "
                                        "a minute or two on two idle cores, 5 on two shared with 8 busy processes).",
                          parse=_volume_shape)
@@ -108,6 +109,11 @@ class ConvergeOptions(Options):
     folds: int = option(5, "k of k-fold cross-validation.", low=2, high=1000)
     fold_limit: int | None = option(None, "Run only the first N folds.", low=1, high=1000)
     eval_every: int = option(100, "Evaluate the validation DICE every E steps.", low=1, high=MAX_STEPS)
+    eval_near: float | None = option(None, "Once the validation DICE is within this of --target-dice, evaluate every "
+                                           "--eval-near-every steps, so the time to the target is not rounded up to "
+                                           "a whole --eval-every.", low=0, low_open=True, high=1)
+    eval_near_every: int = option(2, "Steps between evaluations near the target (with --eval-near).", low=1,
+                                  high=MAX_STEPS)
     max_steps: int = option(4000, "Step budget per fold.", low=1, high=MAX_STEPS)
     max_seconds: float | None = option(None, "Time budget per fold (checked at each evaluation).", unit="s", low=0,
                                        low_open=True, high=MAX_SECONDS)

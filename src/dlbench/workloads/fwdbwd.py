@@ -74,5 +74,5 @@ def describe(m: Measurement) -> str:
     """Forward + backward = total as seed 004 adds them (medians of each phase), then the median
     of the per-step totals, which is not their sum."""
     forward, backward = ms(m.phase_ms("forward")), ms(m.phase_ms("backward"))
-    return (f"forward {forward} + backward {backward} = {add(forward, backward)} ms (phase medians; median step "
-            f"{ms(m.window.total_ms)} ms), {sig(m.data.images_per_s)} img/s")
+    return (f"forward {forward} + backward {backward} = {add(forward, backward)} ms (phase medians; median forward + "
+            f"backward {ms(m.window.total_ms)} ms), {sig(m.data.images_per_s)} img/s")

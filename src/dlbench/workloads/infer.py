@@ -17,7 +17,7 @@ from dlbench.models import registry
 from dlbench.results.measurement import Data, Measurement, Window, combine
 from dlbench.workloads import distributed
 from dlbench.workloads.pipeline import (Feeder, data_metrics, inference_model, latency, measure_inference,
-                                       metrics_from_ranks, phase_line)
+                                       metrics_from_ranks, phase_line, decoder_text)
 from dlbench.workloads.train import measured_steps, preflight
 
 PHASES = ("data", "h2d", "forward")
@@ -51,4 +51,4 @@ def describe(m: Measurement) -> str:
     procs = f" on {m.data.processes} processes" if (m.data.processes or 1) > 1 else ""
     return (f"{sig(m.throughput.value)} img/s{procs}; latency per batch avg {ms(m.latency.avg_ms)} ms, "
             f"p99 {ms(m.latency.p99_ms)} ms; {phase_line(m, PHASES)}; data wait "
-            f"{percent(m.phase_share('data'))})")
+            f"{percent(m.phase_share('data'))}){decoder_text(m)}")

@@ -23,7 +23,8 @@ import torch
 
 from dlbench import data
 from dlbench.data import prefetch
-from dlbench.data.images import DeviceDecoder, to_device
+from dlbench.data.decoders import CPU as CPU_DECODER
+from dlbench.data.images import DeviceDecoder, FolderImages, to_device
 from dlbench.figures import phase_sum
 from dlbench.measure.timer import NullTimer
 from dlbench.results.measurement import Data, Latency, Measurement, Phase, Stats, Throughput, Window
@@ -109,10 +110,11 @@ def data_metrics(loader, warnings: list[str], source: str | None = None) -> Data
     expanded: reports tell datasets apart by it), images, workers, decoding, files skipped."""
     path = data.parse_source(source)[1] if source else None
     workers = loader_workers(loader)  # "auto" resolved: reports print the count
-    decoder = {}
+    decoder = {"decoder": CPU_DECODER} if isinstance(getattr(getattr(loader, "loader", None), "dataset", None),
+                                                     FolderImages) else {}
     if isinstance(loader, DeviceDecoder):
         # nvjpeg on a side stream is only fast with enough hardware queues (see launch/environment.py)
-        decoder = {"cpu_share": loader.config.cpu_share,
+        decoder = {"decoder": loader.decoder, "cpu_share": loader.config.cpu_share,
                    "cuda_max_connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
                    "prefetch_priority": prefetch.priority()}
     corrupt = getattr(loader, "corrupt", None)
@@ -158,6 +160,13 @@ def measure_inference(step, spec, group, progress, steps: int | None, feeder: "F
     return measured, group.gather(rank_payload(measured.samples, items_per_step, feeder.host_waits))
 
 
+def decoder_text(m: Measurement) -> str:
+    """Which JPEG decoder ran, for the run line ('' where no JPEG was decoded)."""
+    return f"; JPEGs decoded by {m.data.decoder}" if m.data.decoder else ""
+
+
 def phase_line(m: Measurement, phases: tuple[str, ...]) -> str:
-    """figures.phase_sum of the measured phases' medians and the median step."""
-    return phase_sum({phase: m.phase_ms(phase) for phase in phases}, m.window.step_ms)
+    """figures.phase_sum of the measured phases' medians and the median step, each phase named in
+    plain words ('h2d' is the copy of the batch to the GPU; on a CPU, into the model's layout)."""
+    words = {"h2d": "copy to GPU" if str(m.device or "").startswith("cuda") else "copy"}
+    return phase_sum({words.get(phase, phase): m.phase_ms(phase) for phase in phases}, m.window.step_ms)

@@ -30,7 +30,8 @@ from dlbench.results.stats import summarize
 from dlbench.units import days_to, iters_per_min, parse_zyx
 from dlbench.workloads import distributed, losses, optimize
 from dlbench.workloads.fwdbwd import primary_output
-from dlbench.workloads.pipeline import Feeder, data_metrics, metrics_from_ranks, phase_line, rank_payload
+from dlbench.workloads.pipeline import (Feeder, data_metrics, decoder_text, metrics_from_ranks, phase_line,
+                                       rank_payload)
 from dlbench.workloads.runtime import memory_format, random_input, resolve_device
 
 
@@ -207,4 +208,4 @@ def describe(m: Measurement) -> str:
                 f"{t.extrapolate_iters:,} iterations ({wait})")
     procs = f" on {m.data.processes} processes" if (m.data.processes or 1) > 1 else ""
     return (f"{sig(m.throughput.value)} {m.throughput.unit or 'img/s'}{procs}; "
-            f"{phase_line(m, PHASES)}; {wait})")
+            f"{phase_line(m, PHASES)}; {wait}){decoder_text(m)}")

@@ -546,8 +546,8 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[_RankShare
     voxels = sum(r.voxels for r in per_rank)
     wall = max(r.wall for r in per_rank) or float("nan")
     mvox_s = voxels / wall / 1e6 if voxels else 0.0
-    # Once per volume the GPU waits for its first tile; the rate after it is the one a larger
-    # volume runs at (on a volume of a few tiles the wait is a visible share). Both set the hours.
+    # Once per volume the GPU waits for its first tile; the rate after it is stored and told beside the
+    # run's rate, but the hours follow the run's rate, the one every view prints beside them.
     first = max(r.first_wait for r in per_rank)
     sustained = voxels / (wall - first) / 1e6 if voxels and wall > first else mvox_s
     target = parse_voxels(opts.extrapolate)
@@ -568,23 +568,23 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[_RankShare
             model_mvox_per_s=voxels / compute / 1e6 if voxels else None,
             warmup_tile_s=warmup_tile_s, first_tile_wait_s=first, sustained_mvox_per_s=sustained,
             nonfinite_voxels=sum(r.nonfinite for r in per_rank) if opts.allow_nonfinite else None,
-            extrapolate_voxels=target, **_hours(target, sustained, world, device, first)))
+            extrapolate_voxels=target, **_hours(target, mvox_s, world, device)))
 
 
 EXTRAPOLATED = 8  # the GPU count the publications give hours for
 
 
-def _hours(target: float, mvox_s: float, world: int, device: torch.device, first_s: float = 0.0) -> dict:
-    """Hours for `target` voxels: the wait for the first tile once, then `target` at `mvox_s`,
-    the rate measured after it. `extrapolate_hours` maps a GPU count to hours, and
+def _hours(target: float, mvox_s: float, world: int, device: torch.device) -> dict:
+    """Hours for `target` voxels at `mvox_s`, the run's rate over its whole window (the Mvox/s the run
+    line and the report print beside the hours: `units.hours_for`, one definition in every view).
+    `extrapolate_hours` maps a GPU count to hours, and
     `extrapolate_hours_basis` says for each how it was got. The run's own GPU count is measured.
     On N >= 2 GPUs, 8 GPUs are added at 8 x the rate per GPU measured on N: the
     scaling loss measured at N kept, none assumed beyond it. A run on one GPU gives one GPU only:
     it measured no scaling, and 8 x its rate would assume perfect scaling. A CPU run gives its
     own rate under "1" (GPU counts would be made up)."""
     def at(rate: float, gpus: int = 1) -> float | None:
-        hours = hours_for(target, rate, gpus)
-        return hours + first_s / 3600 if hours is not None else None
+        return hours_for(target, rate, gpus)
 
     if device.type != "cuda":
         return {"extrapolate_hours": {"1": at(mvox_s)},
@@ -599,12 +599,23 @@ def _hours(target: float, mvox_s: float, world: int, device: torch.device, first
 
 
 def _measured_hours(m: Measurement, on_gpu: bool) -> tuple[str, float | None]:
-    """The hours at a result's own rate and the GPU count they are for ("1" on a CPU). Results
-    stored before held hours on 1, N and 8 GPUs from the rate per GPU: their N is measured too."""
-    hours = m.volume.extrapolate_hours or {}
-    world = str(m.volume.world_size or 1)
+    """The hours at a result's own rate and the GPU count they are for ("1" on a CPU), computed again
+    from the stored rate: results stored before held them at the rate after the first tile."""
+    v = m.volume
+    hours = _hours(v.extrapolate_voxels or 0, v.mvox_per_s or 0, v.world_size or 1,
+                   torch.device("cuda" if on_gpu else "cpu"))["extrapolate_hours"]
+    world = str(v.world_size or 1)
     key = world if on_gpu and world in hours else "1"
     return key, hours.get(key)
+
+
+ROUGH = 1e5  # an extrapolation to more than this many times the voxels run is a rough figure, and says so
+
+
+def _scaled(v) -> str:
+    """Where the hours come from a small run (a CPU's 24x128x128 scaled twenty million-fold), say so."""
+    factor = (v.extrapolate_voxels or 0) / v.voxels if v.voxels else 0
+    return f" (rough: this run's volume scaled {sig(factor, 2)}-fold)" if factor > ROUGH else ""
 
 
 def describe(m: Measurement) -> str:
@@ -616,11 +627,12 @@ def describe(m: Measurement) -> str:
     where = (f"{key} GPU{'s' if key != '1' else ''}" if on_gpu else "this CPU")
     tvox = sig((v.extrapolate_voxels or 0) / 1e12)
     sustained = v.sustained_mvox_per_s
-    after = (f" at {sig(sustained)} Mvox/s, the rate after the first tile's {sig(v.first_tile_wait_s)} s"
-             if sustained and sustained > 1.01 * v.mvox_per_s else "")
-    extra = f", {tvox} Tvox in {fixed(hours, 1)} h on {where}{after}" if hours else ""
+    after = (f" at its {sig(v.mvox_per_s)} Mvox/s (after the first tile's {sig(v.first_tile_wait_s)} s it ran at "
+             f"{sig(sustained)} Mvox/s)" if sustained and sustained > 1.01 * v.mvox_per_s else "")
+    extra = f", {tvox} Tvox in {fixed(hours, 1)} h on {where}{after}{_scaled(v)}" if hours else ""
     basis = v.extrapolate_hours_basis or {}
-    eight = (v.extrapolate_hours or {}).get(str(EXTRAPOLATED))
+    eight = _hours(v.extrapolate_voxels or 0, v.mvox_per_s or 0, v.world_size or 1,
+                   torch.device("cuda"))["extrapolate_hours"].get(str(EXTRAPOLATED)) if on_gpu else None
     if on_gpu and eight and key != str(EXTRAPOLATED) and "extrapolated" in basis.get(str(EXTRAPOLATED), ""):
         extra += f" ({fixed(eight, 1)} h on {EXTRAPOLATED} GPUs, extrapolated from the rate per GPU on {key})"
     fill = 1.0 if v.block_fill is None else v.block_fill

@@ -1,0 +1,106 @@
+"""Which JPEG decoder a run uses: the GPU's hardware decoders, its CUDA cores, or the CPU.
+
+`--decode gpu` takes the GPU's hardware JPEG decoders (NVJPG engines beside the SMs, through
+nvImageCodec) where the library is installed and the GPU has them, else nvjpeg on the SMs
+(torchvision's CUDA decoder), which takes compute from the model. `--decode hardware` asks for
+the hardware decoders and fails in one line where they or the library are missing. `--decode
+cpu` decodes in the loader workers (Pillow, `data/jpeg_cpu.py`).
+
+The hardware path (`HardwareDecode`) has not been measured yet: no machine it ran on had the
+library. The choice itself is plain logic over three facts, tested on any machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Any
+
+from dlbench.errors import UserError
+
+DECODE_CHOICES = ("cpu", "gpu", "hardware")  # --decode
+CPU, CUDA, HARDWARE = "pillow", "nvjpeg-cuda", "nvimgcodec-hardware"  # the decoder that ran (Data.decoder)
+LIBRARY = "nvidia.nvimgcodec"
+INSTALL_HINT = "pip install 'dlbench[jpeg-gpu]' (nvImageCodec)"
+# GPUs with NVJPG engines, where NVML cannot say (a driver older than its JPG query)
+HARDWARE_GPUS = ("A100", "A30", "A800", "H100", "H200", "H800", "H20", "GH200", "B200", "B100", "GB200")
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the choice depends on."""
+    cuda: bool  # the run is on a CUDA GPU
+    library: bool  # nvImageCodec imports
+    hardware: bool  # the GPU has hardware JPEG decoders
+
+
+def choose(asked: str, facts: Facts) -> str:
+    """The decoder for `--decode asked`, or a UserError saying what is missing and what to do."""
+    if asked == "cpu":
+        return CPU
+    if not facts.cuda:
+        raise UserError(f"--decode {asked} needs a CUDA GPU (this run is on the CPU): use --decode cpu")
+    if asked == "hardware":
+        if not facts.library:
+            raise UserError(f"--decode hardware needs nvImageCodec, which is not installed: {INSTALL_HINT}")
+        if not facts.hardware:
+            raise UserError("--decode hardware: this GPU has no hardware JPEG decoders: use --decode gpu")
+        return HARDWARE
+    return HARDWARE if facts.library and facts.hardware else CUDA
+
+
+def library_installed() -> bool:
+    try:
+        return importlib.util.find_spec(LIBRARY) is not None
+    except (ImportError, ValueError):  # no `nvidia` namespace at all
+        return False
+
+
+def has_hardware_decoders(torch_index: int) -> bool:
+    """Whether the GPU carries JPEG decoder engines: NVML's JPG-engine query answers only
+    on GPUs that have them; without NVML or the query, the GPU's name decides."""
+    from dlbench.measure import nvml
+
+    lib = nvml.acquire()
+    if lib is not None:
+        try:
+            handle = nvml.handle_for(lib, torch_index)
+            if handle is not None and hasattr(lib, "nvmlDeviceGetJpgUtilization"):
+                return nvml._call(lib, "nvmlDeviceGetJpgUtilization", handle) is not None
+        finally:
+            nvml.release()
+    import torch
+
+    name = torch.cuda.get_device_name(torch_index)
+    return any(model in name.split() or f"{model}-" in name for model in HARDWARE_GPUS)
+
+
+def facts_for(device: Any) -> Facts:
+    cuda = getattr(device, "type", None) == "cuda"
+    library = library_installed()
+    return Facts(cuda, library, cuda and library and has_hardware_decoders(device.index or 0))
+
+
+class HardwareDecode:
+    """A batch of JPEG files decoded by the GPU's hardware decoders (nvImageCodec), as uint8
+    CHW tensors on the device. Unmeasured: written to the library's documented API, and
+    chosen only where the library is installed."""
+
+    def __init__(self, device: Any) -> None:
+        from nvidia import nvimgcodec
+
+        self.device = device
+        self.params = nvimgcodec.DecodeParams(color_spec=nvimgcodec.ColorSpec.RGB)
+        self.decoder = nvimgcodec.Decoder(device_id=device.index or 0,
+                                          backends=[nvimgcodec.Backend(nvimgcodec.BackendKind.HW_GPU_ONLY),
+                                                    nvimgcodec.Backend(nvimgcodec.BackendKind.GPU_ONLY)])
+
+    def __call__(self, files: list[Any]) -> list[Any]:
+        import torch
+
+        stream = torch.cuda.current_stream(self.device)
+        decoded = self.decoder.decode([f.numpy().tobytes() for f in files], params=self.params,
+                                      cuda_stream=stream.cuda_stream)
+        if any(image is None for image in decoded):
+            raise RuntimeError("a file of the batch did not decode")
+        return [torch.as_tensor(image, device=self.device).permute(2, 0, 1) for image in decoded]
