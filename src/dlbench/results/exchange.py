@@ -79,24 +79,8 @@ def write_csv(results: Iterable[Result | str], out: TextIO) -> int:
 def read_jsonl(path: Path, *, strict: bool = True, progress: Callable[[int], None] | None = None) -> list[Result]:
     """Every record in an export file; any line that is not a dlbench result rejects the whole file.
     `strict`: every value checked too (see `Result.from_dict`); off only for records this dlbench
-    wrote itself (a SLURM job's), which are never refused for an odd figure. Read a line at a time
-    (a file of 100,000 records is never held as one text); `progress(bytes)` is told the bytes read."""
-    if Path(path).exists() and not Path(path).is_file():  # a FIFO or a device would be read forever
-        raise UserError(f"import file {path} is not a regular file")
-    try:
-        with open(path, "rb") as f:
-            results = _records(path, f, strict, progress)
-    except FileNotFoundError:
-        raise UserError(f"import file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserError(f"cannot read import file {path}: {error}") from None
-    if not results:
-        raise UserError(f"{path} holds no dlbench results")
-    return results
-
-
-def _records(path: Path, f: BinaryIO, strict: bool, progress: Callable[[int], None] | None) -> list[Result]:
-    return list(_each_record(path, f, strict, progress))
+    wrote itself (a SLURM job's), which are never refused for an odd figure."""
+    return list(_each_in_file(path, progress, strict))
 
 
 def _each_record(path: Path, f: BinaryIO, strict: bool, progress: Callable[[int], None] | None) -> Iterator[Result]:
@@ -156,13 +140,15 @@ def each_record(paths: list[Path], progress: Callable[[int], None] | None = None
         yield from _each_in_file(path, progress)
 
 
-def _each_in_file(path: Path, progress: Callable[[int], None] | None) -> Iterator[Result]:
+def _each_in_file(path: Path, progress: Callable[[int], None] | None, strict: bool = True) -> Iterator[Result]:
+    """The file's records one at a time, read a line at a time (a file of 100,000 records is never
+    held as one text); `progress(bytes)` is told the bytes read."""
     if Path(path).exists() and not Path(path).is_file():  # a FIFO or a device would be read forever
         raise UserError(f"import file {path} is not a regular file")
     found = 0
     try:
         with open(path, "rb") as f:
-            for result in _each_record(path, f, True, progress):
+            for result in _each_record(path, f, strict, progress):
                 found += 1
                 yield result
     except FileNotFoundError:
