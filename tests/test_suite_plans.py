@@ -141,7 +141,7 @@ def test_a_run_guesses_from_stored_flops_the_datasheet_and_start_up_here():
     stepping = 2 * step + max(gpu_spec.warmup * step, gpu_spec.warmup_seconds) + max(gpu_spec.steps * step,
                                                                                      gpu_spec.min_seconds)
     told = estimate_run(gpu_spec, facts, "cuda").run
-    assert told.measured == 0 and told.source == "guess" and told.seconds == pytest.approx(8.0 + stepping)
+    assert told.measured == 0 and told.source == "from FLOPs" and told.seconds == pytest.approx(8.0 + stepping)
     assert estimate_run(a, facts, "cpu").run.seconds == 9.0 and estimate_run(a, facts, "cpu").run.measured == 1
     assert estimate_run(b, facts, "cpu").run.rough  # a CPU run: no rate of this CPU is stored
     # a ceiling measured on this GPU here wins over the datasheet

@@ -219,7 +219,7 @@ class SuiteView:
         if any(x is None for x in expected):
             return f"{len(done)}/{len(self.estimates)} done, ETA once one has finished"
         remaining = max(0.0, expected[0] - elapsed) + sum(expected[1:]) if expected else 0.0
-        guessed = " (guess)" if any(not e.measured for e in rest) and not done else ""
+        guessed = " (none run here yet)" if any(not e.measured for e in rest) and not done else ""
         return f"{len(done)}/{len(self.estimates)} done, ETA {format_seconds(remaining)}{guessed}"
 
 

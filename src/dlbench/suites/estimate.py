@@ -34,8 +34,8 @@ STEP_FLOOR_S = {"cuda": 2e-3, "cpu": 1e-3}  # launch and framework overhead of e
 @dataclass(frozen=True)
 class Estimate:
     seconds: float | None  # None: not estimated (estimate_run always gives a figure, rough where nothing is known)
-    measured: int  # how many earlier results it comes from; 0: a guess
-    rough: bool = False  # a guess from stand-ins (no measured speed, or no FLOP count): off by 2x or more
+    measured: int  # how many earlier results it comes from; 0: from FLOPs, or rough
+    rough: bool = False  # from stand-ins (no measured speed, or no FLOP count): off by 2x or more
 
     @property
     def source(self) -> str:
@@ -43,7 +43,7 @@ class Estimate:
             return f"from {self.measured} earlier run{'s' if self.measured > 1 else ''}"
         if self.rough and self.seconds is not None:
             return "rough"
-        return "guess" if self.seconds is not None else "not known"
+        return "from FLOPs" if self.seconds is not None else "not known"
 
 
 def history(results: Iterable[Result], host: str | None) -> dict[str, list[float]]:
