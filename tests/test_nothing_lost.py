@@ -271,13 +271,14 @@ def store_of_two(tmp_path, db):
     return db
 
 
-@pytest.mark.parametrize("args, name", [(["export", "-o", "out.jsonl"], "out.jsonl"),
-                                        (["report", "-o", "out.md"], "out.md")])
-def test_an_export_past_the_file_size_limit_names_its_file(store_of_two, tmp_path, args, name):
+# The export keeps the 50 kB tag whole; the report shows it shortened, so a smaller limit stops it.
+@pytest.mark.parametrize("args, name, kib", [(["export", "-o", "out.jsonl"], "out.jsonl", 36),
+                                             (["report", "-o", "out.md"], "out.md", 1)])
+def test_an_export_past_the_file_size_limit_names_its_file(store_of_two, tmp_path, args, name, kib):
     (tmp_path / name).write_text("earlier")
     before, ids = store_of_two.read_bytes(), rows(store_of_two)
-    proc = limited(36, *args, "--db", store_of_two, cwd=tmp_path)
-    assert_user_error(proc, f"cannot write {name}: it would pass this process's file-size limit of 36 KiB (ulimit -f)")
+    proc = limited(kib, *args, "--db", store_of_two, cwd=tmp_path)
+    assert_user_error(proc, f"cannot write {name}: it would pass this process's file-size limit of {kib} KiB (ulimit -f)")
     assert (tmp_path / name).read_text() == "earlier"  # not half-written
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
     assert store_of_two.read_bytes() == before and rows(store_of_two) == ids
@@ -305,7 +306,7 @@ def test_a_prediction_past_the_file_size_limit_names_its_chunk(model, tmp_path, 
                    "--dtype", "float16", "--warmup", "1", "--input", source, "--output", "p.zarr", "--db", db,
                    cwd=tmp_path)
     assert_user_error(proc, f"{tmp_path}/p.zarr/prediction/0.0.0.0: it would pass this process's file-size limit "
-                            f"of 40 KiB (ulimit -f)", "rerun with --resume")
+                            f"of 40 KiB (ulimit -f)", "rerun with --resume", started=True)
     assert db.read_bytes() == before and rows(db) == ids
 
 

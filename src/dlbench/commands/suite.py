@@ -150,9 +150,13 @@ def _proven(db: str | None, host: str) -> set[str]:
     """The CPU specs (by spec_key) with an ok result on this host: they passed these checks before,
     and checking them again loads PyTorch and the models in this process (seconds on two busy cores)
     for benchmarks that each load them again in their own. A spec on a GPU is checked every time:
-    the GPUs a process may use change with CUDA_VISIBLE_DEVICES."""
-    with Store(db) as store:
-        return {spec_key(r.spec) for r in store.results() if r.status == "ok" and r.system.get("host") == host
+    the GPUs a process may use change with CUDA_VISIBLE_DEVICES. Read only: a suite refused by its
+    checks leaves no store behind."""
+    path = Path(db) if db else default_path()
+    if not path.exists():
+        return set()
+    with Store(path, read_only=True) as store:
+        return {spec_key(r.spec) for r in store.results(status="ok", lean=True) if r.system.get("host") == host
                 and r.spec.get("device") == "cpu"}
 
 

@@ -112,8 +112,9 @@ class Result:
     @property
     def measured(self) -> Measurement:
         """The metrics as typed records (results/measurement.py), read once for this metrics mapping (and
-        again after `add`): a report asks each result for them many times, and reading them is most of
-        its time on a large store."""
+        again after `add` or a new mapping): a report asks each result for them many times, and reading
+        them is most of its time on a large store. So figures change through `add`, never by writing
+        into `metrics` in place."""
         cached = self.__dict__.get("_measured")
         if cached is not None and cached[0] is self.metrics:
             return cached[1]
