@@ -53,6 +53,11 @@ def test_input_bound_machine_is_named_with_its_evidence():
     assert "2 loader workers per GPU delivered 105 img/s" in d.causes[0].evidence
     assert "JPEG decode alone measured 350 img/s per core" in d.causes[0].evidence
     assert "`--workers 7` (8 cores for 1 GPU(s))" in d.causes[0].evidence
+    # workers far below what one reached alone here: they wait for something, more of them won't help
+    record = system_record(V100, disk_read_gbs=3.0, jpeg_loader_cpu_img_s_per_core=300.0)
+    [d] = diagnose([input_bound_result(), record])
+    assert [c.name for c in d.causes] == ["slow loader workers"]
+    assert "one worker alone reached 300 img/s here (`dlbench system`), 5.71x what each delivered" in d.causes[0].evidence
 
 
 def test_throttled_machine_is_named_and_scaled_from_the_nearest_reference():

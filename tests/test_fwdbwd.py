@@ -58,6 +58,23 @@ def test_a_failing_model_is_an_error_result(monkeypatch):
     assert result.status == "error" and "channels" in result.error
 
 
+
+def test_a_run_that_breaks_the_device_keeps_its_own_error(monkeypatch):
+    """After an illegal memory access every CUDA call fails, the tidying after the run too: the
+    run's own error is stored, not a traceback from the tidying."""
+    import dlbench.launch.execute as execute_module
+
+    def broken(device):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    entry = registry.ModelEntry("broken", "Broken", lambda: torch.nn.Conv2d(5, 5, 3))
+    monkeypatch.setitem(registry.MODELS, "broken", entry)
+    monkeypatch.setattr(execute_module, "release_memory", broken)
+    result = execute(BenchmarkSpec(**{**TINY, "model": "broken"}), fingerprint())
+    assert result.status == "error" and "channels" in result.error
+    result = execute(BenchmarkSpec(**TINY), fingerprint())  # a run that went well, then the device broke
+    assert result.status == "error" and "illegal memory access" in result.error
+
 def test_precision_switches_are_scoped():
     before = torch.backends.cuda.matmul.allow_tf32
     with precision("tf32", torch.device("cpu")):

@@ -382,3 +382,16 @@ def test_the_workers_serve_every_epoch_from_one_iterator(jpegs, monkeypatch):
     finally:
         host.close()
     assert len(seen) == 12 and all(x.shape == (5,) for x in seen) and started == [1]
+
+
+def test_large_photos_are_cropped_in_chunks_that_give_the_same_batch(monkeypatch):
+    """256 large photos padded as floats are more elements than roi_align can index: the batch
+    goes in chunks, and the chunks give what one pass gives."""
+    torch.manual_seed(0)
+    photos = [torch.randint(0, 256, (3, 60 + 7 * i, 80 - 3 * i), dtype=torch.uint8) for i in range(5)]
+    boxes = np.array([(2, 3, 50, 40)] * 5)
+    flips = np.array([False, True, False, True, False])
+    whole = images.resized_crops(photos, boxes, (16, 16), flips)
+    monkeypatch.setattr(images, "PADDED_ELEMENTS", 3 * 88 * 80 * 2)  # two photos a chunk
+    chunked = images.resized_crops(photos, boxes, (16, 16), flips)
+    assert chunked.shape == (5, 3, 16, 16) and torch.equal(chunked, whole)

@@ -6,8 +6,8 @@ nvImageCodec) where the library is installed and the GPU has them, else nvjpeg o
 the hardware decoders and fails in one line where they or the library are missing. `--decode
 cpu` decodes in the loader workers (Pillow, `data/jpeg_cpu.py`).
 
-The hardware path (`HardwareDecode`) has not been measured yet: no machine it ran on had the
-library. The choice itself is plain logic over three facts, tested on any machine.
+The choice is plain logic over three facts, tested on any machine; the hardware path decodes
+the same pixels as Pillow (libjpeg-turbo) within one level on an H200 (benchmarks/jpeg_gpu.py).
 """
 
 from __future__ import annotations
@@ -71,8 +71,12 @@ def has_hardware_decoders(torch_index: int) -> bool:
             nvml.release()
     import torch
 
-    name = torch.cuda.get_device_name(torch_index)
-    return any(model in name.split() or f"{model}-" in name for model in HARDWARE_GPUS)
+    return named_with_hardware(torch.cuda.get_device_name(torch_index))
+
+
+def named_with_hardware(gpu_name: str) -> bool:
+    """Whether a GPU of this name carries hardware JPEG decoders (for records, where no NVML answers)."""
+    return any(model in gpu_name.split() or f"{model}-" in gpu_name for model in HARDWARE_GPUS)
 
 
 def facts_for(device: Any) -> Facts:
@@ -83,14 +87,16 @@ def facts_for(device: Any) -> Facts:
 
 class HardwareDecode:
     """A batch of JPEG files decoded by the GPU's hardware decoders (nvImageCodec), as uint8
-    CHW tensors on the device. Unmeasured: written to the library's documented API, and
-    chosen only where the library is installed."""
+    CHW tensors on the device; files the engines do not take (progressive JPEGs, odd chroma
+    layouts) go to nvImageCodec's CUDA decoder."""
 
     def __init__(self, device: Any) -> None:
         from nvidia import nvimgcodec
 
         self.device = device
-        self.params = nvimgcodec.DecodeParams(color_spec=nvimgcodec.ColorSpec.RGB)
+        # sRGB in nvImageCodec 0.9 and later, RGB before
+        spec = getattr(nvimgcodec.ColorSpec, "SRGB", None) or nvimgcodec.ColorSpec.RGB
+        self.params = nvimgcodec.DecodeParams(color_spec=spec)
         self.decoder = nvimgcodec.Decoder(device_id=device.index or 0,
                                           backends=[nvimgcodec.Backend(nvimgcodec.BackendKind.HW_GPU_ONLY),
                                                     nvimgcodec.Backend(nvimgcodec.BackendKind.GPU_ONLY)])

@@ -439,12 +439,26 @@ def center_boxes(sizes: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return np.stack([left, top, left + w, top + h], axis=1)
 
 
+PADDED_ELEMENTS = 2**28  # a padded chunk's size: roi_align indexes in 32 bits, and 1 GiB of floats is plenty
+
+
 def resized_crops(images: list[torch.Tensor], boxes: np.ndarray, size: tuple[int, int], flips: np.ndarray) -> torch.Tensor:
     """Crop each uint8 CHW image to its box, resize to `size` and flip where asked: one batch.
 
     The images are padded into one tensor and cut out with roi_align, whose adaptive sampling
-    (ceil(box / output) points a pixel) averages like an antialiased resize when shrinking.
+    (ceil(box / output) points a pixel) averages like an antialiased resize when shrinking. Large
+    photos go in chunks: 256 of 2048x1536 padded as floats are 2.4 billion elements, past what
+    roi_align can index (an illegal memory access), and 9.7 GB.
     """
+    padded = images[0].shape[0] * max(i.shape[-2] for i in images) * max(i.shape[-1] for i in images)
+    step = max(1, PADDED_ELEMENTS // padded)
+    if step >= len(images):
+        return _resized_crops(images, boxes, size, flips)
+    return torch.cat([_resized_crops(images[i:i + step], boxes[i:i + step], size, flips[i:i + step])
+                      for i in range(0, len(images), step)])
+
+
+def _resized_crops(images: list[torch.Tensor], boxes: np.ndarray, size: tuple[int, int], flips: np.ndarray) -> torch.Tensor:
     from torchvision.ops import roi_align
 
     device = images[0].device

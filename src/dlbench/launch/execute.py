@@ -59,10 +59,21 @@ def execute(spec: BenchmarkSpec, system: dict, *, progress: Progress = _no_progr
             result.error = "".join(traceback.format_exception_only(type(error), error)).strip()[:2000]
             result.traces["traceback"] = traceback.format_exc()[-8000:]
     finally:
-        result.add(peak_memory(device))
-        release_memory(device)
+        _tidy(result, device)
     result.finished = now()
     return result
+
+
+def _tidy(result: Result, device: torch.device) -> None:
+    """The peak memory, then memory given back. A run that broke the CUDA context (an illegal
+    memory access) fails every later CUDA call: the run's own error stays its result."""
+    try:
+        result.add(peak_memory(device))
+        release_memory(device)
+    except Exception as error:  # noqa: BLE001 - the result is still stored
+        if result.status == "ok":
+            result.status = "error"
+            result.error = "".join(traceback.format_exception_only(type(error), error)).strip()[:2000]
 
 
 def with_utilisation(result: Result, known: list[Result], *, carry: bool = False) -> Result | None:

@@ -36,6 +36,7 @@ CLOCK_LOSS = 0.03  # a clock this much below the baseline's is a cause
 MIN_UTIL_READINGS = 10  # a second of the monitor's readings before its utilisation is read as the window's
 CONTENDED_CORES = 0.25  # other processes using this share of the cores contend with the run
 SLOW_DISK_GBS = 1.0
+SLOW_WORKER = 0.5  # loader workers delivering below this share of one worker's measured rate are slow
 LAUNCHER_SETS = frozenset({"OMP_NUM_THREADS"})  # torchrun sets it to 1 in every rank where the user did not
 UNEXPLAINED = 0.5  # causes explaining less than this share of a loss leave it unexplained
 # NCCL settings that take a faster transport away
@@ -163,6 +164,19 @@ def _reads_storage(r: Result) -> str | None:
     return None
 
 
+def decoding_on_the_gpu(r: Result) -> str:
+    """What of `--decode gpu` runs on the model's SMs, from the decoder the run recorded."""
+    from dlbench.data import decoders
+
+    decoder = r.measured.data.decoder
+    if decoder == decoders.HARDWARE:
+        return "the crops and resizes of --decode gpu run there (the decoding itself on the hardware JPEG decoders)"
+    if decoder == decoders.CUDA and any(decoders.named_with_hardware(g.get("name", "")) for g in r.system.get("gpus") or []):
+        return ("the JPEGs are decoded there, by nvjpeg, while this GPU's hardware JPEG decoders sit idle: "
+                f"{decoders.INSTALL_HINT} moves the decoding to them")
+    return "the decoding and crops of --decode gpu run there, beside the model's kernels"
+
+
 def input_cause(r: Result, seconds: float, p: Parts, record: Result | None) -> Cause:
     """Name the reason the input pipeline starved: another process's CPU use, slow storage, too few
     workers for the decode rate, decoding on the CPU; each with its fix."""
@@ -191,6 +205,11 @@ def input_cause(r: Result, seconds: float, p: Parts, record: Result | None) -> C
         text = (f"{wait}; {workers} loader workers per GPU delivered {sig(rate)} {unit} ({sig(fed)} per worker"
                 + (f"; JPEG decode alone measured {per_core:,.0f} img/s per core" if per_core else "")
                 + f"); without the wait the GPU would take {sig(needed)} {unit}")
+        loader = system.jpeg_loader_cpu_img_s_per_core
+        if decode in (None, "cpu") and loader and fed < SLOW_WORKER * loader:
+            return Cause("slow loader workers", f"{text}; one worker alone reached {loader:,.0f} img/s here "
+                         f"(`dlbench system`), {sig(loader / fed)}x what each delivered: the workers wait for "
+                         "a core or for storage; free cores or run fewer workers", seconds)
         if want > workers:
             fix = f"`--workers {want}` ({cores} {_cores_word(r)} for {gpus} GPU(s))"
             fix += " or `--decode gpu`" if decode == "cpu" else ""
