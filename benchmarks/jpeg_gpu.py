@@ -11,13 +11,15 @@
    longer while decoding runs beside it on another stream.
 3. **Training.** `dlbench run train --model resnet50 --batch 256 --precision bf16
    --channels-last` as a user types it, each run a fresh process, the arms interleaved with the
-   order turning each round: synthetic data; the folder with `--decode gpu` (the hardware
-   decoders where nvImageCodec imports); the folder with nvImageCodec hidden (`--decode gpu`
-   falls back to nvjpeg on the SMs). With --large, the large-photo folder too. Prints each arm's
-   img/s per round, the median and its ratio to synthetic.
+   order turning each round: synthetic data; the folder with `--decode hardware` (the hardware
+   decoders, through nvImageCodec); the folder with `--decode gpu` (nvjpeg on the SMs), for each
+   --workers. With --large, the large-photo folder too. Prints each arm's img/s per round, the
+   median and its ratio to synthetic.
 
 nvImageCodec travels as wheels: install them into a folder and put it in NVIMGCODEC_SITE (the
-hardware arms add it to PYTHONPATH; the others leave it out).
+hardware arms add it to PYTHONPATH; the others leave it out). The figures of 2026-11-28 in
+docs/performance.md were measured when `--decode gpu` itself chose the hardware decoders where
+nvImageCodec imported: the same two paths, asked for by the path instead of the flag.
 """
 
 from __future__ import annotations
@@ -149,17 +151,20 @@ def run_train(args: list[str], site: bool, db: Path, result: Path) -> dict:
             "data_share": wait and float(wait[1]) / 100, "status": record.get("status"), "line": line}
 
 
-def training(folders: dict[str, Path], rounds: int, steps: int, workers: int, levels: list[str]) -> list[dict]:
+def training(folders: dict[str, Path], rounds: int, steps: int, workers: list[str], levels: list[str],
+             cuda: bool = True) -> list[dict]:
     common = ["--steps", str(steps), "--warmup", "15"]
     arms = []
     for level in levels:
         opt = ["--optimize", level]
         arms.append((f"synthetic {level}", common + opt, False))
         for label, folder in folders.items():
-            data = ["--data", f"folder:{folder}", "--decode", "gpu", "--workers", str(workers)]
-            arms.append((f"{label} hardware {level}", common + opt + data, True))
-            if level == "eager":
-                arms.append((f"{label} nvjpeg-cuda {level}", common + opt + data, False))
+            for n in workers:  # "default": dlbench's own choice
+                data = ["--data", f"folder:{folder}"] + ([] if n == "default" else ["--workers", n])
+                name = f"{label} {n} workers"
+                arms.append((f"{name} hardware {level}", common + opt + data + ["--decode", "hardware"], True))
+                if level == "eager" and cuda:
+                    arms.append((f"{name} nvjpeg-cuda {level}", common + opt + data + ["--decode", "gpu"], False))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "jpeg.db"
@@ -194,7 +199,8 @@ def main() -> None:
     parser.add_argument("--large", type=Path, help="a folder of large photos (data images --size 2048x1536)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--workers", default="default", help="loader workers, comma-separated (default: dlbench's)")
+    parser.add_argument("--no-cuda", action="store_true", help="leave out the nvjpeg-on-the-SMs arms")
     parser.add_argument("--optimize", default="eager", help="levels, comma-separated (default eager)")
     parser.add_argument("--skip-checks", action="store_true", help="only the training runs")
     parser.add_argument("--checks-only", action="store_true", help=argparse.SUPPRESS)
@@ -213,7 +219,8 @@ def main() -> None:
         found = [line for line in checks.stdout.splitlines() if line.startswith("DECODERS ")]
         out["decoders"] = json.loads(found[0][9:]) if found else None
     folders = {"folder": args.folder, **({"large": args.large} if args.large else {})}
-    out["training"] = training(folders, args.rounds, args.steps, args.workers, args.optimize.split(","))
+    out["training"] = training(folders, args.rounds, args.steps, args.workers.split(","), args.optimize.split(","),
+                               not args.no_cuda)
     table(out["training"])
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))

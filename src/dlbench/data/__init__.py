@@ -48,9 +48,9 @@ class DataOptions(Options):
     workers: int | None = option(None, "DataLoader worker processes (default: min(8, CPU cores)).", low=0,
                                  high=1024)
     decode: str = option("cpu", "Where JPEGs are decoded: cpu (in the workers, at reduced size where the crop "
-                                "allows), gpu (the GPU's hardware JPEG decoders where nvImageCodec is installed, "
-                                "else nvjpeg on the SMs; crop and resize on the GPU) or hardware (the hardware "
-                                "decoders only: `pip install 'dlbench[jpeg-gpu]'`).", choices=DECODERS)
+                                "allows), gpu (nvjpeg on the GPU's SMs; crop and resize on the GPU) or hardware (the "
+                                "GPU's hardware JPEG decoders, where it has them: `pip install 'dlbench[jpeg-gpu]'`)."
+                                , choices=DECODERS)
     cpu_share: float = option(0.0, "With --decode gpu: the share of each batch the workers decode on the CPU "
                                    "beside the GPU (0: all on the GPU). Raise it when nvjpeg cannot keep up (data "
                                    "wait while the workers idle), e.g. 0.2 for small, fast models.", low=0, high=1)

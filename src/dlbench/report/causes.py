@@ -170,10 +170,10 @@ def decoding_on_the_gpu(r: Result) -> str:
 
     decoder = r.measured.data.decoder
     if decoder == decoders.HARDWARE:
-        return "the crops and resizes of --decode gpu run there (the decoding itself on the hardware JPEG decoders)"
+        return "the crops and resizes run there (the decoding itself on the hardware JPEG decoders)"
     if decoder == decoders.CUDA and any(decoders.named_with_hardware(g.get("name", "")) for g in r.system.get("gpus") or []):
         return ("the JPEGs are decoded there, by nvjpeg, while this GPU's hardware JPEG decoders sit idle: "
-                f"{decoders.INSTALL_HINT} moves the decoding to them")
+                "`--decode hardware` moves the decoding to them (measure both: their host work can cost more)")
     return "the decoding and crops of --decode gpu run there, beside the model's kernels"
 
 

@@ -101,7 +101,7 @@ def data_source(r: Result) -> str:
             break
     if folder or "/" in source or source.endswith((".h5", ".hdf5", ".zarr", ".n5")):
         name = Path(source.split(":")[0].rstrip("/")).name or source
-        gpu = ", GPU decode" if options.get("decode") == "gpu" else ""
+        gpu = ", GPU decode" if options.get("decode") in ("gpu", "hardware") else ""
         # A folder of class folders of JPEG files (data/images.py reads nothing else): real images, decoded per batch.
         return f"JPEG folder ({name}{gpu})" if folder else name + (" (GPU decode)" if gpu else "")
     return source.capitalize() if source in ("synthetic", "dummy") else plain_source(source)

@@ -1,0 +1,101 @@
+"""How much a decoding thread beside a training loop costs it: a plain ResNet-50 training loop
+(batch 256, bf16, channels-last) timed alone and with a thread that decodes a JPEG folder's files
+and crops them on the GPU on its own stream, one batch a training step and two ahead at most, as
+`--decode gpu` does, in several variants:
+
+  cuda           nvjpeg on the SMs (torchvision), the whole batch at once, then the crops
+  hardware       the hardware decoders (nvImageCodec), the whole batch at once, then the crops
+  hardware/64    the same in chunks of 64 files
+  decode only    the hardware decoders without the crops
+  crops only     the crops of a batch decoded once beforehand
+  +switch 0.5ms  Python's thread switch interval at 0.5 ms instead of 5 ms
+
+    PYTHONPATH=src:benchmarks python3 benchmarks/decode_beside.py FOLDER [--steps 40]
+"""
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from dlbench.data.images import cuda_decode, random_crop_boxes, resized_crops
+from plain import mean_seconds, resnet50_train_step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    torch.backends.cudnn.benchmark = True
+    device = torch.device("cuda", 0)
+    paths = sorted(p for p in args.folder.rglob("*.jpg"))[:256]
+    raw = [torch.frombuffer(bytearray(p.read_bytes()), dtype=torch.uint8) for p in paths]
+    from dlbench.data.decoders import HardwareDecode
+    hardware = HardwareDecode(device)
+    decoded = hardware(raw)
+    rng = np.random.default_rng(0)
+
+    def crops(images):
+        sizes = np.array([i.shape[-2:] for i in images])
+        return resized_crops(images, random_crop_boxes(sizes, rng), (224, 224), rng.random(len(images)) < 0.5)
+
+    def chunked(n):
+        return lambda: crops([im for i in range(0, 256, n) for im in hardware(raw[i:i + n])])
+
+    variants = {
+        "cuda": lambda: crops(cuda_decode(raw, device)),
+        "hardware": lambda: crops(hardware(raw)),
+        "hardware/64": chunked(64),
+        "decode only": lambda: hardware(raw),
+        "crops only": lambda: crops(decoded),
+    }
+    step = resnet50_train_step(256)
+    mean_seconds(step, 10, 10)
+    results: dict[str, list[float]] = {}
+    for r in range(args.rounds):
+        for name, work in [("alone", None), *variants.items(), ("hardware +switch 0.5ms", variants["hardware"])]:
+            stop, count, tokens = threading.Event(), [0], threading.Semaphore(2)
+            side = torch.cuda.Stream(device)
+
+            def loop():  # one batch a training step, two ahead at most, as the prefetch does
+                with torch.cuda.stream(side):
+                    while not stop.is_set():
+                        if not tokens.acquire(timeout=0.1):
+                            continue
+                        work()
+                        side.synchronize()
+                        count[0] += 256
+            if name.endswith("0.5ms"):
+                sys.setswitchinterval(0.0005)
+            thread = threading.Thread(target=loop, daemon=True) if work else None
+            if thread:
+                thread.start()
+                time.sleep(0.5)
+            start = time.perf_counter()
+            def paced() -> None:
+                step()
+                tokens.release()
+            seconds = mean_seconds(paced, 3, args.steps)
+            took = time.perf_counter() - start
+            stop.set()
+            if thread:
+                thread.join()
+            sys.setswitchinterval(0.005)
+            results.setdefault(name, []).append(256 / seconds)
+            print(f"round {r} {name:24s} {256 / seconds:7,.0f} img/s   beside it {count[0] / took:7,.0f} img/s decoded",
+                  flush=True)
+    base = statistics.median(results["alone"])
+    print("\n| beside the loop | training img/s | of alone |\n| --- | ---: | ---: |")
+    for name, values in results.items():
+        print(f"| {name} | {' / '.join(f'{v:,.0f}' for v in values)} | {statistics.median(values) / base:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
