@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import math
-from bisect import bisect_left
 from types import SimpleNamespace
 from typing import Callable, Sequence
 
 from dlbench.report import history
-from dlbench.report.compare import _HEX, benchmark_key, timed
+from dlbench.report.compare import _HEX, ComparedRun, Side, benchmark_key, timed
 from dlbench.report.history import Against
 from dlbench.results import spread as spreads
 from dlbench.results.record import Result
@@ -72,8 +71,8 @@ def configurations(rows: Sequence[Summary], keys: Keys) -> dict[tuple, list[Summ
 
 def to_judge(group: Sequence[Summary]) -> list[Summary]:
     """history.to_judge of a configuration's runs, in O(n log n): each older run against the median of
-    the others and the band their spread gives, every leave-one-out median found by position in the
-    runs sorted once, instead of sorting the others again for each run."""
+    the others and the interval of it against them all (spread.ratio_of_logs, the others' logarithms
+    found by taking its own from the sums of all), instead of going over the others again for each run."""
     newest = group[-1]
     if newest.step_median is None:
         return [newest]
@@ -81,51 +80,36 @@ def to_judge(group: Sequence[Summary]) -> list[Summary]:
     count = len(runs)
     order = sorted(range(count), key=lambda i: speed(runs[i]) or 0.0)  # median_run's order (a stable sort)
     position = {index: p for p, index in enumerate(order)}
-    figures = sorted(f for s in runs if (f := speed(s)) is not None)
-    deviations: dict[float, list[float]] = {}
+    rates = [step_rate(s) for s in runs]
+    logs = [math.log(f) for f in rates if f is not None]
+    centre = math.fsum(logs) / len(logs) if logs else 0.0  # sums about the centre keep their digits
+    sums = (math.fsum(v - centre for v in logs), math.fsum((v - centre) ** 2 for v in logs))
     judged = []
     for i, r in enumerate(runs):
         mine = speed(r)
-        if r is newest or mine is None or count - 1 < 2 or len(figures) - 1 < 2:
-            continue  # no between-run spread to judge by: history.typical's Against never `differs`
+        if r is newest or mine is None or count - 1 < 2 or len(logs) != count:
+            continue  # no between-run interval to judge by: history.typical's Against never `differs`
         k, p = (count - 2) // 2, position[i]
         theirs = speed(runs[order[k] if k < p else order[k + 1]])
         if not theirs or not math.isfinite(mine / theirs):
             continue
-        low, high = _band_without(figures, mine, deviations)
-        place = -1 if mine < low * (1 - spreads.SAME) else (1 if mine > high * (1 + spreads.SAME) else 0)
-        if place != 0 and abs(1.0 - mine / theirs) > history.SAME:
+        sets = spreads.ratio_of_logs(spreads.Logs(1, logs[i]), _others(logs[i] - centre, sums, count - 1, centre))
+        if sets is not None and sets.place() != 0 and abs(1.0 - mine / theirs) > history.SAME:
             judged.append(r)
     return judged + [newest]
 
 
-def _without(values: list[float], value: float) -> Callable[[int], float]:
-    """values (sorted) with one instance of `value` left out, by index."""
-    q = bisect_left(values, value)
-    return lambda i: values[i] if i < q else values[i + 1]
-
-
-def _band_without(figures: list[float], mine: float, deviations: dict[float, list[float]]) -> tuple[float, float]:
-    """Spread.band of `figures` (sorted) without one instance of `mine`, in the same arithmetic."""
-    n = len(figures) - 1
-    at = _without(figures, mine)
-    if n == 2:
-        return at(0), at(1)
-    middle = at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
-    spread = deviations.get(middle)
-    if spread is None:  # a few distinct middles in all: the others' median moves by one place at most
-        spread = deviations[middle] = sorted(abs(f - middle) for f in figures)
-        if len(deviations) > 8:
-            deviations.pop(next(iter(deviations)))
-    gone = _without(spread, abs(mine - middle))
-    mad = gone(n // 2) if n % 2 else (gone(n // 2 - 1) + gone(n // 2)) / 2
-    reach = spreads.t975(n - 1) * spreads.MAD_TO_SD * mad * math.sqrt(1 + 1 / n)
-    return max(0.0, middle - reach), middle + reach
+def _others(mine: float, sums: tuple[float, float], n: int, centre: float) -> spreads.Logs:
+    """The logarithms of every run but one (`mine`, about `centre`) from the sums of all of them."""
+    total, squares = sums[0] - mine, sums[1] - mine * mine
+    mean = total / n
+    return spreads.Logs(n, centre + mean, max(0.0, (squares - n * mean * mean) / (n - 1)))
 
 
 def _light(s: Summary) -> SimpleNamespace:
     """What Spread.of reads of a run (spread.speed and step_rate): its throughput and its median step."""
-    steps = {"step": [s.step_median]} if s.step_median is not None else {}
+    # step_median is the median of spread.step_samples: both names, so it is found whatever the workload
+    steps = {"step": [s.step_median], "total": [s.step_median]} if s.step_median is not None else {}
     return SimpleNamespace(id=s.id, workload=s.workload, samples=steps,
                            measured=SimpleNamespace(throughput=SimpleNamespace(value=s.throughput, unit=s.unit)))
 
@@ -270,23 +254,55 @@ def _select(rows: Sequence[Summary], selector: str) -> list[Summary] | None:
     return [r for r in rows if r.device == labels.pop()] if len(labels) == 1 else None
 
 
-def for_compare(store: Store, suite: str | None, selectors: Sequence[str]) -> list[Result] | None:
-    """The runs `compare` reads, lean: those its sides name and, where a side has one run of a benchmark,
-    the other runs of that configuration on its machine (their spread is the noise). None where the
-    store has no summaries or a side names nothing: read it whole (which says why)."""
+def for_compare(store: Store, suite: str | None, selectors: Sequence[str]) -> \
+        tuple[list[Side], dict[tuple, list[ComparedRun]]] | None:
+    """compare.compare_sides's sides and stored runs, from the summaries: each side's runs as their median
+    steps (the figure a comparison between runs reads), and read whole, lean, only each side's newest
+    run of each benchmark (its name, its steps, its odd values); of the other runs, only those of a
+    configuration a side ran once, on its machine (their spread is the noise). None where the store has
+    no summaries or a side names nothing: read it whole (which says why)."""
     rows = store.summaries(suite=suite)
     if rows is None:
         return None
-    keys, wanted = Keys(), set()
+    keys, chosen = Keys(), []
     for selector in selectors:
         hits = _select(rows, selector)
         if not hits:
             return None
-        wanted |= {s.id for s in hits}
-        by_benchmark: dict[tuple, list[Summary]] = {}
-        for s in hits:
-            if s.status == "ok":
-                by_benchmark.setdefault(keys(s.spec), []).append(s)
-        alone = {(s.host, s.device, key) for key, runs in by_benchmark.items() if len(runs) == 1 for s in runs}
-        wanted |= {s.id for s in rows if s.status == "ok" and (s.host, s.device, keys(s.spec)) in alone}
-    return store.records([s.id for s in rows if s.id in wanted], lean=True)
+        chosen.append((selector, *_side(hits, keys)))
+    whole = {r.id: r for r in store.records([s.id for _, latest, _ in chosen for s in latest.values()], lean=True)}
+    if any(s.id not in whole for _, latest, _ in chosen for s in latest.values()):
+        return None  # a record no longer readable as its summary says: the whole read decides
+    sides = [Side(label, {key: whole[s.id] for key, s in latest.items()}, runs) for label, latest, runs in chosen]
+    alone = {(runs[0].key, runs[0].machine) for side in sides for runs in side.runs.values() if len(runs) == 1}
+    machines, everything = {machine for _, machine in alone}, {}
+    for s in rows:  # oldest first, as compare._runs orders them
+        if (s.host, s.device) in machines and _compared(s):
+            key = keys(s.spec)
+            if (key, (s.host, s.device)) in alone:
+                everything.setdefault(key, []).append(_run_of(s, key))
+    return sides, everything
+
+
+def _compared(s: Summary) -> bool:
+    """compare._runs's test: an ok benchmark run with a median step."""
+    return s.status == "ok" and s.workload != SYSTEM_WORKLOAD and step_rate(s) is not None
+
+
+def _run_of(s: Summary, key: tuple) -> ComparedRun:
+    return ComparedRun(s.id, s.workload, {"step": [s.step_median]}, key, (s.host, s.device))
+
+
+def _side(hits: Sequence[Summary], keys: Keys) -> tuple[dict[tuple, Summary], dict[tuple, list[ComparedRun]]]:
+    """compare._latest and compare._runs of a side's runs: its newest ok or oom run of each benchmark,
+    and every ok run with a median step, oldest first."""
+    latest: dict[tuple, Summary] = {}
+    runs: dict[tuple, list[ComparedRun]] = {}
+    for s in hits:  # the store's order: oldest first
+        if s.workload == SYSTEM_WORKLOAD or s.status not in ("ok", "oom"):
+            continue
+        key = keys(s.spec)
+        latest[key] = s
+        if _compared(s):
+            runs.setdefault(key, []).append(_run_of(s, key))
+    return latest, runs

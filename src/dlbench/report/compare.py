@@ -20,7 +20,7 @@ from dlbench.errors import UserError
 from dlbench.report.tables import Table, model_title, odd_values
 from dlbench.figures import Odd, fixed, ms, odd
 from dlbench.results.record import Result
-from dlbench.results.spread import step_rate, step_samples, t975
+from dlbench.results.spread import Logs, RunRatio, ratio_of_runs, step_rate, step_samples
 from dlbench.system.records import machine_key
 
 RESAMPLES = 2000
@@ -34,11 +34,27 @@ _NOT_BENCHMARK = {"device", "seed", "warmup", "warmup_seconds", "steps", "min_se
                   "profile_trace"}
 
 
+@dataclass(frozen=True)
+class ComparedRun:
+    """One ok run as a comparison between runs reads it: its steps per second (`spread.step_rate` of
+    `samples`), its benchmark and its machine. From a store's summary, `samples` is its median step
+    alone, whose rate is the same figure: a side of 25,000 runs is never read whole."""
+    id: str
+    workload: str
+    samples: dict[str, list]
+    key: tuple  # benchmark_key
+    machine: tuple[str, str]  # machine_key
+
+    @classmethod
+    def of(cls, r: Result) -> "ComparedRun":
+        return cls(r.id, r.workload, {"step": step_samples(r)}, benchmark_key(r), machine_key(r))
+
+
 @dataclass
 class Side:
     label: str  # what the user typed: a system, a host, a tag or an id prefix
     results: dict[tuple, Result]  # latest usable result per benchmark key
-    runs: dict[tuple, list[Result]] = field(default_factory=dict)  # every ok run per benchmark key
+    runs: dict[tuple, list[ComparedRun]] = field(default_factory=dict)  # every ok run per benchmark key
 
 
 @dataclass
@@ -54,6 +70,7 @@ class Ratio:
     runs: tuple[int, int] = (1, 1)  # the runs behind each side's figure
     noise: str = "steps"  # 'between runs': the interval is the runs' spread; 'steps': one run each, steps only
     steps: tuple[int, int] | None = None  # the steps behind each side where the figure is one run's steps
+    sets: RunRatio | None = None  # between runs: the ratio of the sets and its interval, as the doctor prints it
 
     @property
     def has_interval(self) -> bool:
@@ -154,12 +171,13 @@ def _known(results: Sequence[Result]) -> str:
     return text
 
 
-def _runs(results: Sequence[Result]) -> dict[tuple, list[Result]]:
+def _runs(results: Sequence[Result]) -> dict[tuple, list[ComparedRun]]:
     """Every ok run of each benchmark that has a median step, oldest first."""
-    found: dict[tuple, list[Result]] = {}
+    found: dict[tuple, list[ComparedRun]] = {}
     for r in sorted(results, key=lambda r: r.started):
         if r.status == "ok" and r.workload != "system" and step_rate(r) is not None:
-            found.setdefault(benchmark_key(r), []).append(r)
+            run = ComparedRun.of(r)
+            found.setdefault(run.key, []).append(run)
     return found
 
 
@@ -222,70 +240,36 @@ def _step_seconds(r: Result) -> float | None:
     return None
 
 
-def between_runs(a: Sequence[float], b: Sequence[float], spread_a: float | None, spread_b: float | None,
-                 level: float = 0.95) -> tuple[float, float, float] | None:
-    """How many times as fast side a is as side b from each run's steps per second: the ratio of the
-    geometric means, and its interval by Welch's t over the runs' logarithms. A side of one run takes
-    `spread_*` (the variance of the logarithm its configuration's runs on its machine show), else the
-    other side's; None where neither side's between-run noise is known."""
-    if len(a) == 0 or len(b) == 0 or not _finite(*a, *b):
-        return None  # a rate of 0 (or none at all) has no logarithm
-    la, lb = np.log(np.asarray(a, dtype=np.float64)), np.log(np.asarray(b, dtype=np.float64))
-    va = float(np.var(la, ddof=1)) if la.size > 1 else spread_a
-    vb = float(np.var(lb, ddof=1)) if lb.size > 1 else spread_b
-    va, vb = (va if va is not None else vb), (vb if vb is not None else va)
-    if va is None or vb is None:
-        return None
-    diff = float(la.mean() - lb.mean())
-    terms = va / la.size, vb / lb.size
-    se = math.sqrt(sum(terms))
-    dofs = [n - 1 for n in (la.size, lb.size) if n > 1]
-    df = (sum(terms) ** 2 / sum(t * t / (n - 1) for t, n in zip(terms, (la.size, lb.size)) if n > 1)
-          if se > 0 and dofs else max(dofs or [1]))
-    reach = _t(level, max(1, int(df))) * se
-    found = math.exp(diff), math.exp(diff - reach), math.exp(diff + reach)
-    return found if _finite(*found) else None
+def _log_variance(runs: Sequence[ComparedRun]) -> Logs | None:
+    """A configuration's runs on one machine as logarithms, whose variance is its between-run noise
+    (two runs or more)."""
+    found = Logs.of([f for r in runs if (f := step_rate(r))])
+    return found if found is not None and found.var is not None else None
 
 
-def _t(level: float, df: int) -> float:
-    """Student's t for a two-sided interval: the 95% table, else the normal quantile scaled alike."""
-    if abs(level - 0.95) < 1e-9:
-        return t975(df)
-    from statistics import NormalDist
-
-    z = NormalDist().inv_cdf(0.5 + level / 2)
-    return z * t975(df) / 1.96
-
-
-def _log_variance(runs: Sequence[Result]) -> float | None:
-    """The variance of the logarithm of a configuration's runs on one machine (two runs or more)."""
-    figures = [math.log(f) for r in runs if (f := step_rate(r))]
-    return float(np.var(figures, ddof=1)) if len(figures) > 1 else None
-
-
-def _recorded(r: Result, everything: dict[tuple, list[Result]], compared: set[str]) -> float | None:
+def _recorded(r: ComparedRun, everything: dict[tuple, list[ComparedRun]], compared: set[str]) -> Logs | None:
     """The between-run variance this machine recorded for `r`'s configuration, from runs neither side
     holds (the difference between the sides is no noise)."""
-    same = [o for o in everything.get(benchmark_key(r), []) if machine_key(o) == machine_key(r)
-            and o.id not in compared]
+    same = [o for o in everything.get(r.key, []) if o.machine == r.machine and o.id not in compared]
     return _log_variance(same)
 
 
 def ratio_of(a: Result, b: Result, labels: tuple[str, str], name: str, level: float,
-             runs: tuple[Sequence[Result], Sequence[Result]] = ((), ()),
-             everything: dict[tuple, list[Result]] | None = None) -> Ratio | None:
+             runs: tuple[Sequence[ComparedRun], Sequence[ComparedRun]] = ((), ()),
+             everything: dict[tuple, list[ComparedRun]] | None = None) -> Ratio | None:
     """`runs`: every run of each side of this benchmark; with several on a side, or the machine's
     recorded spread (`everything`: all stored runs by benchmark) where a side has one, the interval is
     between runs; else over both runs' steps, which see no between-run noise."""
     if a.status == "oom" or b.status == "oom":
         return Ratio(labels[0], labels[1], name, None, oom=labels[0] if a.status == "oom" else labels[1])
-    ra, rb = list(runs[0]) or [a], list(runs[1]) or [b]
+    ra, rb = list(runs[0]) or [ComparedRun.of(a)], list(runs[1]) or [ComparedRun.of(b)]
     if all(step_rate(r) for r in (*ra, *rb)):
         compared = {r.id for r in (*ra, *rb)}
-        spread = [_recorded(side[0], everything or {}, compared) if len(side) == 1 else None for side in (ra, rb)]
-        found = between_runs([step_rate(r) for r in ra], [step_rate(r) for r in rb], *spread, level=level)
-        if found is not None:
-            return Ratio(labels[0], labels[1], name, *found, runs=(len(ra), len(rb)), noise="between runs")
+        recorded = [_recorded(side[0], everything or {}, compared) if len(side) == 1 else None for side in (ra, rb)]
+        sets = ratio_of_runs(ra, rb, (recorded[0], recorded[1]), level=level)
+        if sets is not None and sets.has_interval:
+            return Ratio(labels[0], labels[1], name, sets.value, sets.low, sets.high, runs=sets.runs,
+                         noise="between runs", sets=sets)
     sa, sb = timed(step_samples(a)), timed(step_samples(b))
     if sa and sb:
         counts = len(sa), len(sb)
@@ -303,14 +287,25 @@ def ratio_of(a: Result, b: Result, labels: tuple[str, str], name: str, level: fl
     return None
 
 
-def compare(results: Sequence[Result], selectors: Sequence[str], level: float = 0.95) -> Comparison:
+def check_compare_args(selectors: Sequence[str], level: float) -> None:
     if len(selectors) < 2:
         raise UserError("compare needs at least two systems, tags or run ids")
     if not 0.5 <= level < 1.0:
         raise UserError(f"confidence level must be between 0.5 and 1, got {level}")
+
+
+def compare(results: Sequence[Result], selectors: Sequence[str], level: float = 0.95) -> Comparison:
+    check_compare_args(selectors, level)
     chosen = [select(results, s) for s in selectors]
     sides = [Side(s, _latest(found), _runs(found)) for s, found in zip(selectors, chosen)]
-    everything = _runs(results)
+    return compare_sides(sides, _runs(results), level)
+
+
+def compare_sides(sides: list[Side], everything: dict[tuple, list[ComparedRun]], level: float = 0.95) -> Comparison:
+    """The comparison of sides already chosen; `everything`: the stored ok runs by benchmark, of which
+    `_recorded` takes the spread of a side's one run's configuration on its machine (report/choose.py
+    gives only those from a large store's summaries)."""
+    selectors = [side.label for side in sides]
     for side in sides:
         if not side.results:
             raise UserError(f"{side.label!r} has no finished results (only errors or interrupted runs)")
@@ -344,7 +339,7 @@ def get(comparison: Comparison, a: str, b: str, key: tuple) -> Ratio | None:
         return Ratio(a, b, r.benchmark, None, oom=r.oom)
     flip = (lambda v: None if v is None else 1.0 / v)
     return Ratio(a, b, r.benchmark, 1.0 / r.ratio, flip(r.high), flip(r.low), runs=r.runs[::-1], noise=r.noise,
-                 steps=r.steps[::-1] if r.steps else None)
+                 steps=r.steps[::-1] if r.steps else None, sets=r.sets.flipped() if r.sets else None)
 
 
 # --- rendering ---------------------------------------------------------------------------
@@ -361,11 +356,10 @@ def cell(r: Ratio | None) -> str | None:
     if not r.has_interval:
         return f"{_x(r.ratio)} ({few(r.steps)})" if r.steps else f"{_x(r.ratio)} (no samples)"
     noise = " ~" if r.within_noise else ""
-    # what the interval stands on, counted: the runs of each side, or one run's steps each
-    if r.noise == "between runs":
-        behind = f", {r.runs[0]} and {r.runs[1]} runs"
-    else:
-        behind = f", {r.steps[0]:,} and {r.steps[1]:,} steps" if r.steps else " steps"
+    if r.sets is not None:  # the doctor's text for the same two sets
+        return f"{r.sets.text()}{noise}"
+    # what the interval stands on, counted: one run's steps each
+    behind = f", {r.steps[0]:,} and {r.steps[1]:,} steps" if r.steps else " steps"
     return f"{_x(r.ratio)} ({fixed(r.low, 2)}–{fixed(r.high, 2)}{behind}){noise}"
 
 
@@ -398,7 +392,7 @@ def _step_table(comparison: Comparison) -> Table:
     return Table("Median step time (ms)", ["Benchmark", *labels], "l" + "r" * len(labels), rows)
 
 
-def _median_ms(r: Result, runs: Sequence[Result] = ()) -> str | None:
+def _median_ms(r: Result, runs: Sequence[ComparedRun] = ()) -> str | None:
     """The median step; of several runs, the median of their median steps, with their count."""
     if len(runs) > 1:
         middle = float(np.median([1.0 / step_rate(o) for o in runs]))
@@ -415,6 +409,8 @@ def conclusions(comparison: Comparison) -> list[str]:
     for (a, b, _key), r in comparison.ratios.items():
         if r.ratio is None:
             lines.append(f"{r.oom} ran out of memory on {r.benchmark}")
+        elif r.sets is not None:
+            lines.append(_sets_line(a, b, r.benchmark, r.sets))
         elif r.within_noise:
             lines.append(f"{a} and {b} are within noise on {r.benchmark} "
                          f"({_x(r.ratio)}, {pct}% CI {fixed(r.low, 2)}–{fixed(r.high, 2)}{_basis(r)})")
@@ -426,6 +422,14 @@ def conclusions(comparison: Comparison) -> list[str]:
                   f" (one run each, {few(r.steps)})" if r.steps else " (no samples: no interval)")
             lines.append(f"{fast} is {v:.{d}f}x as fast as {slow} on {r.benchmark}{ci}")
     return lines + _ranges(comparison)
+
+
+def _sets_line(a: str, b: str, benchmark: str, sets: RunRatio) -> str:
+    """A conclusion between runs, its figures the doctor's for the same two sets (`RunRatio.text`)."""
+    if sets.within_noise:
+        return f"{a} and {b} are within noise on {benchmark} ({sets.text()})"
+    fast, slow, shown = (a, b, sets) if sets.value >= 1 else (b, a, sets.flipped())
+    return f"{fast} is {fixed(shown.value, 2)}x as fast as {slow} on {benchmark} ({shown.interval_text()})"
 
 
 def _basis(r: Ratio) -> str:

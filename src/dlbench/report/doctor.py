@@ -449,11 +449,12 @@ def _against_text(a: Against) -> str:
     if a.kind == "one GPU":  # judged by its efficiency, not by the one-GPU runs' spread: that is told only
         spread = a.spread
         told = (f"; the {spread.n} one-GPU runs spread {fixed(spread.low / spread.median, 2)}–"
-                f"{fixed(spread.high / spread.median, 2)}x of their median (CV {percent(spread.cv or 0.0)})"
-                if a.between_runs else _interval(a))
+                f"{fixed(spread.high / spread.median, 2)}x of their median (CV {percent(spread.cv or 0.0)}); "
+                f"{_sets_text(a)}" if a.between_runs else _interval(a))
         return f"weak-scaling efficiency {fixed(a.ratio, 2)} against run {a.other.id[:8]} ({when}) on one GPU{told}"
     if a.between_runs:
-        return f"{fixed(a.ratio, 2)}x of run {a.other.id[:8]} ({when}), the median of {a.spread.n}; {spread_text(a)}"
+        return (f"{fixed(a.ratio, 2)}x of run {a.other.id[:8]} ({when}), the median of {a.spread.n}; "
+                f"{_sets_text(a)}; {spread_text(a)}")
     if a.kind == "history":
         return (f"{fixed(a.ratio, 2)}x of run {a.other.id[:8]} ({when}), the one other run: between-run noise "
                 f"unknown (`--repeat 5` measures it)")
@@ -469,6 +470,12 @@ def _interval(a: Against) -> str:
         return f", no interval from {a.steps[0]:,} and {a.steps[1]:,} steps (fewer than {MIN_STEPS} a side)" \
             if a.steps and min(a.steps) < MIN_STEPS else ""
     return f", {percent(0.95)} interval over both runs' steps{steps} {fixed(a.low, 2)}–{fixed(a.high, 2)}"
+
+
+def _sets_text(a: Against) -> str:
+    """This run against the runs it is judged by, by their steps per second: the figures and interval
+    `dlbench compare` prints for the same two sets (spread.RunRatio.text)."""
+    return f"this run against those {a.spread.n}: {a.sets.text()}"
 
 
 def spread_text(a: Against) -> str:
@@ -623,10 +630,10 @@ def _input_cost(r: Result, a: Against) -> str:
         return text
     if not on_gpu(r):
         return text + f", {ms(rest * 1e3)} ms more in the step itself (the loader's workers share the cores)"
-    where = ("the decoding and crops of --decode gpu run there, beside the model's kernels: `--profile` shows "
-             "them among the elementwise ones" if r.setup.options.get("decode") == "gpu"
-             else "each batch's copy and normalising")
-    return text + f", {ms(rest * 1e3)} ms more work on the GPU ({where})"
+    where = (parts_of.decoding_on_the_gpu(r) + "; `--profile` shows it among the elementwise kernels"
+             if r.setup.options.get("decode") in ("gpu", "hardware") else "each batch's copy and normalising")
+    share = percent(rest / history.mean_step(r))
+    return text + f", {ms(rest * 1e3)} ms ({share} of its step) more work on the GPU: {where}"
 
 
 def _reference_value(ref: Reference) -> str:
@@ -696,6 +703,9 @@ def _against_json(a: Against | None) -> dict[str, Any] | None:
     spread = a.spread if a.between_runs else None
     return {"kind": a.kind, "run": a.other.id, "started": a.other.started, "tag": a.other.tag, "ratio": a.ratio,
             "low": a.low, "high": a.high, "beyond_noise": a.beyond_noise,
+            "sets": None if spread is None or a.sets is None else {
+                "ratio": a.sets.value, "low": a.sets.low, "high": a.sets.high, "runs": list(a.sets.runs),
+                "level": a.sets.level},
             "between_runs": None if spread is None else {
                 "runs": spread.n, "low": spread.low, "high": spread.high, "median": spread.median, "cv": spread.cv,
                 "unit": spread.unit, "band": spread.band(), "place": a.place}}

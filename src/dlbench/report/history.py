@@ -19,7 +19,7 @@ import numpy as np
 from dlbench.report.compare import MIN_STEPS, benchmark_key, bootstrap_ratio, timed
 from dlbench.results.measurement import Measurement, Run
 from dlbench.results.record import Result
-from dlbench.results.spread import Spread, median_run, speed, step_rate, step_samples
+from dlbench.results.spread import RunRatio, Spread, median_run, ratio_of_runs, speed, step_rate, step_samples
 from dlbench.system.records import is_system_record, machine_key
 
 
@@ -34,8 +34,9 @@ INPUT_OPTIONS = frozenset({"data", "workers", "decode", "cpu_share", "prefetch",
 class Against:
     """`result` runs at `ratio` times the speed of `other` (below 1: slower). `spread`: the runs that
     `other` stands for (history: every other run of the configuration here; `other` is their median
-    run), whose between-run band decides "beyond noise" from two runs on. Without it (one run to go
-    by), `low`–`high` is the bootstrap interval over both runs' steps, which sees no between-run noise."""
+    run); from two of them on, `sets` (this run against all of them, the interval `dlbench compare`
+    prints for the same two sets) decides "beyond noise". Without them (one run to go by), `low`–`high`
+    is the bootstrap interval over both runs' steps, which sees no between-run noise."""
     other: Result
     ratio: float
     low: float | None = None
@@ -44,18 +45,17 @@ class Against:
     spread: Spread | None = None
     figure: float | None = None  # the judged run's own figure, in the spread's terms
     steps: tuple[int, int] | None = None  # the steps behind `low`–`high`: the judged run's, the other's
+    sets: RunRatio | None = None  # this run over the runs of `spread`, with its interval between runs
 
     @property
     def between_runs(self) -> bool:
         """Whether the between-run noise is known: two runs or more stand behind the comparison."""
-        return self.spread is not None and self.spread.n >= 2
+        return self.spread is not None and self.spread.n >= 2 and self.sets is not None and self.sets.has_interval
 
     @property
     def place(self) -> int:
-        """-1 slower than the run-to-run spread, 1 faster, 0 inside it (or unknown)."""
-        if self.between_runs and self.figure is not None:
-            return self.spread.place(self.figure)
-        return 0
+        """-1 slower beyond the noise between runs (the interval of `sets`), 1 faster, 0 within it (or unknown)."""
+        return self.sets.place() if self.between_runs else 0
 
     @property
     def beyond_noise(self) -> bool:
@@ -124,9 +124,10 @@ def against(r: Result, other: Result, kind: str = "history", runs: Sequence[Resu
     figure = _figure(kind)
     spread = Spread.of(runs, figure) if len(runs) >= 2 else None
     mine, theirs = figure(r), figure(other)
-    if spread is None or mine is None or not theirs or not math.isfinite(mine / theirs):
+    sets = ratio_of_runs([r], runs) if spread is not None else None
+    if spread is None or sets is None or mine is None or not theirs or not math.isfinite(mine / theirs):
         return Against(other, ratio, low, high, kind, steps=steps)
-    return Against(other, mine / theirs, low, high, kind, spread, mine, steps=steps)
+    return Against(other, mine / theirs, low, high, kind, spread, mine, steps=steps, sets=sets)
 
 
 def _figure(kind: str):

@@ -126,6 +126,10 @@ def _phase_table(rs: list[Result], published: bool) -> list[Table]:
     if not any(row[1] not in (None, DASH) for row in setup.rows):  # no cluster named: no column
         setup.header, setup.align = setup.header[:1] + setup.header[2:], setup.align[:1] + setup.align[2:]
         setup.rows = [row[:1] + row[2:] for row in setup.rows]
+    # a published row's slips are in its phases: their † and Check lines go under the phase table
+    checks = [n for n in setup.notes if n == rowinfo.SLIP_NOTE or n.startswith("Check, ")]
+    timing.notes += checks
+    setup.notes = [n for n in setup.notes if n not in checks]
     return [timing, setup]
 
 
@@ -199,10 +203,7 @@ def throughput_tables(results: list[Result], published: bool = False) -> list[Ta
         for s in seeds:
             rows.append(_seed003_row(s, precisions, fulls, mixeds))
         what = "patches" if unit.startswith("patch") else "images"
-        notes = [f"How many {what} per second each system {'trains' if workload == 'train' else 'infers'} at each "
-                 "precision, and how much mixed precision speeds that up.",
-                 f"Throughput: {what} over total measured time, all processes together; speedup: mixed-precision "
-                 "throughput over full-precision throughput of the same row."]
+        notes = _throughput_about(what, workload, speedup=True)
         if seeds:
             notes.append("Rows from NVIDIA UNet_Medical are its published figures (TF1 20.06, mixed precision = TF-AMP fp16, "
                          "ISBI 2012 EM data with augmentation).")
@@ -210,8 +211,23 @@ def throughput_tables(results: list[Result], published: bool = False) -> list[Ta
         if any(str(c).endswith(OVER_ONE) for row in rows for c in row.cells):
             notes.append(OVER_ONE_NOTE)
         table = _assemble(title, header, "l" + "r" * (len(header) - 1), rows, notes, published, ("Data", "Input", "Tag"))
-        out += _split_scaling(rowinfo.prune(table, 3 + len(precisions)), terms)
+        table = rowinfo.prune(table, 3 + len(precisions))
+        if not any(h.startswith("Throughput speedup") for h in table.header):  # one precision: no speed-up to define
+            table.notes[:2] = _throughput_about(what, workload, speedup=False)
+        out += _split_scaling(table, terms)
     return out
+
+
+def _throughput_about(what: str, workload: str, speedup: bool) -> list[str]:
+    """What a throughput table shows, and what its columns are; the speed-up only where it has one."""
+    verb = "trains" if workload == "train" else "infers"
+    if not speedup:
+        return [f"How many {what} per second each system {verb} at each precision.",
+                f"Throughput: {what} over total measured time, all processes together."]
+    return [f"How many {what} per second each system {verb} at each precision, and how much mixed precision "
+            "speeds that up.",
+            f"Throughput: {what} over total measured time, all processes together; speedup: mixed-precision "
+            "throughput over full-precision throughput of the same row."]
 
 
 SCALING = ("Weak scaling", "Scaling efficiency")
@@ -233,8 +249,10 @@ def _split_scaling(table: Table, terms: tuple[str, ...]) -> list[Table]:
     about += (" Weak scaling: throughput on N " + terms[2] + " over throughput on 1 " + terms[3] + " at the same "
               "batch per " + terms[3] + "; scaling efficiency: weak scaling / N.")
     moved = [n for n in table.notes if _names_column(n, [table.header[i] for i in scaling])]
-    notes = [n for n in table.notes if n not in moved and (n != rowinfo.SLIP_NOTE or _checks_left(table.notes, moved))]
     extra = [n for n in table.notes if n.startswith(("! ", "dlbench's rows", "Rows from"))]
+    # the efficiencies, and so their ! marks, are all in the second table
+    notes = [n for n in table.notes if n not in moved and not n.startswith("! ")
+             and (n != rowinfo.SLIP_NOTE or _checks_left(table.notes, moved))]
     scaled = Table(table.title.replace("throughput", "weak scaling"), [table.header[i] for i in second],
                    "".join(table.align[i] for i in second), [[row[i] for i in second] for row in rows],
                    notes=[about, *extra, *([rowinfo.SLIP_NOTE] if moved else []), *moved])

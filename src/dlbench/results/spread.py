@@ -15,6 +15,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
+from dlbench.figures import fixed
 from dlbench.results.measurement import Run
 from dlbench.results.record import Result
 
@@ -58,6 +59,116 @@ def step_rate(r: Result) -> float | None:
 
 
 Figure = Callable[[Result], "float | None"]
+
+
+def t_quantile(level: float, df: int) -> float:
+    """Student's t for a two-sided interval: the 95% table, else the normal quantile scaled alike."""
+    if abs(level - 0.95) < 1e-9:
+        return t975(df)
+    z = statistics.NormalDist().inv_cdf(0.5 + level / 2)
+    return z * t975(df) / 1.96
+
+
+@dataclass(frozen=True)
+class Logs:
+    """One set of runs as the logarithms of their figures: how many, their mean, their variance
+    (None from one run: one figure says nothing of the noise between runs)."""
+    n: int
+    mean: float
+    var: float | None = None
+
+    @classmethod
+    def of(cls, figures: Sequence[float]) -> "Logs | None":
+        """None where a figure has no logarithm (none at all, 0, a NaN)."""
+        if not figures or not all(math.isfinite(f) and f > 0 for f in figures):
+            return None
+        logs = [math.log(f) for f in figures]
+        mean = math.fsum(logs) / len(logs)
+        var = math.fsum((v - mean) ** 2 for v in logs) / (len(logs) - 1) if len(logs) > 1 else None
+        return cls(len(logs), mean, var)
+
+
+@dataclass(frozen=True)
+class RunRatio:
+    """How many times as fast one set of runs is as another (the ratio of their figures' geometric
+    means), with its interval between runs and the runs behind each side; no interval where neither
+    side measured the noise between runs (one run each, and none recorded)."""
+    value: float
+    runs: tuple[int, int]
+    low: float | None = None
+    high: float | None = None
+    level: float = 0.95
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    @property
+    def within_noise(self) -> bool:
+        return self.has_interval and self.low <= 1.0 <= self.high
+
+    def place(self) -> int:
+        """-1 slower beyond the noise between runs (the whole interval below 1, by more than SAME),
+        1 faster beyond it, 0 within it or where the noise is unknown."""
+        if not self.has_interval:
+            return 0
+        if self.high < 1.0 - SAME:
+            return -1
+        return 1 if self.low > 1.0 + SAME else 0
+
+    def flipped(self) -> "RunRatio":
+        """The other side over this one: the same interval, turned over."""
+        turn = (lambda v: None if v is None else 1.0 / v)
+        return RunRatio(1.0 / self.value, self.runs[::-1], turn(self.high), turn(self.low), self.level)
+
+    def interval_text(self) -> str:
+        """'95% interval 0.51–1.94, 3 and 4 runs', or what it lacks: every view prints this one."""
+        counts = f"{self.runs[0]} and {self.runs[1]} runs"
+        if not self.has_interval:
+            return f"no interval from {counts}: the noise between runs is unknown (--repeat N measures it)"
+        return f"{round(self.level * 100)}% interval {fixed(self.low, 2)}–{fixed(self.high, 2)}, {counts}"
+
+    def text(self) -> str:
+        return f"{fixed(self.value, 2)}x ({self.interval_text()})"
+
+
+def ratio_of_logs(a: Logs, b: Logs, recorded: tuple["Logs | None", "Logs | None"] = (None, None),
+                  level: float = 0.95) -> RunRatio | None:
+    """Set a's runs over set b's, the interval by Welch's t over the runs' logarithms. A side of one
+    run takes the variance `recorded` for it (its configuration's other runs on its machine), else the
+    other side's: then both terms stand on that one estimate and its degrees of freedom. None where
+    the ratio is no finite figure."""
+    value = math.exp(a.mean - b.mean)
+    if not (math.isfinite(value) and value > 0):
+        return None
+    own = [(s.var, s.n - 1) if s.var is not None else (r.var, r.n - 1) if r is not None and r.var is not None
+           else None for s, r in zip((a, b), recorded)]
+    if own[0] is None and own[1] is None:
+        return RunRatio(value, (a.n, b.n), level=level)
+    if own[0] is None or own[1] is None:  # one estimate for both sides
+        var, df = own[0] or own[1]
+        se, dof = math.sqrt(var * (1 / a.n + 1 / b.n)), df
+    else:
+        terms = own[0][0] / a.n, own[1][0] / b.n
+        se = math.sqrt(sum(terms))
+        dof = (sum(terms) ** 2 / sum(t * t / d for t, (_, d) in zip(terms, own)) if se > 0
+               else min(d for _, d in own))
+    reach = t_quantile(level, max(1, int(dof))) * se
+    low, high = math.exp(a.mean - b.mean - reach), math.exp(a.mean - b.mean + reach)
+    if not all(math.isfinite(v) and v > 0 for v in (low, high)):
+        return RunRatio(value, (a.n, b.n), level=level)
+    return RunRatio(value, (a.n, b.n), low, high, level)
+
+
+def ratio_of_runs(a: Sequence[Result], b: Sequence[Result], recorded: tuple["Logs | None", "Logs | None"] = (None, None),
+                  level: float = 0.95) -> RunRatio | None:
+    """How many times as fast runs `a` are as runs `b` by each run's steps per second (`step_rate`,
+    the figure every view compares by), and its interval between runs: `compare` and the doctor both
+    print this, so the same two sets read the same everywhere. None where a run has no figure."""
+    sides = [Logs.of([f for r in runs if (f := step_rate(r)) is not None]) for runs in (a, b)]
+    if sides[0] is None or sides[1] is None or (sides[0].n, sides[1].n) != (len(a), len(b)):
+        return None
+    return ratio_of_logs(sides[0], sides[1], recorded, level)
 
 
 @dataclass(frozen=True)
