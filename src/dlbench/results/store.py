@@ -489,18 +489,39 @@ class Store:
         `flat`: the text without what no flat row holds (samples, traces, phase statistics)."""
         if self.read_only and self._empty:
             return
-        text = "json_remove(record, '$.samples', '$.traces', '$.metrics.stats')" if flat else "record"
+        # The order is found on the small columns alone: ORDER BY over the records themselves sorts the
+        # whole store's text through temporary files (14 of the 15 s of exporting 100,000 results).
+        order = [rowid for (rowid,) in self._query("SELECT rowid FROM results ORDER BY started, rowid", [])]
+        for chunk in _chunks(order, EXPORT_CHUNK):
+            for key, schema, text in self._export_chunk(chunk, flat):
+                yield text if self._is_current(schema, text, flat) else self._record(key, text)
+
+    def _export_chunk(self, rowids: list[int], flat: bool) -> list[tuple]:
+        """These rows' (id, schema, text) in the order given. The text of a flat export is the record less
+        its samples, traces and phase statistics, cut by SQLite, which stops on a record it does not read
+        as JSON (a NaN): only a chunk that holds one is read again, checking each record first."""
+        marks = ",".join("?" * len(rowids))
+        cut = "json_remove(record, '$.samples', '$.traces', '$.metrics.stats')"
+        query = "SELECT rowid, id, {schema}, {text} FROM results WHERE rowid IN (" + marks + ")"
         try:
-            cursor = self._patiently(lambda: self._db.execute(
-                f"SELECT id, CASE WHEN json_valid(record) THEN {text} ELSE record END, "
-                # CASE, not AND: SQLite may evaluate both sides, and json_extract stops on malformed JSON
-                "CASE WHEN json_valid(record) THEN json_extract(record, '$.schema') = ? "
-                "AND json_extract(record, '$.format') = ? ELSE 0 END FROM results ORDER BY started, rowid",
-                [SCHEMA_VERSION, FORMAT]))
-            for key, text, current in cursor:
-                yield text if current else self._record(key, text)
-        except sqlite3.DatabaseError as error:
-            raise UserError(f"store {self.path} is damaged or not a dlbench store: {error}") from None
+            rows = self._query(query.format(schema="schema", text=cut if flat else "record"), rowids)
+        except UserError:
+            if not flat:
+                raise
+            rows = self._query(query.format(schema="CASE WHEN json_valid(record) THEN schema END",  # else read whole
+                                            text=f"CASE WHEN json_valid(record) THEN {cut} ELSE record END"), rowids)
+        found = {rowid: rest for rowid, *rest in rows}
+        return [found[rowid] for rowid in rowids if rowid in found]
+
+    @staticmethod
+    def _is_current(schema: object, text: object, flat: bool) -> bool:
+        """Whether the stored text is what an export writes of its record: a record stored by this schema
+        (the row's schema column, written with it) that reads as JSON. Checked without parsing 14 kB of
+        figures: the text names the format at the top level, as every record this schema wrote does, and
+        ends where an object ends (a flat text was parsed by SQLite already)."""
+        if schema != SCHEMA_VERSION or not isinstance(text, str):
+            return False
+        return flat or (f'"format": "{FORMAT}"' in text and text.rstrip().endswith("}"))
 
     def _query(self, query: str, args: list) -> list[tuple]:
         if self.read_only and self._empty:  # an empty SQLite file: a store with nothing in it yet
@@ -696,6 +717,9 @@ class _transaction:
 
 
 IMPORT_CHUNK = 1000  # records an import holds and writes at a time
+
+
+EXPORT_CHUNK = 200  # rows an export reads at a time: a few MB, never the store
 
 
 def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:

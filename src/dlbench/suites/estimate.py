@@ -13,15 +13,18 @@ suite never waits for an estimate.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from dlbench.errors import UserError
 from dlbench.results.record import Result
 from dlbench.spec import BenchmarkSpec
 from dlbench.suites import spec_key
+from dlbench.workloads import Planned
 
 # Never-run specs are guessed from the model's FLOPs and this machine's measured ceiling. Conv
 # nets reach about this share of a plain matmul's FLOP rate (and a step of training about
@@ -52,8 +55,14 @@ def history(results: Iterable[Result], host: str | None) -> dict[str, list[float
     for result in results:
         seconds = wall_seconds(result)
         if result.status == "ok" and result.system.get("host") == host and seconds is not None:
-            times.setdefault(spec_key(result.spec), []).append(seconds)
+            times.setdefault(spec_key(asked(result)), []).append(seconds)
     return times
+
+
+def asked(result: Result) -> dict:
+    """The spec a result's command asked for: the record keeps what ran (volume's --precision auto
+    as fp32), and the next run of the same command asks the same."""
+    return {**result.spec, **(result.measured.run.asked or {})}
 
 
 def wall_seconds(result: Result) -> float | None:
@@ -83,7 +92,7 @@ def known(results: list[Result], host: str | None, gpu: str | None, counts: dict
     import json
 
     counted = ((r, r.measured.utilisation.flops_per_step) for r in results if r.status == "ok")
-    flops = {_work(r.spec): float(f) for r, f in counted if isinstance(f, (int, float)) and f > 0}
+    flops = {_work(r.spec, _step_shape(r)): float(f) for r, f in counted if isinstance(f, (int, float)) and f > 0}
     for key, value in (counts or {}).items():
         try:
             flops.setdefault(_work(json.loads(key)), value)
@@ -93,12 +102,18 @@ def known(results: list[Result], host: str | None, gpu: str | None, counts: dict
                  _compile_times(results, host))
 
 
-def _work(spec: BenchmarkSpec | dict) -> tuple:
-    """What a step's FLOPs depend on."""
+def _work(spec: BenchmarkSpec | dict, step: tuple[int, ...] | None = None) -> tuple:
+    """What a step's FLOPs depend on; `step`: its input without the batch, where not the spec's (a tile)."""
     data = spec.to_dict() if isinstance(spec, BenchmarkSpec) else spec
-    shape = data.get("input_shape")
+    shape = step or data.get("input_shape")
     return (data.get("workload"), data.get("model"), data.get("batch"), tuple(shape) if shape else None,
             data.get("precision"))
+
+
+def _step_shape(result: Result) -> tuple[int, ...] | None:
+    """A volume run's step is one tile of its blocking, one input channel (workloads/volume.py `planned`)."""
+    tile = result.measured.volume.tile
+    return (1, *tile) if tile else None
 
 
 def _known_rates(results: list[Result], host: str | None, gpu: str | None) -> dict[tuple[str, str], float]:
@@ -160,9 +175,13 @@ def _stepping(spec: BenchmarkSpec, step: float) -> float:
 
 # Stand-ins where this machine has measured nothing yet, for a figure labelled rough: a first run's
 # set-up (process, imports, model, ceilings measured once), a matmul rate, and a first torch.compile
-# (cache cold) and a later one (cache warm). They say the order of magnitude, no more.
-ROUGH_STARTUP_S = {"cpu": 20.0, "cuda": 15.0}
+# (cache cold) and a later one (cache warm). They say the order of magnitude, no more. On a GPU,
+# the quick suite's five first runs took about 40 s from Enter to prompt on an H200 (2026-11-28),
+# with 17 s of warm-up and measuring: 15 s a run made its rough estimate 2.1x too long. On the
+# 2-core EPYC (load 3 to 4, fresh HOME, 2026-11-28) a first CPU run took 8 to 11 s besides its steps.
+ROUGH_STARTUP_S = {"cpu": 15.0, "cuda": 8.0}
 ROUGH_RATE = {"cpu": 1e10, "cuda": 2e13}
+ROUGH_CORE_RATE = 1.5e10  # FLOP/s of one CPU core on large convolutions (`_rough_rate`)
 ROUGH_COMPILE_S = {("cpu", False): 120.0, ("cpu", True): 15.0, ("cuda", False): 240.0, ("cuda", True): 20.0}
 COMPILED = ("compile", "max")  # --optimize levels that run torch.compile (workloads/optimize.py)
 
@@ -197,17 +216,72 @@ def estimate_run(spec: BenchmarkSpec, facts: Known, kind: str, *, forward: Calla
     if earlier:
         runs = "a stored run" if len(earlier) == 1 else f"{len(earlier)} stored runs"
         return RunEstimate(Estimate(statistics.median(earlier), len(earlier)), f"{runs} here", searched)
+    plan = _planned(spec)
+    if plan is not None:
+        return _from_plan(spec, plan, facts, kind, forward, searched)
     flops = facts.flops.get(_work(spec))
     if not flops and forward is not None:
         flops = forward(spec) * PASSES.get(spec.workload, 3.0)
     rate = facts.rates.get((kind, spec.precision)) or (facts.rates.get(("cpu", "fp32")) if kind == "cpu" else None)
     rough = not flops or not rate
-    work = flops or spec.batch * math.prod(spec.input_shape or (3, 224, 224)) * 1e3  # a stand-in: the input's size
+    work = flops or spec.batch * math.prod(spec.input_shape or _model_shape(spec.model)) * 1e3  # a stand-in: the input's size
     step = max(work / ((rate or ROUGH_RATE[kind]) * CONV_EFFICIENCY[kind]), STEP_FLOOR_S[kind])
     startup = facts.overhead_s if facts.overhead_s is not None else ROUGH_STARTUP_S[kind]
     run = Estimate(startup + _stepping(spec, step), 0, rough)
     return RunEstimate(run, "rough" if rough else "FLOPs over this machine's measured ceiling",
                        _compiling(spec, facts, kind) + searched)
+
+
+def _model_shape(model: str) -> tuple[int, ...]:
+    """The input a model takes where the spec gives none (a plug-in's 3x32x32 CNN is not an ImageNet one)."""
+    from dlbench.models import registry
+
+    try:
+        return tuple(registry.resolve(model).input_shape)
+    except Exception:  # noqa: BLE001 - a model that cannot be looked up: ImageNet's size, as most take
+        return (3, 224, 224)
+
+
+def _planned(spec: BenchmarkSpec) -> Planned | None:
+    """What the workload says a run of `spec` computes, where its steps are not the spec's; None where
+    it says nothing, or cannot tell (then the spec's steps are the guess)."""
+    plan = spec.declared.planned
+    try:
+        return plan(spec) if plan is not None else None
+    except (UserError, OSError, ValueError):  # an input the run itself will report on
+        return None
+
+
+def _from_plan(spec: BenchmarkSpec, plan: Planned, facts: Known, kind: str,
+               forward: Callable[[BenchmarkSpec], int] | None, searched: tuple) -> RunEstimate:
+    """A run of `plan.steps` steps after `plan.warmup`, each of its step's FLOPs (counted by an earlier
+    run of the same step, else one forward pass on the meta device) over the ceiling of the precision
+    that will run; plus what it makes before them (a generated input), at a stand-in rate."""
+    flops = facts.flops.get(_work({**spec.to_dict(), "precision": plan.precision}, plan.shape[1:]))
+    if not flops and forward is not None:
+        counted = forward(dataclasses.replace(spec, batch=plan.shape[0], input_shape=plan.shape[1:]))
+        flops = counted * plan.passes
+    rate = facts.rates.get((kind, plan.precision)) or (facts.rates.get(("cpu", "fp32")) if kind == "cpu" else None)
+    rough = not flops or not rate
+    work = flops or math.prod(plan.shape) * 1e3  # a stand-in: the input's size
+    step = max(work / ((rate or _rough_rate(kind)) * (plan.efficiency or CONV_EFFICIENCY[kind])), STEP_FLOOR_S[kind])
+    startup = facts.overhead_s if facts.overhead_s is not None else ROUGH_STARTUP_S[kind]
+    counting = 0.0 if plan.counted_free else 2 * step  # the FLOP count runs a step through Python
+    run = Estimate(startup + counting + (plan.warmup + plan.steps) * step, 0, rough)
+    made = tuple((what, seconds, True) for what, seconds in plan.prepare if seconds >= 1)  # a second is no news
+    return RunEstimate(run, "rough" if rough else "FLOPs over this machine's measured ceiling",
+                       made + _compiling(spec, facts, kind) + searched)
+
+
+def _rough_rate(kind: str) -> float:
+    """A planned step's stand-in rate: a plan's steps are large (a whole tile), and on a CPU large
+    convolutions run at a matmul's rate on every core torch uses (2-core EPYC, 8 processes' load:
+    17 GFLOP/s fp32 torch.mm, unet3d on 56x256x256 tiles 28 GFLOP/s)."""
+    if kind != "cpu":
+        return ROUGH_RATE[kind]
+    import os
+
+    return ROUGH_CORE_RATE * len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else ROUGH_RATE[kind]
 
 
 def _compiling(spec: BenchmarkSpec, facts: Known, kind: str) -> tuple[tuple[str, float, bool], ...]:

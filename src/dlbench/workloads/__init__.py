@@ -61,6 +61,23 @@ class Workload:
     # Its ranks exchange only small objects (blocks shared out, figures gathered), never GPU tensors:
     # a gloo group on the host serves them, made in milliseconds where NCCL connects the GPUs in seconds.
     host_group: bool = False
+    # spec -> what a run of it will compute, where its steps are not the spec's (volume: one tile a step,
+    # as many as the blocking has): the estimate of its time goes by it (suites/estimate.py).
+    planned: Callable[[Any], "Planned | None"] | None = None
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What a run will compute, as its workload knows before it starts: its steps' input, how many
+    there are, and what the run does besides them."""
+    shape: tuple[int, ...]  # one step's input, batch included (volume: [1, 1, *tile])
+    steps: int  # steps in the measured window (volume: the busiest rank's tiles)
+    warmup: int  # steps of the warm-up
+    precision: str  # what will run ('auto' settled as the workload settles it)
+    passes: float = 1.0  # forward passes a step costs
+    counted_free: bool = False  # its FLOP count costs no step (counted on the meta device)
+    efficiency: float | None = None  # share of the matmul ceiling its steps reach, where known to differ
+    prepare: tuple[tuple[str, float], ...] = ()  # (what, seconds, at the stand-in rate) before the steps: an input made
 
 
 def measurement(figures: Measurement | Mapping[str, Any]) -> Measurement:

@@ -161,6 +161,7 @@ BUILTIN: dict[str, Workload] = {w.name: w for w in (
                  "profile_trace"),
         auto_precision=True, tuning=later("dlbench.workloads.volume", "tuning_facts"),
         tuned_check=later("dlbench.workloads.volume", "tuned_problem"), host_group=True,
+        planned=later("dlbench.workloads.volume", "planned"),
         defaults={"model": "unet3d", "precision": "auto", "batch": 1, "warmup": 2, "warmup_seconds": 0.0, "steps": 1,
                   "min_seconds": 0.0}),
     Workload(

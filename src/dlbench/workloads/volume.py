@@ -44,7 +44,7 @@ from dlbench.measure.profile import compact, profile_steps
 from dlbench.models import fused, registry, slabs
 from dlbench.results.measurement import Measurement, Run, Throughput, Volume as VolumeFigures, Window, combine
 from dlbench.units import hours_for, parse_shape
-from dlbench.workloads import block_choice, distributed, optimize, tuning
+from dlbench.workloads import Planned, block_choice, distributed, optimize, tuning
 from dlbench.workloads.builtin import CPU_VOLUME, SEED_VOLUME, VolumeOptions, parse_voxels
 from dlbench.workloads.runtime import is_oom, precision as in_precision, resolve_device
 from dlbench.workloads.volume_pipeline import (NONFINITE_HINT, NonFinite, Pipeline, buffer_count,
@@ -269,16 +269,51 @@ def tuning_facts(spec) -> dict | None:
     opts = spec.opts
     if opts.block != "auto" and spec.precision != "auto":
         return None
-    if opts.input:
-        volume = open_volume(opts.input)
-        try:
-            shape, dtype = list(volume.shape), str(volume.dtype)
-        finally:
-            volume.close()
+    shape, dtype = _input_facts(spec)
+    return {"input_shape": list(shape), "input_dtype": dtype, "block": opts.block,
+            "halo": list(parse_shape(opts.halo)), "kernels": opts.kernels}
+
+
+def _input_facts(spec) -> tuple[tuple[int, ...], str]:
+    """The input's shape and type, read from its metadata; the generated volume's without --input."""
+    if not spec.opts.input:
+        return generated_shape(spec.opts.volume_shape, resolve_device(spec.device)), "uint8"
+    volume = open_volume(spec.opts.input)
+    try:
+        return tuple(volume.shape), str(volume.dtype)
+    finally:
+        volume.close()
+
+
+# Voxels one generating thread makes a second (2-core EPYC: 2.3 Mvox/s on 2 threads; H200 host: 1.9 Gvox
+# in 31.4 s on 16): a stand-in for the estimate, the order of magnitude.
+GENERATED_PER_THREAD = 2e6
+# On a CPU a 3D U-Net's convolutions on a whole tile run at about a matmul's rate (unet3d, 56x256x256
+# tiles on 2 EPYC cores: 102% of the measured fp32 ceiling), twice a 2D CNN's share of it.
+CPU_EFFICIENCY = 1.0
+
+
+def planned(spec) -> Planned:
+    """What a run of `spec` will compute, for its estimate: one tile a step, as many steps as the busiest
+    rank's blocks, `warmup` forwards before them, and the input generated first where none is given.
+    On a CPU the block is what --block auto will choose (not timed); on a GPU the probe's choice is not
+    known before it runs, and the default block (the one it must beat) bounds the work."""
+    opts = spec.opts
+    device = resolve_device(spec.device)
+    shape, halo = _input_facts(spec)[0], parse_shape(opts.halo)
+    if opts.block != "auto":
+        block = parse_shape(opts.block)
+    elif device.type == "cuda":
+        block = tuple(min(b, s) for b, s in zip(block_choice.DEFAULT_BLOCK, shape))
     else:
-        shape, dtype = list(generated_shape(opts.volume_shape, resolve_device(spec.device))), "uint8"
-    return {"input_shape": shape, "input_dtype": dtype, "block": opts.block, "halo": list(parse_shape(opts.halo)),
-            "kernels": opts.kernels}
+        block = block_choice.choose(shape, halo, spec.precision, spec.channels_last, None, device).block
+    blocking = Blocking(shape, block, halo)
+    on_gpu = device.type == "cuda"
+    precision = spec.precision if spec.precision != "auto" else ("fp16" if on_gpu else "fp32")
+    made = () if opts.input else (("generating the input", int(np.prod(shape)) / (
+        GENERATED_PER_THREAD * min(16, os.cpu_count() or 1))),)
+    return Planned((1, 1, *blocking.tile), block_choice.rounds(blocking, spec.gpus), max(1, spec.warmup), precision,
+                   counted_free=not on_gpu, efficiency=None if on_gpu else CPU_EFFICIENCY, prepare=made)
 
 
 def tuned_problem(spec, facts: dict, choice: dict) -> str | None:
