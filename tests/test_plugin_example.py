@@ -58,3 +58,18 @@ def test_the_documented_plugin_is_the_example_file():
     code = (EXAMPLES / "dlbench_matmul.py").read_text()
     assert any(b.split("```\n")[0] == code for b in block), "docs/architecture.md's plug-in differs from the example"
     assert sum(1 for line in code.splitlines() if line.strip()) <= 22
+
+
+def test_the_documented_fwdbwd_command_runs_the_plugin_model(tmp_path):
+    # The plug-in's tiny-cnn ends in nn.LazyLinear, whose weights have no shape until a first input:
+    # the run must give it one before it moves the model to a memory format or counts its parameters.
+    doc = (EXAMPLES.parent / "docs" / "architecture.md").read_text()
+    [line] = [line for line in doc.splitlines() if "dlbench run fwdbwd --model tiny-cnn" in line]
+    assert line.startswith("PYTHONPATH=examples DLBENCH_PLUGINS=dlbench_matmul dlbench ")
+    documented = line.split(" dlbench ", 1)[1].split()
+    tiny = ["--batch", "2", "--warmup", "1", "--warmup-seconds", "0", "--steps", "2", "--min-seconds", "0",
+            "--device", "cpu", "--db", tmp_path / "r.db"]
+    proc = dlbench(*documented, *tiny, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("ok fwdbwd tiny-cnn batch 2"), proc.stdout
+    assert "uninitialized" not in proc.stderr

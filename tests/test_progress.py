@@ -64,3 +64,16 @@ def test_heartbeat_time_counts_from_the_start_not_the_stage():
     assert ticks, out.getvalue()
     # a clock that restarted with the warm-up would say 1 or 2 s
     assert all(int(line.split("(")[1].split(" s so far")[0]) >= 3 for line in ticks), ticks
+
+
+def test_heartbeat_says_moving_work_at_its_interval():
+    # Steps a little under the interval apart: each comes too soon after the last line to be printed,
+    # and the tick must say the latest one, not wait for a line that stands still.
+    out = io.StringIO()
+    with Heartbeat(Console(file=out, width=200), every_s=0.5) as heartbeat:
+        started = time.monotonic()
+        for step in range(8):
+            heartbeat(f"volume unet3d: tile {step}/8")
+            time.sleep(0.4)
+    stamps = [line for line in out.getvalue().splitlines() if line.startswith("volume unet3d: tile ")]
+    assert len(stamps) >= int((time.monotonic() - started) / 0.5) - 2, stamps  # about one per 0.5 s, not per 0.8 s

@@ -57,11 +57,28 @@ def run_command(workload: workloads.Workload, values: dict[str, Any], *, view: T
     if extras.repeat is not None and plan == "auto":
         raise UserError("--repeat runs one batch again and again: find it with --batch auto first, then give "
                         "--batch N --repeat")
-    with _head_start(plan, extras.repeat is None) as ranks:
+    with starting(spec, plan, view), _head_start(plan, extras.repeat is None) as ranks:
         preflight(spec, view, () if sweep or plan == "auto" else [one.batch for one in plan])
         check_store_apart(spec, extras.db)
         scratch.clean_stale()  # what killed runs left behind
         return _run_plan(spec, plan, sweep, extras, results_file, view, ranks)
+
+
+STARTING = "starting: loading torch, then the checks and how long it will take"
+
+
+def starting(spec: BenchmarkSpec, plan: str | list[BenchmarkSpec], view: Terminal) -> contextlib.AbstractContextManager:
+    """The first line of a run whose command line is checked: what runs, said before torch loads (seconds,
+    more on a busy machine) and repeated every 5 s until the estimate is said, so that the command is
+    never silent there. Where torch is loaded already (a plug-in imported it, a caller in Python) the
+    estimate comes soon enough, and nothing is said."""
+    import sys
+
+    if "torch" in sys.modules:
+        return contextlib.nullcontext()
+    more = "" if plan == "auto" or len(plan) == 1 else f" (and {len(plan) - 1} more batch sizes)"
+    what = f"{spec.label()}{more}" if plan != "auto" else f"{spec.workload} {spec.model} (batch search)"
+    return view.waiting(f"{what}: {STARTING}")
 
 
 @contextlib.contextmanager
@@ -130,6 +147,7 @@ def _repeated(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Termin
     from dlbench.system.info import launcher_fingerprint
 
     asked = repeats.parse(extras.repeat)
+    view.done_waiting()
     view.message(repeats.announce(spec, asked, extras.repeat_budget))
     results = repeats.run_repeats(spec, asked, extras.repeat_budget, store, launcher_fingerprint(), tag=extras.tag,
                                   console=view.err, describe=describe)
@@ -279,6 +297,7 @@ def announce_estimate(specs: Sequence[BenchmarkSpec], store: Store, view: Termin
         each = ", ".join(f"batch {s.batch} {e.text()}" for s, e in zip(specs, found))
         times = f", {runs} runs each" if runs > 1 else ""
         line = f"{len(specs) * runs} runs: about {format_seconds(total)} in all ({each}{times})"
+    view.done_waiting()
     view.message(line)
     warning = over_a_minute(total, kind)
     if warning:
@@ -297,6 +316,7 @@ def _search(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal
 
     tag, limit = extras.tag, extras.max_batch
     tuning = Tuning(store, batch_key(spec, launcher_fingerprint(), limit), extras.retune, batch_check(limit))
+    view.done_waiting()
     tuned = tuning.lookup(view.message)
     if tuned is not None:
         view.message(f"batch {tuned.choice['batch']} {tuned.said('searches again')}")

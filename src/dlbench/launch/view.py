@@ -123,10 +123,11 @@ class Heartbeat:
         self._done.set()
 
     def _tick(self) -> None:
-        while not self._done.wait(min(1.0, self.every_s)):
+        while not self._done.wait(min(0.5, self.every_s / 10)):  # a line at most a tenth of the interval late
             clock = time.monotonic()
-            # only a line that has stood still that long: moving work prints through __call__
-            if self.line and clock - self.last >= self.every_s and clock - self.since >= self.every_s:
+            # nothing printed for that long, whether the line stood still or moved unprinted: steps of
+            # 4 s, each too soon after the last print, would otherwise go 8 s without a line
+            if self.line and clock - self.last >= self.every_s:
                 self.last = clock
                 said = self.clock() if self.clock else f"{format_seconds(clock - self.started)} so far"
                 self.console.print(clean(f"{self.line} ({said})"), highlight=False, markup=False)
@@ -239,6 +240,26 @@ class Terminal:
     def __init__(self, out: Console | None = None, err: Console | None = None) -> None:
         self.out = out or _console(stderr=False)
         self.err = err or _console(stderr=True)
+        self._waiting: Heartbeat | None = None
+
+    @contextlib.contextmanager
+    def waiting(self, line: str) -> Iterator[None]:
+        """`line` now, then again every 5 s with the time so far, until `done_waiting` or the block's end:
+        the start of a command, whose first output comes after seconds of imports and checks."""
+        self.message(line)
+        with Heartbeat(self.err, always=True) as heartbeat:
+            heartbeat.said(clean(line))
+            self._waiting = heartbeat
+            try:
+                yield
+            finally:
+                self.done_waiting()
+
+    def done_waiting(self) -> None:
+        """What `waiting` repeats is no longer news: the command says what it does now."""
+        if self._waiting is not None:
+            self._waiting.__exit__(None, None, None)
+            self._waiting = None
 
     def message(self, text: str) -> None:
         self.err.print(clean(text), highlight=False, markup=False, soft_wrap=True)

@@ -15,7 +15,7 @@ from dlbench.models import registry
 from dlbench.results.measurement import Data, Measurement, Phase, Stats, Throughput, Window, combine
 from dlbench.results.stats import summarize
 from dlbench.workloads import optimize
-from dlbench.workloads.runtime import memory_format, random_input
+from dlbench.workloads.runtime import built_model, random_input
 
 
 def primary_output(out):
@@ -31,8 +31,7 @@ def run(spec, device: torch.device, progress: Progress):
     entry = registry.resolve(spec.model)
     shape = spec.input_shape or entry.input_shape
     torch.manual_seed(spec.seed)
-    model = entry.build().to(device).train()
-    model = model.to(memory_format=memory_format(spec.channels_last, len(shape) + 1))
+    model = built_model(entry, shape, device, spec.channels_last).train()
     x = random_input(spec.batch, shape, device, spec.channels_last, spec.seed)
     grad = torch.randn_like(primary_output(model(x)))
 

@@ -30,7 +30,7 @@ from dlbench.measure.timer import NullTimer
 from dlbench.results.measurement import Data, Latency, Measurement, Phase, Stats, Throughput, Window
 from dlbench.results.stats import latency_ms, summarize
 from dlbench.workloads import optimize
-from dlbench.workloads.runtime import memory_format, random_input
+from dlbench.workloads.runtime import built_model, memory_format, random_input
 
 THROUGHPUT_METHOD = "images over total measured time"
 
@@ -141,8 +141,7 @@ def inference_model(spec, entry, shape, device: torch.device):
     """The model in eval mode, in the spec's memory format and optimisation level (checked
     against eager on a random batch): what infer and smooth run."""
     torch.manual_seed(spec.seed)
-    model = entry.build().to(device).eval()
-    model = model.to(memory_format=memory_format(spec.channels_last, len(shape) + 1))
+    model = built_model(entry, shape, device, spec.channels_last).eval()
     with torch.inference_mode():
         return optimize.prepare(spec, model, random_input(spec.batch, shape, device, spec.channels_last, spec.seed))
 

@@ -70,6 +70,20 @@ def memory_format(channels_last: bool, ndim: int) -> torch.memory_format:
     return torch.contiguous_format
 
 
+def built_model(entry, shape: tuple[int, ...], device: torch.device, channels_last: bool) -> torch.nn.Module:
+    """`entry`'s model on `device`, in the memory format for inputs of `shape`. Lazy layers
+    (`nn.LazyLinear`, common in plug-ins) learn their sizes from a first input, so they get one sample
+    of `shape` before anything reads a parameter's shape: a memory format, a parameter count, DDP and
+    the optimizers all do, and an uninitialised parameter refuses."""
+    model = entry.build().to(device)
+    if any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in model.parameters()):
+        training = model.training
+        with torch.no_grad():  # eval: a normalisation layer takes a batch of one there
+            model.eval()(torch.randn((1, *shape), device=device))
+        model.train(training)
+    return model.to(memory_format=memory_format(channels_last, len(shape) + 1))
+
+
 def random_input(batch: int, shape: tuple[int, ...], device: torch.device, channels_last: bool, seed: int) -> torch.Tensor:
     """Random inputs, never zeros: zeros can run faster than real data."""
     generator = torch.Generator(device=device).manual_seed(seed)

@@ -32,7 +32,7 @@ from dlbench.workloads import distributed, losses, optimize
 from dlbench.workloads.fwdbwd import primary_output
 from dlbench.workloads.pipeline import (Feeder, data_metrics, decoder_text, metrics_from_ranks, phase_line,
                                        rank_payload)
-from dlbench.workloads.runtime import memory_format, random_input, resolve_device
+from dlbench.workloads.runtime import built_model, random_input, resolve_device
 
 
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")
@@ -119,11 +119,10 @@ def run(spec, device: torch.device, progress: Progress):
         raise UserError(f"model {spec.model!r} has task {entry.task!r}, which train has no loss for")
     shape = input_shape(spec, entry)
     warnings = preflight(spec, device)
-    memory = memory_format(spec.channels_last, len(shape) + 1)
     with distributed.process_group(device) as group:
         device = group.device
         torch.manual_seed(spec.seed)
-        model = entry.build().to(device).train().to(memory_format=memory)
+        model = built_model(entry, shape, device, spec.channels_last).train()
         loss_fn = losses.loss_for(entry.task)
         example = random_input(spec.batch, shape, device, spec.channels_last, spec.seed)
         scaler = torch.amp.GradScaler(device.type) if spec.precision == "fp16" and device.type == "cuda" else None
