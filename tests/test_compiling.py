@@ -28,6 +28,7 @@ from dlbench.launch.execute import execute
 from dlbench.launch.isolated import _where
 from dlbench.launch.view import Heartbeat, SuiteView
 from dlbench.models import registry
+from dlbench.descriptors import redirected
 from dlbench.paths import cache_folder
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
@@ -87,7 +88,7 @@ class SlowNoisyFirstCall:
 
 def test_redirected_catches_every_kind_of_output_and_restores_the_terminal(tmp_path, capfd):
     log = tmp_path / "compile.log"
-    with compiling.redirected(log):
+    with redirected(log):
         noise("inside")
     noise("after")
     text = log.read_text()

@@ -2,6 +2,7 @@
 deprecated decoder runs by default, and the decoder choice with its fallbacks and messages."""
 
 import io
+import os
 import warnings
 
 import numpy as np
@@ -143,3 +144,33 @@ def test_the_result_and_the_run_line_say_which_decoder_ran(tmp_path, monkeypatch
     assert "JPEGs decoded by pillow" in describe(Measurement.read(m))
     synthetic, _ = ok(spec(batch=4, steps=1))
     assert "decoder" not in synthetic  # nothing decoded, nothing said
+
+
+def test_the_hardware_library_s_start_up_messages_go_to_a_log(tmp_path, monkeypatch, capfd):
+    """nvImageCodec prints an error line for every optional codec it cannot load (JPEG 2000, TIFF)
+    from C code at import: a run that uses it keeps them in a log under the cache, not on the terminal."""
+    import sys
+    import types
+
+    monkeypatch.setenv("DLBENCH_CACHE", str(tmp_path / "cache"))
+    fake = types.ModuleType("nvidia.nvimgcodec")
+
+    class Backend:
+        def __init__(self, kind):
+            self.kind = kind
+
+    def decoder(**_):
+        os.write(2, b"[ERROR] [nvjpeg2k_ext] Failed to load nvJPEG2000 library\n")
+        return "decoder"
+
+    fake.ColorSpec = types.SimpleNamespace(SRGB="srgb")
+    fake.DecodeParams = lambda color_spec: color_spec
+    fake.Backend, fake.BackendKind, fake.Decoder = Backend, types.SimpleNamespace(HW_GPU_ONLY=1, GPU_ONLY=2), decoder
+    package = types.ModuleType("nvidia")
+    package.nvimgcodec = fake
+    monkeypatch.setitem(sys.modules, "nvidia", package)
+    monkeypatch.setitem(sys.modules, "nvidia.nvimgcodec", fake)
+    hardware = decoders.HardwareDecode(torch.device("cpu"))
+    assert hardware.decoder == "decoder" and hardware.params == "srgb"
+    assert "nvJPEG2000" not in capfd.readouterr().err
+    assert "Failed to load nvJPEG2000" in decoders.start_log().read_text()

@@ -80,7 +80,8 @@ def test_reading_the_store_from_the_command_line_loads_no_torch(tmp_path):
 # and from the layers below it. An import inside a function counts as much as one at the top,
 # since it runs the same code when it is called.
 LAYERS = [
-    {"__init__", "errors", "units", "options", "paths", "scratch", "vision", "figures", "shorten", "plugins", "bytecode"},
+    {"__init__", "errors", "units", "options", "paths", "scratch", "vision", "figures", "shorten", "plugins", "bytecode",
+     "descriptors"},
     {"results"},  # the record, its typed measurement and the store
     {"measure", "models", "data"},
     {"system"},

@@ -18,7 +18,9 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
+from dlbench.descriptors import redirected
 from dlbench.errors import UserError
+from dlbench.paths import cache_folder
 
 DECODE_CHOICES = ("cpu", "gpu", "hardware")  # --decode
 CPU, CUDA, HARDWARE = "pillow", "nvjpeg-cuda", "nvimgcodec-hardware"  # the decoder that ran (Data.decoder)
@@ -87,21 +89,27 @@ def facts_for(device: Any) -> Facts:
     return Facts(cuda, library, cuda and library and has_hardware_decoders(device.index or 0))
 
 
+def start_log() -> Any:
+    """Where nvImageCodec's start-up messages go: a file under dlbench's cache, kept for a look."""
+    return cache_folder("logs") / "nvimgcodec-start.log"
+
+
 class HardwareDecode:
     """A batch of JPEG files decoded by the GPU's hardware decoders (nvImageCodec), as uint8
     CHW tensors on the device; files the engines do not take (progressive JPEGs, odd chroma
     layouts) go to nvImageCodec's CUDA decoder."""
 
     def __init__(self, device: Any) -> None:
-        from nvidia import nvimgcodec
-
         self.device = device
-        # sRGB in nvImageCodec 0.9 and later, RGB before
-        spec = getattr(nvimgcodec.ColorSpec, "SRGB", None) or nvimgcodec.ColorSpec.RGB
-        self.params = nvimgcodec.DecodeParams(color_spec=spec)
-        self.decoder = nvimgcodec.Decoder(device_id=device.index or 0,
-                                          backends=[nvimgcodec.Backend(nvimgcodec.BackendKind.HW_GPU_ONLY),
-                                                    nvimgcodec.Backend(nvimgcodec.BackendKind.GPU_ONLY)])
+        with redirected(start_log()):  # it prints every optional codec it lacks (JPEG 2000, TIFF) as an error
+            from nvidia import nvimgcodec
+
+            # sRGB in nvImageCodec 0.9 and later, RGB before
+            spec = getattr(nvimgcodec.ColorSpec, "SRGB", None) or nvimgcodec.ColorSpec.RGB
+            self.params = nvimgcodec.DecodeParams(color_spec=spec)
+            self.decoder = nvimgcodec.Decoder(device_id=device.index or 0,
+                                              backends=[nvimgcodec.Backend(nvimgcodec.BackendKind.HW_GPU_ONLY),
+                                                        nvimgcodec.Backend(nvimgcodec.BackendKind.GPU_ONLY)])
 
     def __call__(self, files: list[Any]) -> list[Any]:
         import torch
