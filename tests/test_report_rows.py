@@ -167,3 +167,20 @@ def test_a_volume_predictions_data_is_its_input_file_or_a_generated_volume():
     read = make_result(spec={"workload": "volume", "options": {"input": "/scratch/cremi.h5:raw"}})
     made = make_result(spec={"workload": "volume", "options": {"volume_shape": "200x3072x3072"}})
     assert rowinfo.data_source(read) == "cremi.h5" and rowinfo.data_source(made) == "Generated volume"
+
+
+def test_plot_labels_figured_once_per_group_are_those_figured_run_by_run():
+    from dlbench.report import plots
+
+    runs = latest_ok([_train(), _train(gpus=2), _train(channels_last=True), _train(optimize="compile", tag="lent"),
+                      _train(gpus=8, tag="lent"), _train(device="cpu")])
+
+    def one_by_one(r):  # each part kept where the runs' texts for its key differ, each figured again
+        texts = [text for key, text in plots._parts(r, runs)
+                 if len({dict(plots._parts(o, runs)).get(key, "") for o in runs}) > 1]
+        return " ".join(texts) or " ".join(text for key, text in plots._parts(r, runs) if key in plots.FULL)
+
+    assert [_short(r, runs) for r in runs] == [one_by_one(r) for r in runs]
+    assert len({_short(r, runs) for r in runs}) == len(runs) and "x1GPU" in _short(runs[0], runs)
+    fewer = runs[:1] + runs[2:4]  # another group of some of the same runs: its own parts (one GPU count)
+    assert "x1GPU" not in _short(runs[0], fewer) and "x1GPU" in _short(runs[0], runs)

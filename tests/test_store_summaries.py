@@ -210,7 +210,53 @@ def test_compare_reads_only_the_runs_its_sides_name_and_says_the_same(db, monkey
 
     with Store(db, read_only=True) as store:
         whole = cmp.render(cmp.compare(store.results(lean=True), list(sides)), "md", [])
-        chosen = choose.for_compare(store, None, sides)
-        assert len(chosen) < store.count()
-        assert cmp.render(cmp.compare(chosen, list(sides)), "md", []) == whole
+        chosen, everything = choose.for_compare(store, None, sides)
+        assert sum(len(side.results) for side in chosen) < store.count()
+        assert all(o.machine != ("node3", o.machine[1]) for runs in everything.values() for o in runs)
+        assert cmp.render(cmp.compare_sides(chosen, everything), "md", []) == whole
         assert choose.for_compare(store, None, ("node1", "nosuchhost")) is None  # the whole read says why
+
+
+@pytest.mark.parametrize("fmt", ["md", "json"])
+def test_compare_of_two_tags_of_many_runs_reads_their_summaries_and_prints_the_same(db, monkeypatch, fmt):
+    rng = random.Random(3)
+    runs = [_run(i, rng.lognormvariate(0, 0.05) * (1.1 if i % 2 else 1.0), tag="baseline" if i % 2 else "nightly",
+                 system={"host": f"node{i % 3}"}, spec={"batch": 16 if i % 4 < 2 else 32}) for i in range(60)]
+    runs.append(_run(60, 1.0, tag="nightly", spec={"batch": 64}, system={"host": "node1"}))  # one run: its
+    runs.append(_run(61, 1.0, tag="baseline", spec={"batch": 64}, system={"host": "node1"}))  # machine's noise
+    runs += [_run(62 + i, 1.0 + i / 50, spec={"batch": 64}, system={"host": "node1"}) for i in range(3)]
+    runs.append(make_result(started="2026-01-01T02:00:00+00:00", status="oom", tag="nightly", spec={"batch": 128}))
+    runs.append(make_result(started="2026-01-01T02:00:01+00:00", tag="baseline", spec={"batch": 128},
+                            samples={"step": [0.02] * 12}))
+    with Store(db) as store:
+        store.add_many(runs)
+    monkeypatch.setattr(report_command, "WHOLE_REPORT", 0)
+    read = []
+    real = Store.records
+    monkeypatch.setattr(Store, "records", lambda self, ids, **kw: read.extend(ids) or real(self, ids, **kw))
+    from dlbench.report import compare as cmp
+
+    with Store(db, read_only=True) as store:
+        whole = cmp.render(cmp.compare(store.results(lean=True), ["baseline", "nightly"]), fmt, [])
+    assert "(95% interval" in whole and "and 15 runs" in whole and "ran out of memory" in whole
+    view, out, _ = _terminal()
+    report_command.compare(report_command.CompareRequest(sides=["baseline", "nightly"], db=str(db), format=fmt), view)
+    assert out.getvalue().rstrip("\n") == whole.rstrip("\n")
+    assert len(read) == 8  # each side's newest run of each of its four benchmarks, never the other 58
+
+
+def test_a_large_html_report_draws_the_newest_settings_and_says_so_in_the_page(db, tmp_path, monkeypatch):
+    with Store(db) as store:
+        store.add_many([_run(i, 1.0 + i / 10, tag=f"t{i}") for i in range(5)])
+    monkeypatch.setattr(report_command, "WHOLE_REPORT", 0)
+    monkeypatch.setattr(report_command, "HTML_SETTINGS", 2)
+    view, _, err = _terminal()
+    report(ReportRequest(db=str(db), output=str(tmp_path / "r.html")), view)
+    page = (tmp_path / "r.html").read_text()
+    said = "the report shows the newest run of the newest 2 of 5 settings (configuration, machine, tag)"
+    assert f"<p class=\"meta\">T{said[1:]}; --suite or --system narrow it.</p>" in page
+    assert said in err.getvalue()
+    assert "t4" in page and "t3" in page and "t2" not in page and "All 2 runs in this report." in page
+    monkeypatch.setattr(report_command, "WHOLE_REPORT", 5000)  # a smaller store is drawn whole and says nothing
+    report(ReportRequest(db=str(db), output=str(tmp_path / "all.html")), view)
+    assert "newest run of the newest" not in (tmp_path / "all.html").read_text()

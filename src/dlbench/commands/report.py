@@ -61,35 +61,41 @@ def report(request: ReportRequest, view: Terminal) -> None:
         raise UserError("--format html writes a file: add --output report.html")
     output = output_file(request.output, request.db, "report")
     with Store(request.db, read_only=True) as store:
-        chosen = filter_systems(_newest_settings(store, request, view), request.systems or [])
+        found, bound = _newest_settings(store, request)
+        chosen = filter_systems(found, request.systems or [])
+    if bound is not None:
+        view.message(bound)
     chosen = median_runs(chosen)  # a repeat set's figure is its median run
     title = f"dlbench report: {request.suite_name}" if request.suite_name else "dlbench report"
-    view.write(render(chosen, fmt, title=title, with_references=request.with_references), output)
+    # the page says what it leaves out where its reader sees it; the other formats on stderr
+    view.write(render(chosen, fmt, title=title, with_references=request.with_references,
+                      bound=bound if fmt == "html" else None), output)
 
 
 WHOLE_REPORT = 5000  # results a report reads whole; from a larger store, the newest run of each setting
 HTML_SETTINGS = 100  # settings an HTML report of a larger store shows: each may draw figures
 
 
-def _newest_settings(store: Store, request: ReportRequest, view: Terminal) -> list:
+def _newest_settings(store: Store, request: ReportRequest) -> tuple[list, str | None]:
     """The runs the report's rows show, chosen from the store's summaries (report/choose.py) so that a
-    store of 100,000 results is not read whole; every result where it has none."""
+    store of 100,000 results is not read whole; every result where it has none. With the sentence that
+    says how many settings it leaves out, where it leaves some."""
     from dlbench.report.choose import for_report
 
     if store.count() <= WHOLE_REPORT:  # every setting's every run, as always
-        return store.results(suite=request.suite_name)
+        return store.results(suite=request.suite_name), None
     # lean but for HTML, whose plots draw the GPU's traces: every table reads a run's figures and steps;
     # HTML draws a figure per setting, so it shows fewer
     html = report_format(request.format, request.output) == "html"
     found = for_report(store, request.suite_name, request.systems or (), lean=not html,
                        rows_at_most=HTML_SETTINGS if html else None)
     if found is None or (request.systems and not found[0]):  # no such system: filter_systems names those stored
-        return store.results(suite=request.suite_name)
+        return store.results(suite=request.suite_name), None
     results, shown, settings = found
-    if shown < settings:
-        view.message(f"the report shows the newest run of the newest {shown:,} of {settings:,} settings "
+    if shown >= settings:
+        return results, None
+    return results, (f"the report shows the newest run of the newest {shown:,} of {settings:,} settings "
                      f"(configuration, machine, tag); --suite or --system narrow it")
-    return results
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,8 +123,7 @@ def compare(request: CompareRequest, view: Terminal) -> int:
         cmp.check_regression_args(len(request.sides), request.fail_above)
     output = output_file(request.output, request.db, "comparison")
     with Store(request.db, read_only=True) as store:
-        # lean: a comparison reads each run's figures and step times, never its traces or other samples
-        comparison = cmp.compare(_compared_runs(store, request), request.sides, level=request.confidence)
+        comparison = _comparison(store, request)
     failed = cmp.regressions(comparison, request.fail_above) if request.fail_above is not None else []
     view.write(cmp.render(comparison, request.format, failed), output)
     for line in failed:
@@ -128,13 +133,16 @@ def compare(request: CompareRequest, view: Terminal) -> int:
     return 1 if failed else 0
 
 
-def _compared_runs(store: Store, request: CompareRequest) -> list:
-    """The runs the sides name (and the history a side of one run is judged by), chosen from the store's
-    summaries (report/choose.py); every result, lean, where the store has none or a side names nothing."""
+def _comparison(store: Store, request: CompareRequest):
+    """The comparison of the sides, chosen from the store's summaries on a large store (report/choose.py:
+    each side's runs as their median steps, only each benchmark's newest run read whole); from every
+    result, lean, on a smaller one or where the store has no summaries or a side names nothing."""
+    from dlbench.report import compare as cmp
     from dlbench.report.choose import for_compare
 
-    if store.count() <= WHOLE_REPORT:
-        return store.results(suite=request.suite_name, lean=True)
-    found = for_compare(store, request.suite_name, request.sides)
+    cmp.check_compare_args(request.sides, request.confidence)
+    found = for_compare(store, request.suite_name, request.sides) if store.count() > WHOLE_REPORT else None
+    if found is not None:
+        return cmp.compare_sides(*found, level=request.confidence)
     # lean: a comparison reads each run's figures and step times, never its traces or other samples
-    return store.results(suite=request.suite_name, lean=True) if found is None else found
+    return cmp.compare(store.results(suite=request.suite_name, lean=True), request.sides, level=request.confidence)

@@ -176,20 +176,44 @@ def _parts(r: Result, among: list[Result]) -> list[tuple[str, str]]:
     with its key: the workload, model, batch, precision and GPUs, then the input shape, data
     source, memory layout, optimisation level and tag. The defaults (channels-first, eager, no
     tag) read as nothing: the runs that differ from them carry the word, never '[untagged]'."""
+    return _parts_of(r, _several_counts(among))
+
+
+def _several_counts(among: list[Result]) -> bool:
+    """Whether the runs drawn together used different GPU (or process) counts."""
+    return rowinfo.differing(among, lambda x: x.setup.gpus)
+
+
+def _parts_of(r: Result, several_counts: bool) -> list[tuple[str, str]]:
+    """`_parts` where whether the runs drawn with `r` used several counts is known."""
     setup = r.setup
+    one = ("x1GPU" if rowinfo.on_gpu(r) else "1 process") if several_counts else ""
     parts = [("workload", r.workload), ("model", model_title(r)), ("batch", f"b{setup.batch}"),
-             ("precision", setup.precision), ("count", _count(r).strip() or _one(r, among)),
+             ("precision", setup.precision), ("count", _count(r).strip() or one),
              ("input", _input(r)), ("data", rowinfo.data_source(r)),
              ("layout", "channels-last" if setup.channels_last else ""),
              ("level", "" if r.optimize == "eager" else r.optimize), ("tag", f"[{r.tag}]" if r.tag else "")]
     return [(key, text) for key, text in parts if text]
 
 
-def _one(r: Result, among: list[Result]) -> str:
-    """'x1GPU' (or '1 process') where other runs drawn with it used several, else nothing."""
-    if not rowinfo.differing(among, lambda x: x.setup.gpus):
-        return ""
-    return "x1GPU" if rowinfo.on_gpu(r) else "1 process"
+_GROUPS_KEPT = 8
+_groups: list[tuple[list[Result], dict[int, list[tuple[str, str]]], set[str]]] = []  # newest first
+
+
+def _group(runs: list[Result]) -> tuple[dict[int, list[tuple[str, str]]], set[str]]:
+    """Each run's label parts among `runs` (by `id`) and the keys of the parts that differ between
+    them, figured once per group drawn: figured again for each run and part, labelling n runs took
+    n^3 parts (13 of the 21 s of an HTML report of 100 settings). The newest few groups are kept,
+    with their runs, so an id names the same run while its entry lives."""
+    for drawn, parts, differ in _groups:
+        if len(drawn) == len(runs) and all(a is b for a, b in zip(drawn, runs)):
+            return parts, differ
+    several = _several_counts(runs)
+    parts = {id(r): _parts_of(r, several) for r in runs}
+    named = [dict(p) for p in parts.values()]
+    differ = {key for key in {k for p in named for k in p} if len({p.get(key, "") for p in named}) > 1}
+    _groups[:] = [(list(runs), parts, differ), *_groups[:_GROUPS_KEPT - 1]]
+    return parts, differ
 
 
 FULL = ("model", "batch", "precision", "count")  # a run's label where nothing else is drawn with it
@@ -201,12 +225,14 @@ def _short(r: Result, among: list[Result] | None = None) -> str:
     to the caption (`_shared`). Alone, or where nothing differs: model, batch, precision, GPUs."""
     if among is None or len(among) < 2:
         return " ".join(text for key, text in _parts(r, [r]) if key in FULL)
-    texts = [text for key, text in _parts(r, among) if _differs(among, key)]
-    return " ".join(texts) or " ".join(text for key, text in _parts(r, among) if key in FULL)
+    parts, differ = _group(among)
+    mine = parts.get(id(r)) or _parts(r, among)
+    texts = [text for key, text in mine if key in differ]
+    return " ".join(texts) or " ".join(text for key, text in mine if key in FULL)
 
 
 def _differs(runs: list[Result], key: str) -> bool:
-    return rowinfo.differing(runs, lambda x: dict(_parts(x, runs)).get(key, ""))
+    return key in _group(runs)[1]
 
 
 def _shared(runs: list[Result]) -> str:
