@@ -41,6 +41,12 @@ def announce(plan: Plan) -> str:
 
 
 
+def checking(count: int) -> str:
+    """What a suite says before torch loads (seconds, more on a busy machine)."""
+    return (f"loading torch and checking {count} benchmark{'s' if count != 1 else ''} before the first runs, then "
+            "how long it will take")
+
+
 DEFAULT_TIMEOUT_S = 3600.0  # per benchmark, when neither the spec nor its suite sets one
 
 
@@ -96,8 +102,9 @@ def suite_command(request: SuiteRequest, view: Terminal) -> int:
         return 0
     check_writable(request.db)
     if options is None:
-        # PyTorch loads and every spec is checked first: on two busy cores that can take a minute.
-        with view.status(f"suite {loaded.name}: checking {len(loaded.specs)} benchmarks before the first runs"):
+        # PyTorch loads and every spec is checked first: on two busy cores that can take a minute, so
+        # the line is said before torch loads and repeated every 5 s until the suite's estimate.
+        with view.waiting(f"suite {loaded.name}: {checking(len(loaded.specs))}"):
             # compute nodes, not this machine, decide under --slurm
             loaded.specs = _runnable(loaded.specs, view, _proven(request.db, host))
         scratch.clean_stale()  # what killed runs left behind

@@ -3,14 +3,16 @@ datasheet and stored; or only its fingerprint."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from dlbench.errors import UserError
-from dlbench.launch.view import Terminal
+from dlbench.launch.view import Heartbeat, Terminal
 from dlbench.options import Options, option
 from dlbench.results.store import DB_HELP, Store, one_store
 from dlbench.spec import check_device
+from dlbench.suites.estimate import countdown
 
 
 def _existing(path: str) -> None:
@@ -31,25 +33,36 @@ class SystemRequest(Options):
                                     flag="--fingerprint")
 
 
+STARTING = "loading torch, then how long measuring this machine's ceilings will take"
+
+
 def system_command(request: SystemRequest, view: Terminal) -> None:
     """Measure this machine's ceilings, show them beside the datasheet and (with --store) store them."""
-    from dlbench.report.system import ceilings_table
-    from dlbench.report.tables import markdown
-    from dlbench.system.info import fingerprint
-    from dlbench.system.survey import survey
-    from dlbench.workloads.runtime import resolve_device
-
     if request.fingerprint_only:
+        from dlbench.system.info import fingerprint
+
         view.json(fingerprint())
         return
-    target = resolve_device(request.device)
-    disk = Path(request.disk) if request.disk else None
-    store = Store(request.db) if request.store else None  # a bad --db fails before minutes of measuring
+    with view.waiting(f"system: {STARTING}"):  # said before torch loads, then every 5 s until the estimate
+        from dlbench.report.system import ceilings_table
+        from dlbench.report.tables import markdown
+        from dlbench.system.info import fingerprint
+        from dlbench.system.survey import survey
+        from dlbench.workloads.runtime import resolve_device
+
+        target = resolve_device(request.device)
+        disk = Path(request.disk) if request.disk else None
+        store = Store(request.db) if request.store else None  # a bad --db fails before minutes of measuring
     try:
-        with view.status("measuring") as status:
+        expected = _announce(target, disk, store, view)
+        with Heartbeat(view.err, always=True) as heartbeat:  # a ceiling can take seconds and say nothing
+            heartbeat.clock = lambda: countdown(expected, time.monotonic() - heartbeat.started)
+
             def progress(stage: str, done: int, total: int) -> None:
                 if done < total:  # the last call only says all is measured; the table says that
-                    status(f"measuring {stage} ({done + 1}/{total})")
+                    line = f"measuring {stage} ({done + 1}/{total})"
+                    view.message(line)
+                    heartbeat.said(line)
 
             record = survey(fingerprint(), target, disk=disk, progress=progress)
         not_stored = store.add_kept([record]) if store is not None else None
@@ -59,3 +72,26 @@ def system_command(request: SystemRequest, view: Terminal) -> None:
         if store is not None:
             store.close()
     view.text(markdown([ceilings_table(record)]))
+
+
+def _announce(target, disk: Path | None, store: Store | None, view: Terminal) -> float:
+    """Says how long the survey will take (survey.py `expected_seconds`), its matmuls at this host's
+    stored fp32 or datasheet rate where there is one, else at a stand-in; returns the seconds."""
+    import socket
+
+    from dlbench.suites.estimate import format_seconds, known, rough_rate
+    from dlbench.system.info import gpu_names
+    from dlbench.system.records import SYSTEM_WORKLOAD
+    from dlbench.system.survey import expected_seconds
+
+    kind = "cuda" if target.type == "cuda" else "cpu"
+    gpu = next(iter(gpu_names()), None) if kind == "cuda" else None
+    ceilings = store.results(workload=SYSTEM_WORKLOAD) if store is not None else []  # not a large store's runs
+    rates = known(ceilings, socket.gethostname(), gpu).rates
+    rate = rates.get((kind, "fp32"))
+    seconds = expected_seconds(target, disk, rate or rough_rate(kind))
+    basis = "this machine's fp32 matmul rate" if rate else "a stand-in matmul rate, rough"
+    view.done_waiting()
+    view.message(f"system: measuring the ceilings of {target}: about {format_seconds(seconds)} (from each "
+                 f"measurement's time budget, its matmuls at {basis})")
+    return seconds

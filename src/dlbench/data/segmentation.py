@@ -59,6 +59,17 @@ def _read(path: Path) -> np.ndarray:
     return array
 
 
+def image_size(path: Path) -> tuple[int, int]:
+    """(height, width) of an image, from its header: its pixels stay unread."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            return image.height, image.width
+    except (UnidentifiedImageError, OSError, ValueError) as error:
+        raise UserError(f"cannot read {path}: {error}") from None
+
+
 def _normalise(image: np.ndarray) -> np.ndarray:
     x = image.astype(np.float32)
     return (x - x.mean()) / max(float(x.std()), 1e-6)

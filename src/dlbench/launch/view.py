@@ -155,6 +155,9 @@ class _Bars(Progress):
             yield self.last
 
 
+SUITE_TICK_S = 5.0  # off a terminal, the running benchmark's line at least this often
+
+
 class SuiteView:
     def __init__(self, console: Console, name: str, estimates: list[Estimate]) -> None:
         self.console, self.name, self.estimates = console, name, estimates
@@ -162,7 +165,7 @@ class SuiteView:
                           console=console, transient=False)
         self.index, self.started, self.timeout = 0, time.monotonic(), None
         self.took: list[float] = []  # wall seconds of each finished benchmark
-        self.heartbeat = Heartbeat(console, every_s=10.0)
+        self.heartbeat = Heartbeat(console, every_s=SUITE_TICK_S)
         self.overall = self.bars.add_task(f"suite {name}", total=len(estimates), info="")
         self.current = self.bars.add_task("", total=1, info="")
 

@@ -111,9 +111,14 @@ def _work(spec: BenchmarkSpec | dict, step: tuple[int, ...] | None = None) -> tu
 
 
 def _step_shape(result: Result) -> tuple[int, ...] | None:
-    """A volume run's step is one tile of its blocking, one input channel (workloads/volume.py `planned`)."""
+    """A volume run's step is one tile of its blocking, one input channel; a 3D training run's its patch
+    (workloads/volume.py `planned`, workloads/plans.py `train`)."""
     tile = result.measured.volume.tile
-    return (1, *tile) if tile else None
+    if tile:
+        return (1, *tile)
+    taken = result.measured.data.input_shape
+    patched = isinstance(result.spec, dict) and (result.spec.get("options") or {}).get("patch")
+    return tuple(taken[1:]) if patched and isinstance(taken, list) and len(taken) > 1 else None
 
 
 def _known_rates(results: list[Result], host: str | None, gpu: str | None) -> dict[tuple[str, str], float]:
@@ -181,7 +186,7 @@ def _stepping(spec: BenchmarkSpec, step: float) -> float:
 # 2-core EPYC (load 3 to 4, fresh HOME, 2026-11-28) a first CPU run took 8 to 11 s besides its steps.
 ROUGH_STARTUP_S = {"cpu": 15.0, "cuda": 8.0}
 ROUGH_RATE = {"cpu": 1e10, "cuda": 2e13}
-ROUGH_CORE_RATE = 1.5e10  # FLOP/s of one CPU core on large convolutions (`_rough_rate`)
+ROUGH_CORE_RATE = 1.5e10  # FLOP/s of one CPU core on large convolutions (`rough_rate`)
 ROUGH_COMPILE_S = {("cpu", False): 120.0, ("cpu", True): 15.0, ("cuda", False): 240.0, ("cuda", True): 20.0}
 COMPILED = ("compile", "max")  # --optimize levels that run torch.compile (workloads/optimize.py)
 
@@ -192,6 +197,7 @@ class RunEstimate:
     run: Estimate
     basis: str  # "a stored run here", "FLOPs over this machine's measured ceiling", or "rough"
     extras: tuple[tuple[str, float, bool], ...] = ()  # (what, seconds, rough): a compile, a batch search
+    bound: str | None = None  # where the run's steps are a limit (converge's --max-steps): the figure is its bound
 
     @property
     def seconds(self) -> float:
@@ -202,6 +208,8 @@ class RunEstimate:
         basis = self.basis if self.basis == "rough" else f"from {self.basis}"
         added = "".join(f"; {what}{', rough' if rough else ''}: {format_seconds(seconds)}"
                         for what, seconds, rough in self.extras)
+        if self.bound:
+            return f"at most about {format_seconds(self.seconds)} ({basis}{added}; {self.bound})"
         return f"about {format_seconds(self.seconds)} ({basis}{added})"
 
 
@@ -264,16 +272,17 @@ def _from_plan(spec: BenchmarkSpec, plan: Planned, facts: Known, kind: str,
     rate = facts.rates.get((kind, plan.precision)) or (facts.rates.get(("cpu", "fp32")) if kind == "cpu" else None)
     rough = not flops or not rate
     work = flops or math.prod(plan.shape) * 1e3  # a stand-in: the input's size
-    step = max(work / ((rate or _rough_rate(kind)) * (plan.efficiency or CONV_EFFICIENCY[kind])), STEP_FLOOR_S[kind])
+    step = max(work / ((rate or rough_rate(kind)) * (plan.efficiency or CONV_EFFICIENCY[kind])), STEP_FLOOR_S[kind])
     startup = facts.overhead_s if facts.overhead_s is not None else ROUGH_STARTUP_S[kind]
     counting = 0.0 if plan.counted_free else 2 * step  # the FLOP count runs a step through Python
-    run = Estimate(startup + counting + (plan.warmup + plan.steps) * step, 0, rough)
+    stepping = max(plan.warmup * step, plan.warmup_seconds) + max(plan.steps * step, plan.min_seconds)
+    run = Estimate(startup + counting + stepping, 0, rough)
     made = tuple((what, seconds, True) for what, seconds in plan.prepare if seconds >= 1)  # a second is no news
     return RunEstimate(run, "rough" if rough else "FLOPs over this machine's measured ceiling",
-                       made + _compiling(spec, facts, kind) + searched)
+                       made + _compiling(spec, facts, kind) + searched, plan.bound)
 
 
-def _rough_rate(kind: str) -> float:
+def rough_rate(kind: str) -> float:
     """A planned step's stand-in rate: a plan's steps are large (a whole tile), and on a CPU large
     convolutions run at a matmul's rate on every core torch uses (2-core EPYC, 8 processes' load:
     17 GFLOP/s fp32 torch.mm, unet3d on 56x256x256 tiles 28 GFLOP/s)."""

@@ -153,6 +153,50 @@ def matmul(precision: str, device: torch.device, sizes: tuple[int, ...] | None =
                     "device": str(device)})
 
 
+# What a ceiling spends beyond its timed calls, on 2 busy EPYC cores (`dlbench system`, load 3.8,
+# 2026-11-28): making its inputs, and for the JPEG loader writing 32 files and starting a worker
+# process that imports torch (10.9 s in all with its 2 s of batches).
+SETUP_S = {"copy_gbs": 1.0, "jpeg_decode_cpu_img_s_per_core": 0.5, "jpeg_loader_cpu_img_s_per_core": 6.0,
+           "jpeg_decode_gpu_img_s": 3.0, "allreduce_busbw_gbs": 15.0}
+
+
+def budget_s(name: str, device: torch.device, rate: float, *, gpus: int = 0, disk: Path | None = None) -> float:
+    """About how long measuring ceiling `name` takes: its timed seconds (`time_call`: a warm-up and a
+    single call, then REPS repetitions of at least REP_SECONDS; a matmul's call from its FLOPs at `rate`)
+    plus its set-up (SETUP_S); 0 for what this machine cannot measure (it stops at once)."""
+    gpu = device.type == "cuda"
+    if name.startswith("matmul_"):
+        precision = name.split("_")[1]
+        if not gpu and precision != "fp32":
+            return 0.0
+        sizes = GPU_MATMUL_SIZES if gpu else CPU_MATMUL_SIZES
+        calls = 1 if gpu else 2  # on a CPU the same product again as a convolution
+        return sum(calls * _timed(2 * n**3 / rate) for n in sizes)
+    if name in ("h2d_pinned_gbs", "h2d_pageable_gbs", "d2h_pinned_gbs", "d2h_pageable_gbs") and not gpu:
+        return 0.0
+    if name == "allreduce_busbw_gbs" and gpus < 2 or name == "jpeg_decode_gpu_img_s" and not gpu:
+        return 0.0
+    timed = {"jpeg_decode_cpu_img_s_per_core": 1.0, "jpeg_loader_cpu_img_s_per_core": 2.0,
+             "jpeg_decode_gpu_img_s": 1.0, "disk_read_gbs": _disk_bytes(disk) / DISK_BYTES_PER_S if disk else 0.0}
+    return timed.get(name, _timed(REP_SECONDS)) + SETUP_S.get(name, 0.0)
+
+
+DISK_BYTES_PER_S = 5e8  # a stand-in for a disk never measured: a SATA SSD's reads
+
+
+def _disk_bytes(path: Path) -> int:
+    """What `disk_read` will read of `path`: its files, up to its 4 GiB."""
+    try:
+        return min(sum(f.stat().st_size for f in _files_under(Path(path))), 4 << 30)
+    except OSError:
+        return 0
+
+
+def _timed(single: float) -> float:
+    """`time_call` of a call taking `single` seconds."""
+    return 2 * single + REPS * max(single, REP_SECONDS)
+
+
 def _free(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.empty_cache()

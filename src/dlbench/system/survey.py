@@ -25,6 +25,13 @@ from dlbench.system.records import QUICK, SYSTEM_WORKLOAD
 Progress = Callable[[str, int, int], None]
 
 
+def expected_seconds(device: torch.device, disk: Path | None, rate: float) -> float:
+    """How long `survey` will take, from each ceiling's own time budget (ceilings.py `budget_s`);
+    `rate`: the FLOP/s its matmuls are expected to run at (a stored ceiling, the datasheet, a stand-in)."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return sum(c.budget_s(name, device, rate, gpus=gpus, disk=disk) for name, _ in _plan(device, disk))
+
+
 def _plan(device: torch.device, disk: Path | None) -> list[tuple[str, Callable[[], c.Ceiling]]]:
     plan: list[tuple[str, Callable[[], c.Ceiling]]] = [
         (f"matmul_{p}_tflops", lambda p=p: c.matmul(p, device)) for p in c.PRECISIONS

@@ -78,6 +78,9 @@ class Planned:
     counted_free: bool = False  # its FLOP count costs no step (counted on the meta device)
     efficiency: float | None = None  # share of the matmul ceiling its steps reach, where known to differ
     prepare: tuple[tuple[str, float], ...] = ()  # (what, seconds, at the stand-in rate) before the steps: an input made
+    warmup_seconds: float = 0.0  # the warm-up lasts at least this long (train's --warmup-seconds)
+    min_seconds: float = 0.0  # and the measured window (train's --min-seconds)
+    bound: str | None = None  # where `steps` is a limit, not a count (converge stops at its target): what it is
 
 
 def measurement(figures: Measurement | Mapping[str, Any]) -> Measurement:

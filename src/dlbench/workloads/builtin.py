@@ -146,7 +146,8 @@ BUILTIN: dict[str, Workload] = {w.name: w for w in (
     Workload(
         "train", "Training steps (forward, loss, backward, optimizer) with per-phase times and img/s; with a 3D "
                  "U-Net on a volume, seconds per iteration, iterations per minute and days to 100k iterations.",
-        **_code("train"), options=TrainOptions, preflight=_preflight("train"), batch_plans=True, trains=True),
+        **_code("train"), options=TrainOptions, preflight=_preflight("train"), batch_plans=True, trains=True,
+        planned=later("dlbench.workloads.plans", "train")),
     Workload(
         "infer", "Inference throughput and latency per batch (avg, p50/p90/p95/p99) under inference_mode.",
         **_code("infer"), options=data.DataOptions, preflight=_preflight("train"), batch_plans=True),
@@ -167,6 +168,7 @@ BUILTIN: dict[str, Workload] = {w.name: w for w in (
     Workload(
         "converge", "Train to a DICE target with k-fold cross-validation: time to train, DICE per fold.",
         **_code("converge"), options=ConvergeOptions, preflight=_preflight("converge"),
+        planned=later("dlbench.workloads.converge", "planned"),
         general=("model", "batch", "input_shape", "precision", "channels_last", "optimize", "device", "seed", "gpus",
                  "profile", "profile_trace"),
         defaults={"model": "unet2d", "batch": 8}, trains=True),

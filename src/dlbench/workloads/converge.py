@@ -20,6 +20,7 @@ DistributedDataParallel (batch is per GPU) and evaluates a share of the validati
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,8 +38,9 @@ from dlbench.measure.profile import compact, profile_steps
 from dlbench.models import registry
 from dlbench.results.measurement import Convergence, Data, Measurement, Run, Throughput, Window
 from dlbench.units import SEED003_ITERATIONS
-from dlbench.workloads import distributed, losses, optimize
+from dlbench.workloads import Planned, distributed, losses, optimize
 from dlbench.workloads.builtin import ConvergeOptions
+from dlbench.workloads.runtime import resolve_device
 
 LOSS = losses.loss_for("segment-dice")
 THROUGHPUT_METHOD = ("training images (batch x steps x GPUs) / training seconds; evaluations excluded; "
@@ -46,10 +48,67 @@ THROUGHPUT_METHOD = ("training images (batch x steps x GPUs) / training seconds;
 
 
 def preflight(spec) -> list[str]:
-    """Read the whole set once so every problem with it stops here, before anything runs."""
+    """Read the whole set once so every problem with it stops here, before anything runs; images the
+    model cannot take stop here too, before the estimate is said."""
     if spec.opts.data is not None:
         segmentation.load(spec.opts.data)
+    _planned_geometry(spec)
     return []
+
+
+# A generated image costs about this many pixels a second on a CPU (generate_seg.arrays: 4 images of
+# 256x256 in 2.2 s on 2 EPYC cores beside a training run, 2026-11-28).
+GENERATED_PIXELS_PER_S = 1.2e5
+
+
+def planned(spec) -> Planned:
+    """What a run computes, for its estimate. How many steps reach --target-dice is not known before it
+    runs: every fold is taken to run its --max-steps (the bound the estimate says), evaluated every
+    --eval-every steps, each evaluation one forward pass of the fold's validation images (counted as
+    training steps of as many pixels, a third of the cost: a step is a forward and a backward at twice
+    its cost). No warm-up and no FLOP count; the generated set is made first. The model's FLOPs are
+    counted at its default filters: --features scales them by its square."""
+    opts = spec.opts
+    (n, size), geo = _planned_geometry(spec)
+    folds = segmentation.kfold(n, opts.folds, spec.seed)[: opts.fold_limit or opts.folds]
+    train_input = [c + 2 * geo.margin for c in geo.crop]
+    eval_area = (geo.eval_size[0] + 2 * geo.margin) * (geo.eval_size[1] + 2 * geo.margin)
+    evals = -(-opts.max_steps // opts.eval_every)
+    eval_steps = sum(evals * len(val) * eval_area / (spec.batch * train_input[0] * train_input[1] * 3)
+                     for _, val in folds)
+    made = () if opts.data else (("generating the images", n * size[0] * size[1] / GENERATED_PIXELS_PER_S),)
+    budget = f" or --max-seconds {opts.max_seconds:g} a fold" if opts.max_seconds else ""
+    bound = (f"the bound: {len(folds)} fold{'s' if len(folds) > 1 else ''} of --max-steps {opts.max_steps}{budget}, "
+             f"sooner where --target-dice {opts.target_dice:g} is reached")
+    return Planned((spec.batch, 1, *train_input), math.ceil(len(folds) * opts.max_steps + eval_steps), 0,
+                   spec.precision, passes=3.0 * (opts.features or DEFAULT_FEATURES) ** 2 / DEFAULT_FEATURES ** 2,
+                   counted_free=True, efficiency=CPU_EFFICIENCY if resolve_device(spec.device).type == "cpu" else None,
+                   prepare=made, bound=bound)
+
+
+DEFAULT_FEATURES = 64  # the U-Nets' first level (models/unet2d.py), what --features replaces
+# On a CPU the U-Net's convolutions on whole crops run at about a matmul's rate, as the 3D U-Net's do
+# (workloads/volume.py): unet2d-medical with 16 filters on 268x268 crops, batch 2, 54 GFLOP/s on 2 EPYC
+# cores (load 2.1, 2026-11-28), the measured fp32 ceiling.
+CPU_EFFICIENCY = 1.0
+
+
+def _planned_geometry(spec) -> tuple[tuple[int, tuple[int, int]], Geometry]:
+    """(images, their size) and the crops a run will take, from the model on the meta device and the
+    first image's size; the UserError a run would stop with where the images are too small."""
+    opts = spec.opts
+    if opts.data:
+        found = segmentation.pairs(opts.data)
+        n, size = len(found), segmentation.image_size(found[0][1])
+    else:
+        n, size = opts.synthetic_n, (opts.synthetic_size, opts.synthetic_size)
+    entry, _ = model_builder(spec)
+    model = registry.build_on_meta(entry)
+    margin = int(getattr(model, "margin", 0))
+    if margin and margin >= min(size):
+        raise UserError(f"images of {size[1]}x{size[0]} are too small for this unpadded U-Net ({spec.model}), which "
+                        f"needs {margin} pixels of context on each side: give images of at least {margin + 1}x{margin + 1}")
+    return (n, size), geometry(model, entry, spec, size)
 
 
 # ---------------------------------------------------------------- data on the device
