@@ -7,6 +7,8 @@
 #   OUT=out bash benchmarks/report.sh 4gpu          # four GPUs: the x4 rows beside their 1-GPU bases
 #   OUT=out bash benchmarks/report.sh full          # the publications' suites in full: hours
 #   OUT=out SUITE_SECONDS=400 bash benchmarks/report.sh 2gpu-more   # docs/report-2gpu.md's missing rows
+#   OUT=out SUITE_FILE=benchmarks/report-2gpu-b4.yaml DLBENCH_TRAIN_VOLUME=/dev/null \
+#       bash benchmarks/report.sh 2gpu-more                          # one row more, no volume made
 #
 # NAME-more imports the published store docs/data/report-NAME.jsonl into $OUT/NAME.db (unless that
 # store exists: a resumed call), runs benchmarks/report-NAME-more.yaml on top of it with NAME's tag
@@ -31,7 +33,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$HERE/src" DLBENCH_DB="${DLBENCH_DB:-$OUT/
 export DLBENCH_TRAIN_VOLUME=${DLBENCH_TRAIN_VOLUME:-/tmp/dlbench-train.h5}
 export DLBENCH_IMAGES=${DLBENCH_IMAGES:-/tmp/dlbench-images}
 D="python3 -m dlbench"
-SUITES=("$HERE/benchmarks/report-$NAME.yaml")
+SUITES=("${SUITE_FILE:-$HERE/benchmarks/report-$NAME.yaml}")  # SUITE_FILE: another suite for NAME's store
 [ "$NAME" = full ] && SUITES=(cnn-benchmarks jade gpu-benchmarks-3d unet-medical)
 RESUME_FLAG=()
 [ "${RESUME:-0}" = 1 ] && RESUME_FLAG=(--resume)
