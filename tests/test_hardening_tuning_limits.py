@@ -57,8 +57,10 @@ def _args(volume, db: Path, *more: str) -> list:
 
 
 def _warnings(text: str) -> list[str]:
-    """The tuning's warnings."""
-    return [line for line in text.splitlines() if line.startswith("warning: ")]
+    """The tuning's warnings. A run estimated from the stored first run says it will take over a
+    minute where that one did (a loaded machine): right, and another matter."""
+    return [line for line in text.splitlines()
+            if line.startswith("warning: ") and not line.startswith("warning: expected to take")]
 
 
 @pytest.mark.parametrize("choice, reason", [
