@@ -81,9 +81,8 @@ def assert_user_error(proc: subprocess.CompletedProcess, *needles: str, started:
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert "Traceback" not in proc.stderr
-    from dlbench.commands.run import STARTING
-
-    while lines and STARTING in lines[0]:  # `dlbench run`'s first line (repeated every 5 s) before torch loads
+    # the first line of `run`, `suite` and `system` (repeated every 5 s), said before torch loads
+    while lines and "loading torch" in lines[0] and not lines[0].startswith("error: "):
         lines = lines[1:]
     if started:
         assert len(lines) == 2 and ": about " in lines[0], proc.stderr
