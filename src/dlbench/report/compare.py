@@ -20,7 +20,7 @@ from dlbench.errors import UserError
 from dlbench.report.tables import Table, model_title, odd_values
 from dlbench.figures import Odd, fixed, ms, odd
 from dlbench.results.record import Result
-from dlbench.results.spread import Logs, RunRatio, ratio_of_runs, step_rate, step_samples
+from dlbench.results.spread import Interval, Logs, RunRatio, ratio_of_runs, step_rate, step_samples
 from dlbench.system.records import machine_key
 
 RESAMPLES = 2000
@@ -58,7 +58,7 @@ class Side:
 
 
 @dataclass
-class Ratio:
+class Ratio(Interval):
     """How many times as fast `a` is as `b` on one benchmark (time of b over time of a)."""
     a: str
     b: str
@@ -71,14 +71,6 @@ class Ratio:
     noise: str = "steps"  # 'between runs': the interval is the runs' spread; 'steps': one run each, steps only
     steps: tuple[int, int] | None = None  # the steps behind each side where the figure is one run's steps
     sets: RunRatio | None = None  # between runs: the ratio of the sets and its interval, as the doctor prints it
-
-    @property
-    def has_interval(self) -> bool:
-        return self.low is not None and self.high is not None
-
-    @property
-    def within_noise(self) -> bool:
-        return self.has_interval and self.low <= 1.0 <= self.high
 
 
 @dataclass

@@ -88,16 +88,11 @@ class Logs:
         return cls(len(logs), mean, var)
 
 
-@dataclass(frozen=True)
-class RunRatio:
-    """How many times as fast one set of runs is as another (the ratio of their figures' geometric
-    means), with its interval between runs and the runs behind each side; no interval where neither
-    side measured the noise between runs (one run each, and none recorded)."""
-    value: float
-    runs: tuple[int, int]
-    low: float | None = None
-    high: float | None = None
-    level: float = 0.95
+class Interval:
+    """A ratio's `low`–`high` (None where not known), and whether it holds 1: the ratio records of
+    `compare` and of the doctor read it alike."""
+    low: float | None
+    high: float | None
 
     @property
     def has_interval(self) -> bool:
@@ -106,6 +101,18 @@ class RunRatio:
     @property
     def within_noise(self) -> bool:
         return self.has_interval and self.low <= 1.0 <= self.high
+
+
+@dataclass(frozen=True)
+class RunRatio(Interval):
+    """How many times as fast one set of runs is as another (the ratio of their figures' geometric
+    means), with its interval between runs and the runs behind each side; no interval where neither
+    side measured the noise between runs (one run each, and none recorded)."""
+    value: float
+    runs: tuple[int, int]
+    low: float | None = None
+    high: float | None = None
+    level: float = 0.95
 
     def place(self) -> int:
         """-1 slower beyond the noise between runs (the whole interval below 1, by more than SAME),
