@@ -174,3 +174,14 @@ def test_the_hardware_library_s_start_up_messages_go_to_a_log(tmp_path, monkeypa
     assert hardware.decoder == "decoder" and hardware.params == "srgb"
     assert "nvJPEG2000" not in capfd.readouterr().err
     assert "Failed to load nvJPEG2000" in decoders.start_log().read_text()
+
+
+def test_only_the_hardware_decoders_ask_for_the_library_and_the_engines(monkeypatch):
+    """`--decode gpu` runs nvjpeg whatever is installed: its facts cost no import search and no NVML query."""
+    asked = []
+    monkeypatch.setattr(decoders, "library_installed", lambda: asked.append("library") or True)
+    monkeypatch.setattr(decoders, "has_hardware_decoders", lambda index: asked.append("engines") or True)
+    cuda = torch.device("cuda", 0)
+    assert decoders.choose("gpu", decoders.facts_for(cuda, "gpu")) == CUDA and asked == []
+    assert decoders.choose("hardware", decoders.facts_for(cuda, "hardware")) == HARDWARE
+    assert asked == ["library", "engines"]

@@ -134,7 +134,7 @@ def check(spec, device: torch.device, shape: tuple[int, ...] | None = None) -> l
     if decode != "cpu":
         from dlbench.data import decoders
 
-        decoders.choose(decode, decoders.facts_for(device))
+        decoders.choose(decode, decoders.facts_for(device, decode))
     if kind == "folder":
         from dlbench.data.images import scan_folder
 
@@ -203,7 +203,7 @@ def make_loader(spec, device: torch.device, train: bool = True, *, batch: int | 
     if spec.opts.decode != "cpu":
         from dlbench.data import decoders
 
-        decoder = decoders.choose(spec.opts.decode, decoders.facts_for(device))
+        decoder = decoders.choose(spec.opts.decode, decoders.facts_for(device, spec.opts.decode))
         dataset = images.FolderImages(items, config, decode=False)
         host = images.HostLoader(images.data_loader(dataset, config, device, images.collate_bytes), corrupt)
         return images.DeviceDecoder(host, config, device, decoder)

@@ -83,8 +83,12 @@ def named_with_hardware(gpu_name: str) -> bool:
     return any(model in gpu_name.split() or f"{model}-" in gpu_name for model in HARDWARE_GPUS)
 
 
-def facts_for(device: Any) -> Facts:
+def facts_for(device: Any, asked: str = "hardware") -> Facts:
+    """What `choose(asked, ...)` reads. Only `--decode hardware` reads the library and the engines
+    (an NVML query at every run's start): for the others they stay False, unasked."""
     cuda = getattr(device, "type", None) == "cuda"
+    if asked != "hardware":
+        return Facts(cuda, library=False, hardware=False)
     library = library_installed()
     return Facts(cuda, library, cuda and library and has_hardware_decoders(device.index or 0))
 
