@@ -1,7 +1,7 @@
 """Real JPEGs against synthetic data on one GPU, and the GPU decoders side by side.
 
     python benchmarks/jpeg_gpu.py --folder DIR [--large DIR2] [--rounds 3] [--steps 60]
-        [--optimize eager,max] [--workers 16] [--json out.json]
+        [--optimize eager,max] [--workers 16] [--gpus 2] [--json out.json]
 
 1. **Same images.** 64 files of the folder decoded by Pillow (the CPU path's library), by
    torchvision's nvjpeg on the SMs and by the GPU's hardware decoders (nvImageCodec): the mean and
@@ -152,8 +152,8 @@ def run_train(args: list[str], site: bool, db: Path, result: Path) -> dict:
 
 
 def training(folders: dict[str, Path], rounds: int, steps: int, workers: list[str], levels: list[str],
-             cuda: bool = True) -> list[dict]:
-    common = ["--steps", str(steps), "--warmup", "15"]
+             cuda: bool = True, gpus: int = 1) -> list[dict]:
+    common = ["--steps", str(steps), "--warmup", "15", "--gpus", str(gpus)]
     arms = []
     for level in levels:
         opt = ["--optimize", level]
@@ -163,7 +163,7 @@ def training(folders: dict[str, Path], rounds: int, steps: int, workers: list[st
                 data = ["--data", f"folder:{folder}"] + ([] if n == "default" else ["--workers", n])
                 name = f"{label} {n} workers"
                 arms.append((f"{name} hardware {level}", common + opt + data + ["--decode", "hardware"], True))
-                if level == "eager" and cuda:
+                if cuda:
                     arms.append((f"{name} nvjpeg-cuda {level}", common + opt + data + ["--decode", "gpu"], False))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -204,6 +204,7 @@ def main() -> None:
     parser.add_argument("--optimize", default="eager", help="levels, comma-separated (default eager)")
     parser.add_argument("--skip-checks", action="store_true", help="only the training runs")
     parser.add_argument("--checks-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--gpus", type=int, default=1, help="GPUs each training run uses (its img/s are all GPUs')")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     out: dict = {}
@@ -220,7 +221,7 @@ def main() -> None:
         out["decoders"] = json.loads(found[0][9:]) if found else None
     folders = {"folder": args.folder, **({"large": args.large} if args.large else {})}
     out["training"] = training(folders, args.rounds, args.steps, args.workers.split(","), args.optimize.split(","),
-                               not args.no_cuda)
+                               not args.no_cuda, args.gpus)
     table(out["training"])
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
