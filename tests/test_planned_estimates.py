@@ -11,8 +11,9 @@ from dlbench.data.generate_volume import generate
 from dlbench.errors import UserError
 from dlbench.results.record import Result
 from dlbench.spec import BenchmarkSpec
-from dlbench.suites.estimate import ROUGH_STARTUP_S, Known, estimate_run, known
+from dlbench.suites.estimate import CONV_EFFICIENCY, ROUGH_STARTUP_S, Known, estimate_run, known
 from dlbench.workloads import converge, plans
+from dlbench.workloads.plans import TRAIN3D_CPU_EFFICIENCY
 
 from conftest import assert_user_error, cli
 
@@ -48,8 +49,17 @@ def test_3d_training_is_estimated_from_its_patch_and_its_steps():
     found = estimate_run(_train(), facts, "cpu", forward=_counting(counted))
     assert counted == [(1, (1, 8, 64, 64))]  # the patch after the model's one channel, not 40x432x432
     assert found.basis == "FLOPs over this machine's measured ceiling"
-    step = 3e9 / (1e10 * 0.5)  # three forward passes over the ceiling at a conv net's share of it
+    step = 3e9 / (1e10 * TRAIN3D_CPU_EFFICIENCY)  # three forward passes over the ceiling at a 3D step's share of it
     assert found.seconds == pytest.approx(3.0 + 2 * step + (2 + 5) * step)  # start, FLOP count, warm-up, steps
+
+
+def test_3d_trainings_lower_share_of_the_ceiling_is_a_cpus_only():
+    # On the 2-core EPYC a 3D step reached half a 2D net's share of the matmul ceiling; no GPU said so.
+    facts = Known({}, {}, {("cpu", "fp32"): 1e10, ("cuda", "fp32"): 1e10}, 0.0)
+    on_cpu, on_gpu = (estimate_run(_train(), facts, kind, forward=lambda s: 10**9).seconds for kind in ("cpu", "cuda"))
+    assert TRAIN3D_CPU_EFFICIENCY < CONV_EFFICIENCY["cpu"]
+    assert on_cpu == pytest.approx(9 * 3e9 / (1e10 * TRAIN3D_CPU_EFFICIENCY))
+    assert on_gpu == pytest.approx(9 * 3e9 / (1e10 * CONV_EFFICIENCY["cuda"]))
 
 
 def test_3d_training_steps_last_at_least_their_seconds():

@@ -13,7 +13,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from dlbench.commands.suite import checking
+from dlbench.commands.suite import LOOKING, checking
 from dlbench.commands.system import STARTING
 from dlbench.launch import view as views
 from dlbench.spec import BenchmarkSpec
@@ -64,6 +64,23 @@ def test_a_suites_first_line_comes_before_torch_and_its_estimate_after(tmp_path)
     assert all(checking(1) in text for i, text in said if i < estimate and "results go to" not in text)
 
 
+def test_the_plain_command_says_it_looks_for_a_gpu_before_torch_loads(tmp_path):
+    # Stopped once torch is in: what comes after is the smoke suite, tested on its own (test_first_hour.py).
+    proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "dlbench", "--db", tmp_path / "r.db"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    lines = []
+    try:
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("import time:") and line.split("|")[-1].strip() == "torch":
+                break
+    finally:
+        proc.kill()
+        proc.wait()
+    first, said = _said(lines)[0]
+    assert said == LOOKING and first < _first_torch_import(lines)
+
+
 def test_a_suite_says_the_running_benchmark_at_least_every_5_s(monkeypatch):
     clock = [1000.0]
     monkeypatch.setattr(views.time, "monotonic", lambda: clock[0])
@@ -79,6 +96,12 @@ def test_a_suite_says_the_running_benchmark_at_least_every_5_s(monkeypatch):
         ticks.append(out.getvalue().count("warm-up 0/1"))
     assert ticks[4] >= 1 and ticks[-1] >= 3  # a line by 5 s, and again every 5 s
     assert views.SUITE_TICK_S <= 5
+
+
+def test_a_late_tick_still_comes_within_the_silence_promised():
+    beat = views.Heartbeat(Console(file=io.StringIO()))
+    late = min(0.5, beat.every_s / 10)  # how late _tick may notice the interval is up
+    assert beat.every_s + late <= views.SILENT_S - 0.5 and views.SUITE_TICK_S == beat.every_s
 
 
 # ---------------------------------------------------------------- dlbench system

@@ -129,13 +129,20 @@ def _load(request: SuiteRequest, view: Terminal) -> tuple[Suite, dict | None]:
     return suites.load(name, {"device": request.device} if request.device != "auto" else None), options
 
 
+LOOKING = "looking for a CUDA GPU (loading torch): the `quick` suite on a GPU, the short CPU check `smoke` without one"
+
+
 def default_suite(view: Terminal) -> str:
-    """`quick` on a GPU machine; without a GPU the short `smoke` check, said as such."""
-    import torch
+    """`quick` on a GPU machine; without a GPU the short `smoke` check, said as such. Only torch can tell,
+    and it loads in seconds (more on a busy machine, and a fresh clone's first run compiles dlbench's
+    modules too): the plain `dlbench` says what it waits for before, and every 5 s until it knows."""
+    with view.waiting(LOOKING):
+        import torch
 
-    from dlbench import vision  # noqa: F401 - a torchvision made for another torch fails here, in one line
+        from dlbench import vision  # noqa: F401 - a torchvision made for another torch fails here, in one line
 
-    if torch.cuda.is_available():
+        found = torch.cuda.is_available()
+    if found:
         return "quick"
     view.message("no CUDA GPU found: running the `smoke` suite, a short CPU check that dlbench works here "
                  "(its figures are CPU figures, not GPU ones; `dlbench suite quick --device cpu` runs the full quick "

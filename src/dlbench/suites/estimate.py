@@ -272,7 +272,8 @@ def _from_plan(spec: BenchmarkSpec, plan: Planned, facts: Known, kind: str,
     rate = facts.rates.get((kind, plan.precision)) or (facts.rates.get(("cpu", "fp32")) if kind == "cpu" else None)
     rough = not flops or not rate
     work = flops or math.prod(plan.shape) * 1e3  # a stand-in: the input's size
-    step = max(work / ((rate or rough_rate(kind)) * (plan.efficiency or CONV_EFFICIENCY[kind])), STEP_FLOOR_S[kind])
+    share = plan.efficiency or (plan.cpu_efficiency if kind == "cpu" else None) or CONV_EFFICIENCY[kind]
+    step = max(work / ((rate or rough_rate(kind)) * share), STEP_FLOOR_S[kind])
     startup = facts.overhead_s if facts.overhead_s is not None else ROUGH_STARTUP_S[kind]
     counting = 0.0 if plan.counted_free else 2 * step  # the FLOP count runs a step through Python
     stepping = max(plan.warmup * step, plan.warmup_seconds) + max(plan.steps * step, plan.min_seconds)

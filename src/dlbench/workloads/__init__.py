@@ -77,6 +77,7 @@ class Planned:
     passes: float = 1.0  # forward passes a step costs
     counted_free: bool = False  # its FLOP count costs no step (counted on the meta device)
     efficiency: float | None = None  # share of the matmul ceiling its steps reach, where known to differ
+    cpu_efficiency: float | None = None  # the same on a CPU only, where its device is not known without torch
     prepare: tuple[tuple[str, float], ...] = ()  # (what, seconds, at the stand-in rate) before the steps: an input made
     warmup_seconds: float = 0.0  # the warm-up lasts at least this long (train's --warmup-seconds)
     min_seconds: float = 0.0  # and the measured window (train's --min-seconds)
