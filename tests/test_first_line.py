@@ -35,6 +35,7 @@ def test_the_first_line_says_what_runs_before_torch_loads(tmp_path):
     assert first < _first_torch_import(lines)
     estimate = next(i for i, text in said if text.startswith("fwdbwd resnet18 b2 3x32x32 fp32: about "))
     assert _first_torch_import(lines) < estimate  # the estimate needs torch; the line before it did not wait
+    assert said[[i for i, _ in said].index(estimate)][1].endswith(" of start-up")  # torch's seconds, told
 
 
 def test_a_mistake_found_without_torch_says_one_line_and_no_start(tmp_path):

@@ -3,6 +3,7 @@ down against that; a step's FLOPs are counted once per configuration and remembe
 a suite's listing counts and measures nothing."""
 
 import io
+import re
 import socket
 
 import pytest
@@ -82,6 +83,26 @@ def test_a_run_over_a_minute_on_a_cpu_says_so_before_it_starts(db):
     assert said[0] == f"{spec.label()}: about 1 min 35 s (from a stored run here)"
     assert said[1].startswith("warning: expected to take over a minute on the CPU (about 1 min 35 s)")
     assert over_a_minute(59.0, "cpu") is None and over_a_minute(600.0, "cuda") is None
+
+
+def test_the_estimate_says_the_start_up_it_comes_after(db, monkeypatch):
+    # said seconds after Enter (torch, the checks): the wait a user sees is both, so both are told
+    import time
+
+    import dlbench
+
+    spec = _spec()
+    monkeypatch.setattr(dlbench, "command_started", time.monotonic() - 12.2)
+    with Store(db) as store:
+        view, err = _view()
+        announce_estimate([spec], store, view)
+    said = re.fullmatch(rf"{re.escape(spec.label())}: about .+\), after (\d+) s of start-up", err.getvalue().splitlines()[0])
+    assert said and int(said[1]) >= 12  # and the estimate's own seconds on top
+    monkeypatch.setattr(dlbench, "command_started", None)  # dlbench used from Python: no command to time
+    with Store(db) as store:
+        view, err = _view()
+        announce_estimate([spec], store, view)
+    assert "start-up" not in err.getvalue()
 
 
 def test_a_second_run_reuses_the_remembered_flop_count(db, monkeypatch):

@@ -7,7 +7,12 @@ raises SystemExit, for whoever calls it in a process that goes on."""
 
 
 def main() -> None:
+    import time
+
+    import dlbench
     from dlbench.launch import interrupts
+
+    dlbench.command_started = time.monotonic()
 
     interrupts.install()
     try:

@@ -298,11 +298,24 @@ def announce_estimate(specs: Sequence[BenchmarkSpec], store: Store, view: Termin
         times = f", {runs} runs each" if runs > 1 else ""
         line = f"{len(specs) * runs} runs: about {format_seconds(total)} in all ({each}{times})"
     view.done_waiting()
-    view.message(line)
+    view.message(line + _spent())
     warning = over_a_minute(total, kind)
     if warning:
         view.warning(warning)
     return [e.seconds for e in found]
+
+
+def _spent() -> str:
+    """What the command took before its estimate (loading torch, the checks: seconds, more on a busy
+    machine), said beside it: the estimate is of what is left, and the wait from Enter is both."""
+    import time
+
+    import dlbench
+
+    if dlbench.command_started is None:
+        return ""
+    spent = time.monotonic() - dlbench.command_started
+    return f", after {format_seconds(spent)} of start-up" if spent >= 1.0 else ""
 
 
 def _search(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal) -> Result:
