@@ -152,7 +152,7 @@ def run_train(args: list[str], site: bool, db: Path, result: Path) -> dict:
 
 
 def training(folders: dict[str, Path], rounds: int, steps: int, workers: list[str], levels: list[str],
-             cuda: bool = True, gpus: int = 1) -> list[dict]:
+             cuda: bool = True, gpus: int = 1, hardware: bool = True, shares: tuple[str, ...] = ("0",)) -> list[dict]:
     common = ["--steps", str(steps), "--warmup", "15", "--gpus", str(gpus)]
     arms = []
     for level in levels:
@@ -162,9 +162,12 @@ def training(folders: dict[str, Path], rounds: int, steps: int, workers: list[st
             for n in workers:  # "default": dlbench's own choice
                 data = ["--data", f"folder:{folder}"] + ([] if n == "default" else ["--workers", n])
                 name = f"{label} {n} workers"
-                arms.append((f"{name} hardware {level}", common + opt + data + ["--decode", "hardware"], True))
-                if cuda:
-                    arms.append((f"{name} nvjpeg-cuda {level}", common + opt + data + ["--decode", "gpu"], False))
+                if hardware:
+                    arms.append((f"{name} hardware {level}", common + opt + data + ["--decode", "hardware"], True))
+                for share in shares if cuda else ():
+                    extra, label_share = (["--cpu-share", share], f" cpu share {share}") if float(share) else ([], "")
+                    arms.append((f"{name} nvjpeg-cuda{label_share} {level}",
+                                 common + opt + data + ["--decode", "gpu"] + extra, False))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "jpeg.db"
@@ -204,6 +207,9 @@ def main() -> None:
     parser.add_argument("--optimize", default="eager", help="levels, comma-separated (default eager)")
     parser.add_argument("--skip-checks", action="store_true", help="only the training runs")
     parser.add_argument("--checks-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-hardware", action="store_true", help="leave out the hardware decoders' arms")
+    parser.add_argument("--cpu-shares", default="0",
+                        help="with nvjpeg: shares of each batch the loader workers decode, comma-separated (default 0)")
     parser.add_argument("--gpus", type=int, default=1, help="GPUs each training run uses (its img/s are all GPUs')")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -221,7 +227,7 @@ def main() -> None:
         out["decoders"] = json.loads(found[0][9:]) if found else None
     folders = {"folder": args.folder, **({"large": args.large} if args.large else {})}
     out["training"] = training(folders, args.rounds, args.steps, args.workers.split(","), args.optimize.split(","),
-                               not args.no_cuda, args.gpus)
+                               not args.no_cuda, args.gpus, not args.no_hardware, tuple(args.cpu_shares.split(",")))
     table(out["training"])
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))

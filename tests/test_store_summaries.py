@@ -245,18 +245,39 @@ def test_compare_of_two_tags_of_many_runs_reads_their_summaries_and_prints_the_s
     assert len(read) == 8  # each side's newest run of each of its four benchmarks, never the other 58
 
 
-def test_a_large_html_report_draws_the_newest_settings_and_says_so_in_the_page(db, tmp_path, monkeypatch):
+def test_a_large_html_report_shows_the_settings_of_every_format_and_plots_the_newest(db, tmp_path, monkeypatch):
+    """The page's tables show the settings the other formats show; its plots draw the newest runs of them,
+    read whole, and the page and stderr say so and why."""
+    from dlbench.report import html
+
     with Store(db) as store:
         store.add_many([_run(i, 1.0 + i / 10, tag=f"t{i}") for i in range(5)])
     monkeypatch.setattr(report_command, "WHOLE_REPORT", 0)
-    monkeypatch.setattr(report_command, "HTML_SETTINGS", 2)
-    view, _, err = _terminal()
+    monkeypatch.setattr(choose, "REPORT_ROWS", 4)
+    monkeypatch.setattr(report_command, "PLOTTED_RUNS", 2)
+    drawn = []
+    monkeypatch.setattr(html, "plots", lambda runs: drawn.extend(runs) or [])  # the runs the page's plots get
+    view, out, err = _terminal()
+    report(ReportRequest(db=str(db), format="md"), view)
+    listed = out.getvalue()
     report(ReportRequest(db=str(db), output=str(tmp_path / "r.html")), view)
     page = (tmp_path / "r.html").read_text()
-    said = "the report shows the newest run of the newest 2 of 5 settings (configuration, machine, tag)"
-    assert f"<p class=\"meta\">T{said[1:]}; --suite or --system narrow it.</p>" in page
+    said = ("the report shows the newest run of the newest 4 of 5 settings (configuration, machine, tag); --suite or "
+            "--system narrow it; its plots draw the newest 2 of its 4 runs, a bar or line each: a plot of more is "
+            "too crowded to read and slow to draw")
+    assert f"<p class=\"meta\">T{said[1:]}.</p>" in page
     assert said in err.getvalue()
-    assert "t4" in page and "t3" in page and "t2" not in page and "All 2 runs in this report." in page
+    assert all(f"t{i}" in page and f"t{i}" in listed for i in range(1, 5)) and "t0" not in page + listed
+    assert "All 4 runs in this report." in page
+    assert [r.tag for r in drawn] == ["t3", "t4"] and all("total" in r.samples for r in drawn)  # read whole
+    monkeypatch.setattr(choose, "REPORT_ROWS", 1000)  # every setting shown: only the plots leave some out
+    drawn.clear()
+    report(ReportRequest(db=str(db), output=str(tmp_path / "five.html")), view)
+    said = ("the report's plots draw the newest 2 of its 5 runs, a bar or line each: a plot of more is too crowded "
+            "to read and slow to draw; --suite or --system narrow it")
+    assert f"<p class=\"meta\">T{said[1:]}.</p>".replace("'", "&#39;") in (tmp_path / "five.html").read_text()
+    assert [r.tag for r in drawn] == ["t3", "t4"]
     monkeypatch.setattr(report_command, "WHOLE_REPORT", 5000)  # a smaller store is drawn whole and says nothing
+    drawn.clear()
     report(ReportRequest(db=str(db), output=str(tmp_path / "all.html")), view)
-    assert "newest run of the newest" not in (tmp_path / "all.html").read_text()
+    assert "newest" not in (tmp_path / "all.html").read_text() and len(drawn) == 5

@@ -61,41 +61,49 @@ def report(request: ReportRequest, view: Terminal) -> None:
         raise UserError("--format html writes a file: add --output report.html")
     output = output_file(request.output, request.db, "report")
     with Store(request.db, read_only=True) as store:
-        found, bound = _newest_settings(store, request)
-        chosen = filter_systems(found, request.systems or [])
+        found, bound, lean = _newest_settings(store, request)
+        chosen = median_runs(filter_systems(found, request.systems or []))  # a repeat set's figure: its median run
+        drawn = _drawn(store, chosen) if fmt == "html" and lean else None
+    if drawn is not None and len(drawn) < len(chosen):  # why, where the reader sees it: page and stderr
+        plotted = (f"plots draw the newest {len(drawn):,} of its {len(chosen):,} runs, a bar or line each: a plot "
+                   f"of more is too crowded to read and slow to draw")
+        bound = f"{bound}; its {plotted}" if bound else f"the report's {plotted}; --suite or --system narrow it"
     if bound is not None:
         view.message(bound)
-    chosen = median_runs(chosen)  # a repeat set's figure is its median run
     title = f"dlbench report: {request.suite_name}" if request.suite_name else "dlbench report"
     # the page says what it leaves out where its reader sees it; the other formats on stderr
     view.write(render(chosen, fmt, title=title, with_references=request.with_references,
-                      bound=bound if fmt == "html" else None), output)
+                      bound=bound if fmt == "html" else None, drawn=drawn), output)
 
 
 WHOLE_REPORT = 5000  # results a report reads whole; from a larger store, the newest run of each setting
-HTML_SETTINGS = 100  # settings an HTML report of a larger store shows: each may draw figures
+PLOTTED_RUNS = 100  # runs whose plots an HTML report of a larger store draws, read whole (with their traces)
 
 
-def _newest_settings(store: Store, request: ReportRequest) -> tuple[list, str | None]:
+def _drawn(store: Store, shown: list) -> list:
+    """The newest PLOTTED_RUNS of the runs a page shows, read whole for its plots (the tables read them lean, as
+    every format does): 1,000 settings drawn took 23 s, most of it drawing bars no one could tell apart."""
+    newest = {r.id for r in sorted(shown, key=lambda r: r.started)[-PLOTTED_RUNS:]}
+    return store.complete([r for r in shown if r.id in newest])
+
+
+def _newest_settings(store: Store, request: ReportRequest) -> tuple[list, str | None, bool]:
     """The runs the report's rows show, chosen from the store's summaries (report/choose.py) so that a
     store of 100,000 results is not read whole; every result where it has none. With the sentence that
-    says how many settings it leaves out, where it leaves some."""
+    says how many settings it leaves out, where it leaves some, and whether the runs were read lean."""
     from dlbench.report.choose import for_report
 
     if store.count() <= WHOLE_REPORT:  # every setting's every run, as always
-        return store.results(suite=request.suite_name), None
-    # lean but for HTML, whose plots draw the GPU's traces: every table reads a run's figures and steps;
-    # HTML draws a figure per setting, so it shows fewer
-    html = report_format(request.format, request.output) == "html"
-    found = for_report(store, request.suite_name, request.systems or (), lean=not html,
-                       rows_at_most=HTML_SETTINGS if html else None)
+        return store.results(suite=request.suite_name), None, False
+    # lean: every table reads a run's figures and steps (an HTML page's plots read theirs whole: `_drawn`)
+    found = for_report(store, request.suite_name, request.systems or (), lean=True)
     if found is None or (request.systems and not found[0]):  # no such system: filter_systems names those stored
-        return store.results(suite=request.suite_name), None
+        return store.results(suite=request.suite_name), None, False
     results, shown, settings = found
     if shown >= settings:
-        return results, None
+        return results, None, True
     return results, (f"the report shows the newest run of the newest {shown:,} of {settings:,} settings "
-                     f"(configuration, machine, tag); --suite or --system narrow it")
+                     f"(configuration, machine, tag); --suite or --system narrow it"), True
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -74,16 +74,17 @@ def filter_systems(results: list[Result], systems: Sequence[str]) -> list[Result
 
 
 def render(results: list[Result], fmt: str, title: str = "dlbench report", with_references: bool = False,
-           bound: str | None = None) -> str:
+           bound: str | None = None, drawn: list[Result] | None = None) -> str:
     """The whole report in one format: md, csv, json or html; `with_references` adds the
     seeds' published rows, labelled with their source, to the tables that reproduce them; `bound`: the
-    sentence an HTML page shows at its top on what of the store it leaves out."""
+    sentence an HTML page shows at its top on what of the store it leaves out; `drawn`: the runs an HTML
+    page's plots draw (all of `results` where None)."""
     if fmt not in FORMATS:
         raise UserError(f"unknown report format {fmt!r}; choose {', '.join(FORMATS)}")
     if fmt == "html":
         from dlbench.report.html import render_html
 
-        return render_html(results, title, with_references=with_references, bound=bound)
+        return render_html(results, title, with_references=with_references, bound=bound, drawn=drawn)
     found = tables(results, with_references)
     if fmt == "csv":
         from dlbench.report.formats import to_csv

@@ -40,9 +40,9 @@ def _environment() -> jinja2.Environment:
 
 
 def render_html(results: list[Result], title: str = "dlbench report", with_references: bool = False,
-                bound: str | None = None) -> str:
+                bound: str | None = None, drawn: list[Result] | None = None) -> str:
     """`bound`: what of the store the page leaves out (a large store shows its newest settings), said
-    under the title."""
+    under the title; `drawn`: the runs the plots draw, where not all of `results`."""
     from dlbench.report import EMPTY, tables
 
     template = _environment().get_template("report.html.j2")
@@ -50,7 +50,7 @@ def render_html(results: list[Result], title: str = "dlbench report", with_refer
         title=title, results=len(results), systems=sorted({r.system_label for r in results}),
         bound=bound[:1].upper() + bound[1:] + "." if bound else None,
         generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        tables=tables(results, with_references) + ([runs_table(results)] if results else []), plots=plots(results), empty=EMPTY,
+        tables=tables(results, with_references) + ([runs_table(results)] if results else []), plots=plots(results if drawn is None else drawn), empty=EMPTY,
     )
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import array
 import csv
-import dataclasses
 import io
 import json
+import operator
 import os
 import tempfile
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import BinaryIO, Callable, Iterable, Iterator, TextIO
 
 from dlbench.errors import UserError
 from dlbench.options import shown
-from dlbench.results.record import FORMAT, SCHEMA_VERSION, Result
+from dlbench.results.record import FORMAT, SCHEMA_VERSION, Result, as_typed, now, run_device, system_label
 
 
 def write_jsonl(results: Iterable[Result | str], out: TextIO) -> int:
@@ -28,35 +29,36 @@ def write_jsonl(results: Iterable[Result | str], out: TextIO) -> int:
 def flat_row(r: Result) -> dict[str, object]:
     """One result as a flat row: its own columns first, then spec fields and scalar metrics
     (which never replace the result's own columns, whatever a crafted record names them)."""
-    row: dict[str, object] = {
-        "id": r.id, "started": r.started, "status": r.status, "suite": r.suite, "run": r.run, "tag": r.tag,
-        "system": r.system_label, "host": r.system.get("host"),
-    }
-    own = set(row)
-    for key, value in r.spec.items():
-        if key != "options" and key not in own:
-            row[key] = "x".join(map(str, value)) if isinstance(value, list) else value
-    for key, value in r.metrics.items():
-        if (isinstance(value, (int, float, str, bool)) or value is None) and key not in own:
-            row[key] = value
-    return row
+    own = {"id": r.id, "started": r.started, "status": r.status, "suite": r.suite, "run": r.run, "tag": r.tag,
+           "system": r.system_label, "host": r.system.get("host")}
+    return _with_settings(own, r.spec, {key: value for key, value in r.metrics.items()
+                                        if isinstance(value, (int, float, str, bool)) or value is None})
 
 
-def _flat_record(r: Result | str) -> Result:
-    """A result as a flat row reads it: from a store's JSON text without the per-step samples, traces and
-    phase statistics, which no flat row holds and which are most of a record to parse."""
-    if isinstance(r, Result):
-        return r
-    data = json.loads(r)
+def _with_settings(own: dict[str, object], spec: dict, scalars: dict) -> dict[str, object]:
+    """`own`, then the spec's fields (a list as 1x2x3) and the scalar metrics; a metric that a spec field
+    names too takes that field's place."""
+    settings = {key: "x".join(map(str, value)) if isinstance(value, list) else value
+                for key, value in spec.items() if key != "options"}
+    settings.update(scalars)
+    return {**own, **{key: value for key, value in settings.items() if key not in own}}
+
+
+def _text_row(text: str) -> dict[str, object]:
+    """The flat row of a store's JSON text of one result (`Store.exported(flat=True)`): a record of this
+    schema as the store wrote it is read as the mapping it is (building a `Result` of each, and its typed
+    run record for the device, was an eighth of exporting 100,000 under a profiler)."""
+    data = json.loads(text)
     data["samples"], data["traces"] = {}, {}
     if isinstance(data.get("metrics"), dict):
         data["metrics"] = {k: v for k, v in data["metrics"].items() if not isinstance(v, (dict, list))}
-    if _holds_what_rows_read(data):  # this schema's record, as the store wrote it: built without a walk
-        return Result(**{k: v for k, v in data.items() if k in _FIELDS})  # of every value (half the time)
-    return Result.from_dict(data, strict=False)
-
-
-_FIELDS = frozenset(f.name for f in dataclasses.fields(Result))
+    if not _holds_what_rows_read(data):
+        return flat_row(Result.from_dict(data, strict=False))
+    system, spec, metrics, tag = data["system"], data["spec"], data["metrics"], data.get("tag")
+    own = {"id": data["id"], "started": data["started"] if "started" in data else now(), "status": data["status"],
+           "suite": data.get("suite"), "run": data.get("run"), "tag": as_typed(tag) if isinstance(tag, str) else tag,
+           "system": system_label(system, run_device(metrics.get("device"), spec, system)), "host": system.get("host")}
+    return _with_settings(own, spec, metrics)  # as `flat_row` of the `Result` of `data`
 
 
 def _holds_what_rows_read(data: dict) -> bool:
@@ -83,43 +85,77 @@ def cell(value: object) -> object:
     return value
 
 
+class _Echo:
+    """The file of a csv writer whose `writerow` gives back the row's text (it returns what `write` does)."""
+    write = str
+
+
 def write_csv(results: Iterable[Result | str], out: TextIO) -> int:
     """The header names every column any row has, so it is known only after the last row: the rows wait
-    in a temporary file, each with its own columns, never in memory (100,000 rows held 540 MB)."""
-    columns: dict[object, int] = {}
-    shapes: dict[tuple, int] = {}  # each row's columns, in its order: a few shapes for all the rows
-    count = 0
+    in a temporary file, never in memory (100,000 rows held 540 MB), each written once with its cells
+    under their columns. A column is only ever added at the end, so a row written before the last one
+    was added lacks only empty cells at its end, added as the rows are copied out."""
+    columns: dict[object, int] = {}  # each column's place
+    plans: dict[tuple, tuple[int, Callable]] = {}  # a row's names: the width and the gathering of its line
+    widths: list[tuple[int, int]] = []  # (first row, width) of each run of rows written as wide
+    sizes = array.array("q")  # each waiting row's characters
+    text_of = csv.writer(_Echo(), lineterminator="\n").writerow
     with tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as spool:
-        waiting = csv.writer(spool, lineterminator="\n")
-        cells: dict[tuple, tuple] = {}  # each row's names as cells, found once per shape
+        waiting: list[str] = []
         for r in results:
-            row = flat_row(_flat_record(r))
+            row = _text_row(r) if isinstance(r, str) else flat_row(r)
             names = tuple(row)
-            shape = cells.get(names) or cells.setdefault(names, tuple(map(cell, names)))
-            if shape not in shapes:
-                columns.update((k, 0) for k in shape if k not in columns)
-            waiting.writerow([shapes.setdefault(shape, len(shapes)),
-                              *(cell(v) if v.__class__ is str else v for v in row.values())])  # numbers: as they are
-            count += 1
+            width, gather = plans.get(names) or (0, None)
+            if gather is None or width < len(columns):  # a new shape, or columns added since its plan
+                width, gather = plans[names] = _plan(names, columns)
+                if not widths or widths[-1][1] != width:
+                    widths.append((len(sizes), width))
+            cells = [("'" + v if v.__class__ is str and v.startswith(FORMULA_STARTS) else v)  # numbers as they are
+                     for v in row.values()]
+            cells.append("")  # the cell of a column the row has not
+            line = text_of(gather(cells))
+            sizes.append(len(line))
+            waiting.append(line)
+            if len(waiting) >= _SPOOL_ROWS:
+                spool.write("".join(waiting))
+                waiting.clear()
+        spool.write("".join(waiting))
         spool.seek(0)
-        _write_spooled(spool, list(columns), {n: shape for shape, n in shapes.items()}, out)
-    return count
+        csv.writer(out, lineterminator="\n").writerow(list(columns))
+        _copy_spooled(spool, sizes, widths, len(columns), out)
+    return len(sizes)
 
 
-def _write_spooled(spool: TextIO, columns: list, shapes: dict[int, tuple], out: TextIO) -> None:
-    """The header, then each waiting row with its cells under their columns (empty where it has none)."""
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(columns)
-    place = {column: i for i, column in enumerate(columns)}
-    csv.field_size_limit(max(csv.field_size_limit(), MAX_RECORD_CHARS))  # a cell holds any text a record does
-    for shape, *cells in csv.reader(spool):
-        names = shapes[int(shape)]
-        if list(names) != columns[:len(names)]:
-            line = [""] * len(columns)
-            for name, value in zip(names, cells):
-                line[place[name]] = value
-            cells = line
-        writer.writerow(cells + [""] * (len(columns) - len(cells)))
+_SPOOL_ROWS = 1000  # rows written to the spool at a time
+
+
+def _plan(names: tuple, columns: dict[object, int]) -> tuple[int, Callable]:
+    """The width of a row of these names (every column known, once they are added to `columns`) and the
+    gathering of its line from its cells and one empty cell after them. Where two names make one column
+    (a name and the same name quoted as no formula), the later one's value is kept."""
+    own = [cell(name) for name in names]
+    for name in own:
+        columns.setdefault(name, len(columns))
+    source = [len(names)] * len(columns)
+    for i, name in enumerate(own):
+        source[columns[name]] = i
+    return len(columns), operator.itemgetter(*source) if len(source) > 1 else (lambda cells: (cells[source[0]],))
+
+
+def _copy_spooled(spool: TextIO, sizes: array.array, widths: list[tuple[int, int]], final: int, out: TextIO) -> None:
+    """The waiting rows; each run of rows written narrower than the header gets its missing empty cells."""
+    ends = [first for first, _ in widths[1:]] + [len(sizes)]
+    for (first, width), end in zip(widths, ends):
+        pad = "," * (final - width)
+        if not pad:
+            left = sum(sizes[first:end])
+            while left:
+                block = spool.read(min(left, 1 << 20))
+                out.write(block)
+                left -= len(block)
+            continue
+        for size in sizes[first:end]:
+            out.write(spool.read(size)[:-1] + pad + "\n")
 
 
 def read_jsonl(path: Path, *, strict: bool = True, progress: Callable[[int], None] | None = None) -> list[Result]:

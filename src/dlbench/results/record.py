@@ -51,7 +51,7 @@ class Setup:
                    options=options if isinstance(options, dict) else {})
 
 
-def _as_typed(text: str) -> str:
+def as_typed(text: str) -> str:
     """Command-line text as typed: under a locale that is not UTF-8 (LC_ALL=C without UTF-8 mode) Python
     keeps the bytes of a non-ASCII argument as lone surrogates, which neither SQLite nor a UTF-8
     terminal takes; terminals send UTF-8, so those bytes are read as UTF-8."""
@@ -82,7 +82,7 @@ class Result:
 
     def __post_init__(self) -> None:
         if isinstance(self.tag, str):
-            self.tag = _as_typed(self.tag)
+            self.tag = as_typed(self.tag)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -154,12 +154,8 @@ class Result:
 
     @property
     def device(self) -> str:
-        """Where it ran: as the run recorded it, else as asked ('auto' is the first GPU if the
-        machine has one: a run stopped before it started records no device)."""
-        device = str(Run.read(self.metrics).device or self.spec.get("device") or "")
-        if device == "auto":
-            return "cuda" if self.system.get("gpus") else "cpu"
-        return device
+        """Where it ran (see `run_device`)."""
+        return run_device(Run.read(self.metrics).device, self.spec, self.system)
 
 
 _ID = re.compile(r"[0-9A-Za-z_.-]{1,64}")
@@ -395,6 +391,15 @@ def _migrate(data: dict[str, Any]) -> dict[str, Any]:
         spec = data["spec"] if isinstance(data["spec"], dict) else {}
         data = {**data, "schema": SCHEMA_VERSION, "title": legacy_title(spec.get("model", ""))}
     return data
+
+
+def run_device(recorded: Any, spec: dict[str, Any], system: dict[str, Any]) -> str:
+    """Where a run ran: the device it recorded, else the one its spec asked for ('auto' is the first GPU if
+    the machine has one: a run stopped before it started records no device)."""
+    device = str(recorded or spec.get("device") or "")
+    if device == "auto":
+        return "cuda" if system.get("gpus") else "cpu"
+    return device
 
 
 def system_label(system: dict[str, Any], device: str) -> str:
