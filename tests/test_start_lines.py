@@ -5,6 +5,7 @@ came before torch, on any machine however busy (as tests/test_first_line.py does
 
 import io
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,12 +14,14 @@ import pytest
 import torch
 from rich.console import Console
 
-from dlbench.commands.suite import LOOKING, checking
+from dlbench.commands.suite import LOOKING, NO_GPU, checking, default_suite
 from dlbench.commands.system import STARTING
 from dlbench.launch import view as views
+from dlbench.launch.view import Terminal
 from dlbench.spec import BenchmarkSpec
 from dlbench.suites.estimate import Estimate, rough_rate
 from dlbench.system import ceilings as c
+from dlbench.system.info import gpus_seen
 from dlbench.system.survey import expected_seconds
 
 CPU = torch.device("cpu")
@@ -64,8 +67,9 @@ def test_a_suites_first_line_comes_before_torch_and_its_estimate_after(tmp_path)
     assert all(checking(1) in text for i, text in said if i < estimate and "results go to" not in text)
 
 
-def test_the_plain_command_says_it_looks_for_a_gpu_before_torch_loads(tmp_path):
-    # Stopped once torch is in: what comes after is the smoke suite, tested on its own (test_first_hour.py).
+@pytest.mark.skipif(gpus_seen() != 0, reason="a machine where NVML or a GPU driver may show a GPU")
+def test_the_plain_command_without_a_gpu_says_smoke_before_torch_loads(tmp_path):
+    # NVML, or the absence of a GPU driver, tells at once; torch loads after, for the suite's checks.
     proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "dlbench", "--db", tmp_path / "r.db"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     lines = []
@@ -75,10 +79,54 @@ def test_the_plain_command_says_it_looks_for_a_gpu_before_torch_loads(tmp_path):
             if line.startswith("import time:") and line.split("|")[-1].strip() == "torch":
                 break
     finally:
-        proc.kill()
-        proc.wait()
-    first, said = _said(lines)[0]
-    assert said == LOOKING and first < _first_torch_import(lines)
+        proc.send_signal(signal.SIGINT)  # the started worker goes with the command's own stop
+        proc.communicate(timeout=60)
+    said = [text for _, text in _said(lines)]
+    assert said[:2] == [NO_GPU, f"suite smoke: {checking(3)}"]
+    assert LOOKING not in said
+    assert _said(lines)[1][0] < _first_torch_import(lines)
+
+
+@pytest.mark.parametrize("seen, cuda, suite", [(1, True, "quick"), (None, True, "quick"), (1, False, "smoke"),
+                                               (None, False, "smoke")])
+def test_where_a_gpu_may_be_torch_decides(monkeypatch, seen, cuda, suite):
+    monkeypatch.setattr("dlbench.system.info.gpus_seen", lambda: seen)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)  # a CPU build of torch on a GPU machine: False
+    out = io.StringIO()
+    assert default_suite(Terminal(err=Console(file=out, width=300))) == suite
+    said = out.getvalue().splitlines()
+    assert said[0] == LOOKING and (said[1:] == [NO_GPU] if suite == "smoke" else len(said) == 1)
+
+
+def test_where_no_gpu_is_seen_torch_is_not_asked(monkeypatch):
+    def asked():
+        raise AssertionError("torch asked")
+
+    monkeypatch.setattr("dlbench.system.info.gpus_seen", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "is_available", asked)
+    out = io.StringIO()
+    assert default_suite(Terminal(err=Console(file=out, width=300))) == "smoke"
+    assert out.getvalue().splitlines() == [NO_GPU]
+
+
+class _NoNvml:
+    """pynvml where the NVIDIA driver's library is missing."""
+
+    @staticmethod
+    def nvmlInit():
+        raise RuntimeError("NVML Shared Library Not Found")
+
+
+@pytest.mark.parametrize("driver, seen", [(False, 0), (True, None)])
+def test_without_nvml_a_gpu_driver_means_only_torch_can_tell(tmp_path, monkeypatch, driver, seen):
+    from dlbench.system import info
+
+    device = tmp_path / "kfd"
+    if driver:
+        device.touch()
+    monkeypatch.setitem(sys.modules, "pynvml", _NoNvml)
+    monkeypatch.setattr(info, "GPU_DEVICES", (str(device),))
+    assert info.gpus_seen() == seen
 
 
 def test_a_suite_says_the_running_benchmark_at_least_every_5_s(monkeypatch):

@@ -34,6 +34,7 @@ def no_cuda_here(monkeypatch):
     monkeypatch.setattr(torch._C, "_cuda_init", guard, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr("dlbench.system.info.gpus_seen", lambda: 1)  # as NVML would see it
 
     def counted(*args, **kwargs):  # a suite's estimates count nothing and measure nothing
         raise AssertionError("the suite's own process counted FLOPs for an estimate")

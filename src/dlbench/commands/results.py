@@ -71,17 +71,20 @@ def export(request: ExportRequest, view: Terminal) -> None:
 
     output = output_file(request.output, request.db, "export")
     with Store(request.db, read_only=True) as store:  # read one record at a time while writing
-        records = store.exported(flat=request.format == "csv")
+        # CSV from the rows the store keeps ready, where it has them all; else built from the records
+        kept = store.kept_csv() if request.format == "csv" else None
+        records = kept if kept is not None else store.exported(flat=request.format == "csv")
+        write = exchange.write_kept_csv if kept is not None else exchange.WRITERS[request.format]
         if output is None and sys.stdout.isatty():  # on a terminal, through its control-character filter
             text = io.StringIO()
-            exchange.WRITERS[request.format](records, text)
+            write(records, text)
             view.text(text.getvalue().rstrip("\n"))
             return
         if output is None:  # to a pipe or file: the data exactly
-            exchange.WRITERS[request.format](records, sys.stdout)
+            write(records, sys.stdout)
             return
         with replacing(output) as f:  # a full disk, a device that refuses, the file-size limit: one line
-            count = exchange.WRITERS[request.format](records, f)
+            count = write(records, f)
     view.message(f"wrote {count} results to {output}")
 
 

@@ -7,11 +7,12 @@ checked writable, so a mistake anywhere in the suite stops it before anything ru
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from dlbench import scratch
 from dlbench.errors import UserError
@@ -101,19 +102,37 @@ def suite_command(request: SuiteRequest, view: Terminal) -> int:
         view.plan(_plan_without_writing(loaded, request, host), default_timeout)
         return 0
     check_writable(request.db)
-    if options is None:
-        # PyTorch loads and every spec is checked first: on two busy cores that can take a minute, so
-        # the line is said before torch loads and repeated every 5 s until the suite's estimate.
-        with view.waiting(f"suite {loaded.name}: {checking(len(loaded.specs))}"):
-            # compute nodes, not this machine, decide under --slurm
-            loaded.specs = _runnable(loaded.specs, view, _proven(request.db, host))
-        scratch.clean_stale()  # what killed runs left behind
-    with Store(request.db) as store:
-        plan = make_plan(loaded, store, host, resume=request.resume, run=request.run_id)
-        view.message(announce(plan))
-        if options is not None:
-            return _submit(plan, store, options, request, default_timeout, view)
-        return _run_here(plan, store, request, default_timeout, view)
+    with _head_start(loaded, request, options) as ahead:
+        if options is None:
+            # PyTorch loads and every spec is checked first: on two busy cores that can take a minute, so
+            # the line is said before torch loads and repeated every 5 s until the suite's estimate.
+            with view.waiting(f"suite {loaded.name}: {checking(len(loaded.specs))}"):
+                # compute nodes, not this machine, decide under --slurm
+                loaded.specs = _runnable(loaded.specs, view, _proven(request.db, host))
+            scratch.clean_stale()  # what killed runs left behind
+        with Store(request.db) as store:
+            plan = make_plan(loaded, store, host, resume=request.resume, run=request.run_id)
+            view.message(announce(plan))
+            if options is not None:
+                return _submit(plan, store, options, request, default_timeout, view)
+            return _run_here(plan, store, request, default_timeout, view, ahead)
+
+
+@contextlib.contextmanager
+def _head_start(loaded: Suite, request: SuiteRequest, options: dict | None) -> Iterator[Any]:
+    """The first benchmark's worker, started before the checks and the plan (launch/isolated.py
+    `started`): its imports of torch and the workload (seconds) overlap this process's, where a
+    second core is idle. Isolation holds: it runs nothing until it is let go, in its own process. A
+    check that fails stops it, and nothing ran or was stored. None where the first run is not known
+    yet (--resume) or does not run here in one process (--slurm, several GPUs)."""
+    first = loaded.specs[0] if loaded.specs else None
+    if options is not None or request.resume or first is None or first.gpus != 1:
+        yield None
+        return
+    from dlbench.launch import isolated
+
+    with isolated.started(first) as worker:
+        yield worker
 
 
 def _load(request: SuiteRequest, view: Terminal) -> tuple[Suite, dict | None]:
@@ -130,23 +149,29 @@ def _load(request: SuiteRequest, view: Terminal) -> tuple[Suite, dict | None]:
 
 
 LOOKING = "looking for a CUDA GPU (loading torch): the `quick` suite on a GPU, the short CPU check `smoke` without one"
+NO_GPU = ("no CUDA GPU found: running the `smoke` suite, a short CPU check that dlbench works here (its figures are "
+          "CPU figures, not GPU ones; `dlbench suite quick --device cpu` runs the full quick suite on the CPU)")
 
 
 def default_suite(view: Terminal) -> str:
-    """`quick` on a GPU machine; without a GPU the short `smoke` check, said as such. Only torch can tell,
-    and it loads in seconds (more on a busy machine, and a fresh clone's first run compiles dlbench's
-    modules too): the plain `dlbench` says what it waits for before, and every 5 s until it knows."""
-    with view.waiting(LOOKING):
-        import torch
+    """`quick` on a GPU machine; without a GPU the short `smoke` check, said as such. NVML or the
+    absence of a GPU driver tells in milliseconds where there is none (system/info.py `gpus_seen`);
+    where it sees a GPU, or cannot tell, only torch can say whether CUDA works (a CPU build of torch
+    on a GPU machine), and it loads in seconds (more on a busy machine): the plain `dlbench` says what
+    it waits for before, and every 5 s until it knows."""
+    from dlbench.system.info import gpus_seen
 
-        from dlbench import vision  # noqa: F401 - a torchvision made for another torch fails here, in one line
+    found = gpus_seen() != 0
+    if found:
+        with view.waiting(LOOKING):
+            import torch
 
-        found = torch.cuda.is_available()
+            from dlbench import vision  # noqa: F401 - a torchvision made for another torch fails here, in one line
+
+            found = torch.cuda.is_available()
     if found:
         return "quick"
-    view.message("no CUDA GPU found: running the `smoke` suite, a short CPU check that dlbench works here "
-                 "(its figures are CPU figures, not GPU ones; `dlbench suite quick --device cpu` runs the full quick "
-                 "suite on the CPU)")
+    view.message(NO_GPU)
     return "smoke"
 
 
@@ -206,13 +231,15 @@ def _runnable(specs: list[BenchmarkSpec], view: Terminal,
     return kept
 
 
-def _run_here(plan: Plan, store: Store, request: SuiteRequest, default_timeout: float, view: Terminal) -> int:
-    """Run the plan; a signal ends in launch/interrupts.py's one line (what was kept) and status 130."""
+def _run_here(plan: Plan, store: Store, request: SuiteRequest, default_timeout: float, view: Terminal,
+              ahead: Any = None) -> int:
+    """Run the plan; a signal ends in launch/interrupts.py's one line (what was kept) and status 130.
+    `ahead`: the first benchmark's worker, started already (`_head_start`)."""
     from dlbench.system.info import launcher_fingerprint
 
     again = f"dlbench suite {request.name or plan.suite.name}"
     outcome = run_suite(plan, store, launcher_fingerprint(), tag=request.tag, default_timeout=default_timeout,
-                        console=view.err, describe=_describer(plan), again=again)
+                        console=view.err, describe=_describer(plan), again=again, ahead=ahead)
     if outcome.interrupted:
         return 130  # the line that says what was kept comes from interrupts.answered
     with interrupts_kept(lambda: f"all {len(outcome.results)} results of run {plan.run} kept in {store.path}"):

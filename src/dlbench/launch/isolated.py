@@ -24,6 +24,7 @@ from typing import Callable, Iterator
 from dlbench import scratch
 from dlbench.launch import torchrun
 from dlbench.launch.interrupts import Interrupts
+from dlbench.launch.worker import GO_WAIT, write_json
 from dlbench.models import registry
 from dlbench.results.measurement import Window
 from dlbench.results.record import Result, now
@@ -51,39 +52,89 @@ def command(spec: BenchmarkSpec, spec_file: Path, result_file: Path) -> list[str
     return [sys.executable, "-m", "dlbench.launch.worker", str(spec_file), str(result_file)]
 
 
+class Worker:
+    """The process of one isolated run, with its files. It starts before its run is asked for
+    (`started`): it imports torch and the workload, then waits for its go file, which holds the
+    rest of its job (suite, tag, a remembered FLOP count, ceilings)."""
+
+    def __init__(self, spec: BenchmarkSpec, folder: Path) -> None:
+        self.spec = spec
+        self.files = {name: folder / name for name in ("spec.json", "go.json", "result.json", "progress.json",
+                                                        "output.log")}
+        write_json({"spec": spec.to_dict(), "go": str(self.files["go.json"])}, self.files["spec.json"])
+        self.epoch = time.time()
+        self.log = open(self.files["output.log"], "wb")  # noqa: SIM115 - closed by stop()
+        self.proc = _start(command(spec, self.files["spec.json"], self.files["result.json"]), self.log,
+                           self.files["progress.json"])
+
+    def fits(self, spec: BenchmarkSpec) -> bool:
+        """Whether this worker can run `spec`: started for the same spec and still waiting."""
+        return self.proc.poll() is None and self.spec.to_dict() == spec.to_dict()
+
+    def stop(self) -> None:
+        """The process gone, and what it left behind in its session too (once: its group's id is free after)."""
+        if self.log.closed:
+            return
+        _kill(self.proc, signal.SIGKILL)
+        self.proc.wait()
+        self.log.close()
+
+
+@contextlib.contextmanager
+def started(spec: BenchmarkSpec) -> Iterator[Worker]:
+    """`spec`'s worker started now, for `run(..., ahead=)` to let go; leaving the block (a check that
+    failed, a stop, the run's end) kills it and removes its files, so a worker that never got its go
+    ran nothing and left nothing."""
+    with scratch.folder("run") as folder:
+        worker = Worker(spec, folder)
+        try:
+            yield worker
+        finally:
+            worker.stop()
+
+
 def run(spec: BenchmarkSpec, system: dict, job: Job, *, timeout: float | None,
         interrupts: Interrupts | None = None, tick: Tick | None = None, ceilings: list[Result] | None = None,
-        flops: int | None = None) -> Result:
+        flops: int | None = None, ahead: Worker | None = None) -> Result:
     """Run `spec` in a child process; a second interrupt raises KeyboardInterrupt after killing it.
     `flops`: a step's count remembered for this work (launch/flopcount.py): the child counts nothing.
     With `ceilings` (system records of this host) the child adds FLOP utilisation to its result, and
-    a ceiling it had to measure rides in the result's traces (`records.carried_ceiling`)."""
+    a ceiling it had to measure rides in the result's traces (`records.carried_ceiling`). `ahead`: a
+    worker `started` for `spec` before, which runs it (one started for another spec is stopped)."""
     interrupts = interrupts or Interrupts()
-    with scratch.folder("run") as folder:
-        files = {name: folder / name for name in ("spec.json", "result.json", "progress.json", "output.log")}
-        files["spec.json"].write_text(json.dumps({"spec": spec.to_dict(), "suite": job.suite, "tag": job.tag,
-                                                  "run": job.run, "flops": flops,
-                                                  **torchrun.job_ceilings(ceilings)}),
-                                      encoding="utf-8")
-        started, clock, epoch = now(), time.monotonic(), time.time()
-        with open(files["output.log"], "wb") as log:
-            proc = _start(command(spec, files["spec.json"], files["result.json"]), log, files["progress.json"])
-            try:
-                reason, progress = _supervise(proc, files, timeout, interrupts, tick)
-            finally:
-                _kill(proc, signal.SIGKILL)  # also what the child left behind in its session
-                proc.wait()
-        result = _outcome(spec, system, proc.returncode, reason, progress, files, timeout)
+    with _worker(spec, ahead) as worker:
+        files = worker.files
+        write_json({"suite": job.suite, "tag": job.tag, "run": job.run, "flops": flops,
+                    **torchrun.job_ceilings(ceilings)}, files["go.json"])
+        began = now()
+        try:
+            reason, progress = _supervise(worker.proc, files, timeout, interrupts, tick)
+        finally:
+            worker.stop()
+        result = _outcome(spec, system, worker.proc.returncode, reason, progress, files, timeout)
+        waited = float(result.traces.pop(GO_WAIT, 0.0) or 0.0)
         if files["result.json"].exists():
-            # what `dlbench run` of this spec makes a user wait: from its process's start to the result
+            # what `dlbench run` of this spec makes a user wait: from its process's start to the result,
+            # less the time a worker started ahead sat waiting for its go
             written = files["result.json"].stat().st_mtime
-            result.add(Window(wall_to_result_s=round(max(0.0, written - epoch), 2)))
+            result.add(Window(wall_to_result_s=round(max(0.0, written - worker.epoch - waited), 2)))
         else:
-            result.started = started
+            result.started = began
     result.suite, result.run, result.tag = job.suite, job.run, job.tag
     result.traces["launch"] = {"mode": "torchrun" if spec.gpus > 1 else "isolated",
-                               "wall_s": round(time.monotonic() - clock, 3), "returncode": proc.returncode}
+                               # from its process's start, as a run started when asked for takes
+                               "wall_s": round(time.time() - worker.epoch - waited, 3),
+                               "returncode": worker.proc.returncode,
+                               **({"started_ahead_s": round(waited, 3)} if waited >= 0.1 else {})}
     return result
+
+
+def _worker(spec: BenchmarkSpec, ahead: Worker | None) -> contextlib.AbstractContextManager[Worker]:
+    if ahead is not None and ahead.fits(spec):
+        return contextlib.nullcontext(ahead)  # its owner's `started` block removes its files
+    if ahead is not None:
+        ahead.stop()
+    return started(spec)
 
 
 def _start(cmd: list[str], log, progress_file: Path) -> subprocess.Popen:

@@ -121,12 +121,13 @@ def _check_resumable(run: str, suite: Suite, earlier: list[Result]) -> None:
 
 def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, default_timeout: float,
               console: Console, describe: Callable[[Result], str], again: str | None = None,
-              enough: Callable[[list[Result]], bool] | None = None) -> Outcome:
+              enough: Callable[[list[Result]], bool] | None = None, ahead: isolated.Worker | None = None) -> Outcome:
     """Run the plan's specs one after another, each isolated. The first signal stops the running
     child, which is stored as interrupted, and ends the loop; a second stops the command at once
     (launch/interrupts.py), storing the running benchmark as interrupted. `again`: the command that
     resumes, for the line a stop ends with. `enough`: asked before each run whether the results so
-    far suffice (`--repeat auto`), which ends the plan early."""
+    far suffice (`--repeat auto`), which ends the plan early. `ahead`: the first spec's worker, started
+    while the plan was checked (isolated.py `started`)."""
     from dlbench.launch import flopcount, isolated
 
     outcome = Outcome()
@@ -144,7 +145,7 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
             with pending(partial(_store_interrupted, store.path, spec, system, job, outcome)) as settle:
                 counted = flopcount.lookup(store, spec.to_dict())
                 result = isolated.run(spec, system, job, timeout=timeout, interrupts=interrupts, tick=view.tick,
-                                      ceilings=known, flops=counted)
+                                      ceilings=known, flops=counted, ahead=ahead if index == 0 else None)
                 result.add(_repeat_of(plan, index))
                 ceiling = carried_ceiling(result)
                 # the ceiling is measured once, by the first run that needed it; later ones reuse it

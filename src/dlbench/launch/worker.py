@@ -52,6 +52,9 @@ def _progress():
     return ProgressFile(Path(path))
 
 
+GO_WAIT = "go_wait_s"  # the trace of how long a started rank waited for its go file
+
+
 def _go(path: Path) -> dict:
     """The rest of the job (suite, tag, tuning, ceilings), once the launcher's checks have passed: it
     started this rank before them (launch/torchrun.py `started`), and stops it if one fails."""
@@ -99,8 +102,11 @@ def main(argv: list[str]) -> int:
         plugins.load()
         spec = BenchmarkSpec.from_dict(job["spec"])
         system = fingerprint()
+        waited = 0.0
         if job.get("go"):
+            ready = time.monotonic()
             job.update(_go(Path(job["go"])))
+            waited = time.monotonic() - ready
         tuned = Tuned.from_dict(job.get("tuned"))
         if progress:
             progress("start", 0, 1)
@@ -110,6 +116,8 @@ def main(argv: list[str]) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     result.run = job.get("run")
+    if waited:  # idle, not part of the run: its launcher leaves it out of the wall time to the result
+        result.traces[GO_WAIT] = round(waited, 3)
     if int(os.environ.get("RANK", "0")) == 0:
         if job.get("ceilings") is not None:
             _utilisation(result, job["ceilings"])

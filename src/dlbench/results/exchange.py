@@ -133,13 +133,61 @@ def _plan(names: tuple, columns: dict[object, int]) -> tuple[int, Callable]:
     """The width of a row of these names (every column known, once they are added to `columns`) and the
     gathering of its line from its cells and one empty cell after them. Where two names make one column
     (a name and the same name quoted as no formula), the later one's value is kept."""
+    source = _sources(names, columns)
+    return len(columns), operator.itemgetter(*source) if len(source) > 1 else (lambda cells: (cells[source[0]],))
+
+
+def _sources(names: tuple, columns: dict[object, int]) -> list[int]:
+    """The place among a row's cells (and one empty cell after them) of each column's cell; its names'
+    columns are added to `columns` first."""
     own = [cell(name) for name in names]
     for name in own:
         columns.setdefault(name, len(columns))
     source = [len(names)] * len(columns)
     for i, name in enumerate(own):
         source[columns[name]] = i
-    return len(columns), operator.itemgetter(*source) if len(source) > 1 else (lambda cells: (cells[source[0]],))
+    return source
+
+
+def write_kept_csv(kept, out: TextIO) -> int:
+    """`write_csv` of rows kept as CSV lines (`results/csvrows.py`: `kept.sets`, the column sets in the order
+    they first appear, and `kept.lines`, each row's set and line): the header is known before the first row,
+    so each line is written as it is read, as it is where its set is the header, else with its cells moved
+    under their columns and the columns it lacks left empty."""
+    columns: dict[object, int] = {}
+    for names in kept.sets:  # the columns in the order a row first names them, as write_csv adds them
+        _sources(names, columns)
+    moves = [_move(names, _sources(names, columns)) for names in kept.sets]
+    csv.writer(out, lineterminator="\n").writerow(list(columns))
+    n, waiting = 0, []
+    for place, line in kept.lines:
+        move = moves[place]
+        waiting.append(line if move is None else move(line))
+        n += 1
+        if len(waiting) >= _SPOOL_ROWS:
+            out.write("".join(waiting))
+            waiting.clear()
+    out.write("".join(waiting))
+    return n
+
+
+def _move(names: tuple, source: list[int]) -> Callable[[str], str] | None:
+    """What turns a line of these names into a line of the header's columns; None where it is one."""
+    if source == list(range(len(names))):
+        return None
+    gather = operator.itemgetter(*source) if len(source) > 1 else (lambda cells: (cells[source[0]],))
+    text_of = csv.writer(_Echo(), lineterminator="\n").writerow
+
+    def move(line: str) -> str:
+        if '"' not in line:  # no cell is quoted, so every comma ends one
+            cells = line[:-1].split(",")
+            cells.append("")
+            return ",".join(gather(cells)) + "\n"
+        cells = next(csv.reader([line[:-1]]))
+        cells.append("")
+        return text_of(gather(cells))
+
+    return move
 
 
 def _copy_spooled(spool: TextIO, sizes: array.array, widths: list[tuple[int, int]], final: int, out: TextIO) -> None:

@@ -24,7 +24,7 @@ from dlbench.errors import UserError
 from dlbench.options import shown
 from dlbench.paths import data_folder, read_only_reason, size_limit
 from dlbench.results.record import FORMAT, SCHEMA_VERSION, Result, tamed
-from dlbench.results import summaries
+from dlbench.results import csvrows, summaries
 
 DEFAULT_DB = "dlbench.db"  # the store's name, in the user's data folder or a working folder that has one
 DB_HELP = ("Result store (SQLite). Default: $DLBENCH_DB, else a dlbench.db in the current folder if there is one, "
@@ -206,6 +206,7 @@ class Store:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
             db.executescript(summaries.SCHEMA)
+            db.executescript(csvrows.SCHEMA)
 
         self._patiently(prepare, db)
         return db
@@ -268,6 +269,7 @@ class Store:
         results = list(results)
         rows = [_row(r) for r in results]
         summary_rows = summaries.rows(results)
+        csv_rows = csvrows.rows(self._db, rows, _FLAT_CUT)
 
         def write() -> int:
             with _transaction(self._db):
@@ -275,6 +277,7 @@ class Store:
                 self._db.executemany("INSERT OR IGNORE INTO results VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
                 added = self._db.total_changes - before
                 summaries.write(self._db, summary_rows)
+                csvrows.write(self._db, csv_rows)
                 return added
 
         try:
@@ -353,10 +356,11 @@ class Store:
                         raise UserError(f"record {_short(key)} conflicts with the stored result of the same id "
                                         f"(different contents): nothing imported")
                 before = self._db.total_changes
-                self._db.executemany("INSERT OR IGNORE INTO results VALUES (?,?,?,?,?,?,?,?,?,?)",
-                                     [_row(r) for r in given.values()])
+                rows = [_row(r) for r in given.values()]
+                self._db.executemany("INSERT OR IGNORE INTO results VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
                 added = self._db.total_changes - before
                 summaries.write(self._db, summaries.rows(given.values()))
+                csvrows.write(self._db, csvrows.rows(self._db, rows, _FLAT_CUT))
                 return added
 
         try:
@@ -412,6 +416,7 @@ class Store:
                              [row for _, row in rows.values()])
         added = self._db.total_changes - before
         summaries.write(self._db, summaries.rows(r for r, _ in rows.values()))
+        csvrows.write(self._db, csvrows.rows(self._db, [row for _, row in rows.values()], _FLAT_CUT))
         return added
 
     def _stored(self, ids: list[str]) -> Iterator[tuple]:
@@ -495,6 +500,23 @@ class Store:
         for chunk in _chunks(order, EXPORT_CHUNK):
             for key, schema, text in self._export_chunk(chunk, flat):
                 yield text if self._is_current(schema, text, flat) else self._record(key, text)
+
+    def kept_csv(self) -> csvrows.Kept | None:
+        """Every result's CSV row kept in the store (results/csvrows.py), in export order, for `export --format
+        csv`. A store made before rows were kept gets them first, once, where it can be written; None where it
+        has none and cannot be given them (an archive) or a record has none: the export then builds the rows
+        from the records, as before."""
+        if self.read_only and self._empty:
+            return None
+        try:
+            if self._patiently(lambda: csvrows.missing(self._db)):
+                if read_only_reason(self.path) or read_only_reason(self.path.absolute().parent):
+                    return None
+                self._patiently(lambda: csvrows.fill(self._db, lambda: _transaction(self._db), _FLAT_CUT,
+                                                     csvrows.told_on_stderr))
+            return self._patiently(lambda: csvrows.kept(self._db, self._query))
+        except (sqlite3.DatabaseError, UserError):
+            return None  # a locked or damaged store: built from the records, where that says why
 
     def _export_chunk(self, rowids: list[int], flat: bool) -> list[tuple]:
         """These rows' (id, schema, text) in the order given. The text of a flat export is the record less

@@ -193,6 +193,18 @@ def visible_gpus() -> int:
     all` is expanded when the suite is checked, before anything runs): NVML honours
     CUDA_VISIBLE_DEVICES and initialises no CUDA; a machine without a GPU driver has none;
     only otherwise is torch asked."""
+    seen = gpus_seen()
+    if seen is not None:
+        return seen
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def gpus_seen() -> int | None:
+    """How many GPUs this process may use as far as can be told without torch (milliseconds, where
+    importing torch takes seconds): NVML's count, or 0 on a machine without a GPU driver; None where
+    only torch can tell (a driver NVML cannot read: ROCm, WSL)."""
     try:
         import pynvml
 
@@ -203,9 +215,7 @@ def visible_gpus() -> int:
         pass
     if not any(os.path.exists(device) for device in GPU_DEVICES):
         return 0
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return None
 
 
 GPU_DEVICES = ("/dev/nvidia0", "/dev/kfd", "/dev/dxg")  # NVIDIA, ROCm, WSL: a GPU driver is loaded
