@@ -107,6 +107,8 @@ def suite_command(request: SuiteRequest, view: Terminal) -> int:
             # PyTorch loads and every spec is checked first: on two busy cores that can take a minute, so
             # the line is said before torch loads and repeated every 5 s until the suite's estimate.
             with view.waiting(f"suite {loaded.name}: {checking(len(loaded.specs))}"):
+                from dlbench import vision  # noqa: F401 - a torchvision made for another torch: one line, not one a spec
+
                 # compute nodes, not this machine, decide under --slurm
                 loaded.specs = _runnable(loaded.specs, view, _proven(request.db, host))
             scratch.clean_stale()  # what killed runs left behind
