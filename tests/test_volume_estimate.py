@@ -16,7 +16,7 @@ from conftest import cli
 MODEL = "unet3d:f=4,d=2"
 ARGS = ["run", "volume", "--model", MODEL, "--device", "cpu", "--volume-shape", "8x32x32", "--halo", "2x4x4",
         "--warmup", "1"]
-SAID = re.compile(r"^volume \S+ b1 auto: about (\d+) s \((.*)\)$", re.M)
+SAID = re.compile(r"^volume \S+ b1 auto: about (\d+) s \((.*)\)(?:, after \d+ s of start-up)?$", re.M)
 
 
 def _spec(volume_shape="16x48x48", block="8x24x24", gpus=1) -> BenchmarkSpec:
