@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,16 @@ def export_line(**changes) -> str:
         else:
             record[target] = value
     return json.dumps(record)
+
+
+def scripted(module):
+    """`module` as TorchScript: torch deprecates it, but many users' model files are TorchScript, and
+    dlbench loads them (models/registry.py `load_model_file`); the deprecation is torch's, not a test's."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return torch.jit.script(module)
 
 
 def assert_user_error(proc: subprocess.CompletedProcess, *needles: str, started: bool = False) -> None:

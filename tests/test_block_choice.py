@@ -5,6 +5,8 @@ import math
 import pytest
 import torch
 
+from conftest import scripted
+
 from dlbench.data.blocking import Blocking
 from dlbench.launch.execute import _settle
 from dlbench.models import registry
@@ -47,8 +49,8 @@ def test_the_32_bit_bound_is_computed_from_the_widest_convolution():
 
 
 def test_an_opaque_model_counts_as_wide():
-    scripted = torch.jit.script(torch.nn.Conv3d(1, 4, 3, padding=1))
-    assert convolution_width(scripted, torch.device("cpu")) == 64
+    opaque = scripted(torch.nn.Conv3d(1, 4, 3, padding=1))
+    assert convolution_width(opaque, torch.device("cpu")) == 64
 
 
 def test_without_a_gpu_the_fewest_computed_voxels_in_small_tiles_and_no_probe():

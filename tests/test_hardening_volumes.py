@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import assert_user_error, cli
+from conftest import assert_user_error, cli, scripted
 from dlbench.data.generate_volume import generate
 from dlbench.results.store import Store
 
@@ -22,7 +22,7 @@ SHAPE = (8, 32, 32)  # 8 blocks of 4x16x16, one chunk each per channel-block
 def model(tmp_path_factory) -> str:
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("model") / "conv.pt"
-    torch.jit.script(nn.Sequential(nn.Conv3d(1, 2, 3, padding=1), nn.Sigmoid())).save(str(path))
+    scripted(nn.Sequential(nn.Conv3d(1, 2, 3, padding=1), nn.Sigmoid())).save(str(path))
     return str(path)
 
 

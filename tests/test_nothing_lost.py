@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import assert_user_error, cli
+from conftest import assert_user_error, cli, scripted
 from dlbench.data.generate_volume import generate
 from dlbench.errors import UserError
 from dlbench.results.store import Store
@@ -32,7 +32,7 @@ def model(tmp_path_factory) -> str:
     """One 3x3x3 convolution and a sigmoid: a volume run of a few blocks in about a second."""
     path = tmp_path_factory.mktemp("model") / "conv.pt"
     torch.manual_seed(0)
-    torch.jit.script(nn.Sequential(nn.Conv3d(1, 1, 3, padding=1), nn.Sigmoid())).save(str(path))
+    scripted(nn.Sequential(nn.Conv3d(1, 1, 3, padding=1), nn.Sigmoid())).save(str(path))
     return str(path)
 
 

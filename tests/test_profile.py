@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from conftest import assert_user_error, cli, make_result
+from conftest import assert_user_error, cli, make_result, scripted
 from dlbench.measure import kernels, trace as tr
 from dlbench.measure import profile as prof
 from dlbench.measure.intervals import exclusive_time, union_length
@@ -217,8 +217,8 @@ def test_volume_profiles_tiles_after_the_run(tmp_path):
 
     volume = generate(tmp_path / "v.h5", (8, 24, 24), "hdf5", chunks=(4, 16, 16), seed=1, labels=False)
     model = tmp_path / "conv.pt"
-    torch.jit.script(torch.nn.Sequential(torch.nn.Conv3d(1, 4, 3, padding=1), torch.nn.ReLU(),
-                                         torch.nn.Conv3d(4, 2, 3, padding=1))).save(str(model))
+    scripted(torch.nn.Sequential(torch.nn.Conv3d(1, 4, 3, padding=1), torch.nn.ReLU(),
+                                 torch.nn.Conv3d(4, 2, 3, padding=1))).save(str(model))
     spec = BenchmarkSpec(workload="volume", model=str(model), device="cpu", warmup=1, profile=2, precision="fp32",
                          options={"input": str(volume), "output": str(tmp_path / "p.zarr"), "block": "4x16x16",
                                   "halo": "2x2x2"})

@@ -19,7 +19,7 @@ from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
 
-from conftest import assert_user_error, cli
+from conftest import assert_user_error, cli, scripted
 from test_store_safety import _Locked
 
 
@@ -27,7 +27,7 @@ from test_store_safety import _Locked
 def volume(tmp_path_factory):
     root = tmp_path_factory.mktemp("tuning")
     torch.manual_seed(0)
-    torch.jit.script(nn.Sequential(nn.Conv3d(1, 2, 3, padding=1), nn.Sigmoid())).save(str(root / "m.pt"))
+    scripted(nn.Sequential(nn.Conv3d(1, 2, 3, padding=1), nn.Sigmoid())).save(str(root / "m.pt"))
     generate(root / "v.h5", (10, 30, 34), "hdf5", chunks=(4, 16, 16), seed=1, labels=False)
     return {"model": str(root / "m.pt"), "input": str(root / "v.h5")}
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import assert_user_error, cli
+from conftest import assert_user_error, cli, scripted
 from dlbench.data.blocking import Blocking
 from dlbench.data.generate_volume import generate
 from dlbench.data import prediction_store
@@ -48,13 +48,13 @@ def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("predict")
     torch.manual_seed(0)
     model_file = root / "conv.pt"
-    torch.jit.script(ConvNet()).save(str(model_file))
+    scripted(ConvNet()).save(str(model_file))
     slow_file = root / "slow.pt"
-    torch.jit.script(ConvNet(width=32)).save(str(slow_file))
+    scripted(ConvNet(width=32)).save(str(slow_file))
     slower_file = root / "slower.pt"  # about 10-20 ms a 4x8x8 block on one core
-    torch.jit.script(ConvNet(width=64, inner=2)).save(str(slower_file))
+    scripted(ConvNet(width=64, inner=2)).save(str(slower_file))
     bad_file = root / "pooling.pt"
-    torch.jit.script(nn.Sequential(nn.Conv3d(1, 1, 3, padding=1), nn.MaxPool3d(2))).save(str(bad_file))
+    scripted(nn.Sequential(nn.Conv3d(1, 1, 3, padding=1), nn.MaxPool3d(2))).save(str(bad_file))
     volume = generate(root / "v.h5", SHAPE, "hdf5", chunks=(4, 16, 16), seed=1, labels=False)
     return {"root": root, "model": str(model_file), "slow": str(slow_file), "slower": str(slower_file),
             "bad": str(bad_file), "input": str(volume)}

@@ -387,17 +387,18 @@ def cuda_decode(data: torch.Tensor | list[torch.Tensor], device: torch.device) -
     """torchvision's nvjpeg decode, its deprecation warning silenced: torchvision deprecated its
     decoders in 0.29, and this is the one call that still runs one (`--decode gpu`): on an H200 it
     kept training faster than the hardware decoders' path (data/decoders.py says by how much), and
-    the default, `--decode cpu`, does not use it. The filter is added once rather than around the
-    call: the call runs in the decoding thread, and `warnings.catch_warnings` swaps the filters of
-    every thread."""
+    the default, `--decode cpu`, does not use it. The filter is added before each call rather than
+    around it: the call runs in the decoding thread, and `warnings.catch_warnings` swaps the filters
+    of every thread."""
     from torchvision.io import ImageReadMode, decode_jpeg
 
     _silence_torchvision_decoding()
     return decode_jpeg(data, device=device, mode=ImageReadMode.RGB)
 
 
-@functools.lru_cache(maxsize=None)
 def _silence_torchvision_decoding() -> None:
+    # at each batch, not once: filters reset since (as pytest does for each test) would let it through;
+    # adding a filter that is there already moves it to the front, and the list does not grow
     warnings.filterwarnings("ignore", TORCHVISION_DEPRECATION, DeprecationWarning, r"torchvision\.io")
 
 
