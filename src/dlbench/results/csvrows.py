@@ -11,7 +11,6 @@ time an export can write it; a store that cannot be written (an archive) is expo
 
 from __future__ import annotations
 
-import csv
 import json
 import sqlite3
 import sys
@@ -19,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from dlbench.results.exchange import FORMULA_STARTS, _Echo, _text_row, flat_row
+from dlbench.results.exchange import _cells, _line_of, _text_row, flat_row
 from dlbench.results.record import SCHEMA_VERSION, Result
 
 SCHEMA = """
@@ -53,9 +52,6 @@ class Kept:
     lines: Iterator[tuple[int, str]]
 
 
-_text_of = csv.writer(_Echo(), lineterminator="\n").writerow
-
-
 def made(key: str, schema: object, cut: str | None, whole: str) -> tuple[tuple[str, ...], str] | None:
     """The column names and CSV line of one stored result, as an export built them from its row of
     `Store._export_chunk`: `cut` is the record less what no flat row holds (None where SQLite does not
@@ -65,8 +61,7 @@ def made(key: str, schema: object, cut: str | None, whole: str) -> tuple[tuple[s
             row = _text_row(cut)
         else:
             row = flat_row(Result.from_dict(json.loads(cut if cut is not None else whole), strict=False))
-        cells = [("'" + v if v.__class__ is str and v.startswith(FORMULA_STARTS) else v) for v in row.values()]
-        return tuple(row), _text_of(cells)
+        return tuple(row), _line_of(_cells(row))
     except Exception:  # noqa: BLE001 - a kept row is only ever a saving; the export says what is wrong
         return None
 

@@ -90,6 +90,19 @@ class _Echo:
     write = str
 
 
+_line_of = csv.writer(_Echo(), lineterminator="\n").writerow  # cells as the CSV line a writer writes
+
+
+def _cells(row: dict[str, object]) -> list[object]:
+    """A flat row's cells as `cell` makes them, inline: called for every row of an export."""
+    return [("'" + v if v.__class__ is str and v.startswith(FORMULA_STARTS) else v) for v in row.values()]
+
+
+def _gather(source: list[int]) -> Callable:
+    """What picks the cells at `source`'s places, in its order, from a row's cells."""
+    return operator.itemgetter(*source) if len(source) > 1 else (lambda cells: (cells[source[0]],))
+
+
 def write_csv(results: Iterable[Result | str], out: TextIO) -> int:
     """The header names every column any row has, so it is known only after the last row: the rows wait
     in a temporary file, never in memory (100,000 rows held 540 MB), each written once with its cells
@@ -99,7 +112,6 @@ def write_csv(results: Iterable[Result | str], out: TextIO) -> int:
     plans: dict[tuple, tuple[int, Callable]] = {}  # a row's names: the width and the gathering of its line
     widths: list[tuple[int, int]] = []  # (first row, width) of each run of rows written as wide
     sizes = array.array("q")  # each waiting row's characters
-    text_of = csv.writer(_Echo(), lineterminator="\n").writerow
     with tempfile.TemporaryFile("w+", encoding="utf-8", newline="") as spool:
         waiting: list[str] = []
         for r in results:
@@ -110,10 +122,9 @@ def write_csv(results: Iterable[Result | str], out: TextIO) -> int:
                 width, gather = plans[names] = _plan(names, columns)
                 if not widths or widths[-1][1] != width:
                     widths.append((len(sizes), width))
-            cells = [("'" + v if v.__class__ is str and v.startswith(FORMULA_STARTS) else v)  # numbers as they are
-                     for v in row.values()]
+            cells = _cells(row)
             cells.append("")  # the cell of a column the row has not
-            line = text_of(gather(cells))
+            line = _line_of(gather(cells))
             sizes.append(len(line))
             waiting.append(line)
             if len(waiting) >= _SPOOL_ROWS:
@@ -133,8 +144,8 @@ def _plan(names: tuple, columns: dict[object, int]) -> tuple[int, Callable]:
     """The width of a row of these names (every column known, once they are added to `columns`) and the
     gathering of its line from its cells and one empty cell after them. Where two names make one column
     (a name and the same name quoted as no formula), the later one's value is kept."""
-    source = _sources(names, columns)
-    return len(columns), operator.itemgetter(*source) if len(source) > 1 else (lambda cells: (cells[source[0]],))
+    gather = _gather(_sources(names, columns))  # first: it adds the row's new columns
+    return len(columns), gather
 
 
 def _sources(names: tuple, columns: dict[object, int]) -> list[int]:
@@ -175,8 +186,7 @@ def _move(names: tuple, source: list[int]) -> Callable[[str], str] | None:
     """What turns a line of these names into a line of the header's columns; None where it is one."""
     if source == list(range(len(names))):
         return None
-    gather = operator.itemgetter(*source) if len(source) > 1 else (lambda cells: (cells[source[0]],))
-    text_of = csv.writer(_Echo(), lineterminator="\n").writerow
+    gather = _gather(source)
 
     def move(line: str) -> str:
         if '"' not in line:  # no cell is quoted, so every comma ends one
@@ -185,7 +195,7 @@ def _move(names: tuple, source: list[int]) -> Callable[[str], str] | None:
             return ",".join(gather(cells)) + "\n"
         cells = next(csv.reader([line[:-1]]))
         cells.append("")
-        return text_of(gather(cells))
+        return _line_of(gather(cells))
 
     return move
 
