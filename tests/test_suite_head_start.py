@@ -71,14 +71,18 @@ def test_a_stopped_worker_leaves_nothing_behind(tmp_path, monkeypatch):
 
 
 def _workers_under(path: Path) -> list[int]:
-    """The worker processes whose job file lies under `path`."""
+    """The worker processes whose job file lies under `path`, and the processes workers are forked
+    from (launch/forkserver.py), with their children, whose temporary folder is `path`."""
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             args = cmdline.read_bytes().split(b"\0")
+            env = (cmdline.parent / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"dlbench.launch.worker" in args and any(a.startswith(str(path).encode()) for a in args):
+        started = b"dlbench.launch.worker" in args and any(a.startswith(str(path).encode()) for a in args)
+        forked = b"dlbench.launch.forkserver" in args and b"TMPDIR=" + str(path).encode() in env
+        if started or forked:
             found.append(int(cmdline.parent.name))
     return found
 
@@ -110,8 +114,9 @@ def test_a_failed_check_stops_the_started_worker_and_stores_nothing(tmp_path):
 def test_a_suite_runs_its_first_benchmark_in_the_worker_started_ahead(tmp_path):
     suite, db = tmp_path / "tiny.yaml", tmp_path / "r.db"
     suite.write_text(SUITE.split("  - {{workload: train")[0].replace("{{", "{").replace("}}", "}"))
+    env = {**os.environ, "DLBENCH_FORKSERVER": "0"}  # a fresh interpreter: its go file is what waits
     proc = subprocess.run([sys.executable, "-m", "dlbench", "suite", str(suite), "--db", str(db)],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
     with Store(db) as store:
         [result] = store.results(suite="tiny")

@@ -124,7 +124,8 @@ def suite_command(request: SuiteRequest, view: Terminal) -> int:
 def _head_start(loaded: Suite, request: SuiteRequest, options: dict | None) -> Iterator[Any]:
     """The first benchmark's worker, started before the checks and the plan (launch/isolated.py
     `started`): its imports of torch and the workload (seconds) overlap this process's, where a
-    second core is idle. Isolation holds: it runs nothing until it is let go, in its own process. A
+    second core is idle; so do those of the process that the later workers are forked from
+    (`preloaded`). Isolation holds: it runs nothing until it is let go, in its own process. A
     check that fails stops it, and nothing ran or was stored. None where the first run is not known
     yet (--resume) or does not run here in one process (--slurm, several GPUs)."""
     first = loaded.specs[0] if loaded.specs else None
@@ -133,7 +134,7 @@ def _head_start(loaded: Suite, request: SuiteRequest, options: dict | None) -> I
         return
     from dlbench.launch import isolated
 
-    with isolated.started(first) as worker:
+    with isolated.preloaded(), isolated.started(first) as worker:
         yield worker
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from dlbench import scratch
-from dlbench.launch import torchrun
+from dlbench.launch import forkserver, torchrun
 from dlbench.launch.interrupts import Interrupts
 from dlbench.launch.worker import GO_WAIT, write_json
 from dlbench.models import registry
@@ -52,10 +52,30 @@ def command(spec: BenchmarkSpec, spec_file: Path, result_file: Path) -> list[str
     return [sys.executable, "-m", "dlbench.launch.worker", str(spec_file), str(result_file)]
 
 
+_server: forkserver.Server | None = None  # while `preloaded`
+
+
+@contextlib.contextmanager
+def preloaded() -> Iterator[None]:
+    """Single-process runs started in this block are forked from one process that imported torch and
+    the workloads once (launch/forkserver.py), not started as fresh interpreters; nested blocks share it."""
+    global _server
+    if _server is not None or not forkserver.enabled():
+        yield
+        return
+    with scratch.folder("forkserver") as folder, forkserver.serving(_env(), folder / "server.log") as server:
+        _server = server
+        try:
+            yield
+        finally:
+            _server = None
+
+
 class Worker:
     """The process of one isolated run, with its files. It starts before its run is asked for
-    (`started`): it imports torch and the workload, then waits for its go file, which holds the
-    rest of its job (suite, tag, a remembered FLOP count, ceilings)."""
+    (`started`): it imports torch and the workload (or is forked with them imported, `preloaded`),
+    then waits for its go file, which holds the rest of its job (suite, tag, a remembered FLOP
+    count, ceilings)."""
 
     def __init__(self, spec: BenchmarkSpec, folder: Path) -> None:
         self.spec = spec
@@ -64,8 +84,12 @@ class Worker:
         write_json({"spec": spec.to_dict(), "go": str(self.files["go.json"])}, self.files["spec.json"])
         self.epoch = time.time()
         self.log = open(self.files["output.log"], "wb")  # noqa: SIM115 - closed by stop()
-        self.proc = _start(command(spec, self.files["spec.json"], self.files["result.json"]), self.log,
-                           self.files["progress.json"])
+        env = _env(self.files["progress.json"])
+        if _server is not None and _server.alive() and spec.gpus == 1:
+            self.proc: subprocess.Popen | forkserver.Forked = _server.fork(
+                [str(self.files["spec.json"]), str(self.files["result.json"])], env, folder, self.files["output.log"])
+        else:
+            self.proc = _start(command(spec, self.files["spec.json"], self.files["result.json"]), self.log, env)
 
     def fits(self, spec: BenchmarkSpec) -> bool:
         """Whether this worker can run `spec`: started for the same spec and still waiting."""
@@ -122,6 +146,7 @@ def run(spec: BenchmarkSpec, system: dict, job: Job, *, timeout: float | None,
             result.started = began
     result.suite, result.run, result.tag = job.suite, job.run, job.tag
     result.traces["launch"] = {"mode": "torchrun" if spec.gpus > 1 else "isolated",
+                               **({"forked": True} if isinstance(worker.proc, forkserver.Forked) else {}),
                                # from its process's start, as a run started when asked for takes
                                "wall_s": round(time.time() - worker.epoch - waited, 3),
                                "returncode": worker.proc.returncode,
@@ -137,9 +162,14 @@ def _worker(spec: BenchmarkSpec, ahead: Worker | None) -> contextlib.AbstractCon
     return started(spec)
 
 
-def _start(cmd: list[str], log, progress_file: Path) -> subprocess.Popen:
-    env = {**os.environ, "DLBENCH_PROGRESS": str(progress_file), "PYTHONFAULTHANDLER": "1",
-           "PYTHONUNBUFFERED": "1"}
+def _env(progress_file: Path | None = None) -> dict[str, str]:
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1"}
+    if progress_file is not None:
+        env["DLBENCH_PROGRESS"] = str(progress_file)
+    return env
+
+
+def _start(cmd: list[str], log, env: dict[str, str]) -> subprocess.Popen:
     with _no_core_files():
         return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
@@ -157,7 +187,7 @@ def _no_core_files() -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
 
 
-def _supervise(proc: subprocess.Popen, files: dict[str, Path], timeout: float | None,
+def _supervise(proc: subprocess.Popen | forkserver.Forked, files: dict[str, Path], timeout: float | None,
                interrupts: Interrupts, tick: Tick | None) -> tuple[str | None, dict | None]:
     """Wait for the child; returns why it was stopped (None, 'timeout', 'interrupted') and its last progress."""
     start = time.monotonic()
@@ -183,7 +213,10 @@ def _supervise(proc: subprocess.Popen, files: dict[str, Path], timeout: float | 
     return (None if reason == "finished" else reason), progress
 
 
-def _kill(proc: subprocess.Popen, sig: signal.Signals) -> None:
+def _kill(proc: subprocess.Popen | forkserver.Forked, sig: signal.Signals) -> None:
+    if isinstance(proc, forkserver.Forked):
+        proc.kill(sig)
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
 

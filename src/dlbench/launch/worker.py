@@ -59,6 +59,8 @@ def _go(path: Path) -> dict:
     """The rest of the job (suite, tag, tuning, ceilings), once the launcher's checks have passed: it
     started this rank before them (launch/torchrun.py `started`), and stops it if one fails."""
     while not path.exists():
+        if not path.parent.is_dir():  # its run was stopped and its files removed: no go will come
+            sys.exit(1)
         time.sleep(0.005)
     return json.loads(path.read_text(encoding="utf-8"))
 

@@ -180,11 +180,12 @@ def _stepping(spec: BenchmarkSpec, step: float) -> float:
 
 # Stand-ins where this machine has measured nothing yet, for a figure labelled rough: a first run's
 # set-up (process, imports, model, ceilings measured once), a matmul rate, and a first torch.compile
-# (cache cold) and a later one (cache warm). They say the order of magnitude, no more. On a GPU,
-# the quick suite's five first runs took about 40 s from Enter to prompt on an H200 (2026-11-28),
-# with 17 s of warm-up and measuring: 15 s a run made its rough estimate 2.1x too long. On the
-# 2-core EPYC (load 3 to 4, fresh HOME, 2026-11-28) a first CPU run took 8 to 11 s besides its steps.
-ROUGH_STARTUP_S = {"cpu": 15.0, "cuda": 8.0}
+# (cache cold) and a later one (cache warm). They say the order of magnitude, no more. A suite's
+# runs are forked from a process that imported torch once (launch/forkserver.py): on the 2-core
+# EPYC (fresh HOME, 2026-11-28) the smoke suite's first runs took 0.8 to 1.5 s each besides their
+# steps, a first run that counts FLOPs and measures the ceiling 2 to 3 s; a single `dlbench run`
+# says its estimate once torch is loaded and has about as much left to set up.
+ROUGH_STARTUP_S = {"cpu": 3.0, "cuda": 4.0}
 ROUGH_RATE = {"cpu": 1e10, "cuda": 2e13}
 ROUGH_CORE_RATE = 1.5e10  # FLOP/s of one CPU core on large convolutions (`rough_rate`)
 ROUGH_COMPILE_S = {("cpu", False): 120.0, ("cpu", True): 15.0, ("cuda", False): 240.0, ("cuda", True): 20.0}
