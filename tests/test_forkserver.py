@@ -55,6 +55,12 @@ def test_off_when_asked_so_every_run_is_a_fresh_interpreter(monkeypatch):
         assert isolated._server is None
 
 
+def test_no_server_where_no_run_is_a_single_process(monkeypatch):
+    monkeypatch.delenv(forkserver.ENV, raising=False)
+    with isolated.preloaded(wanted=False):  # every run of the block under torchrun
+        assert isolated._server is None
+
+
 @pytest.mark.slow  # a real suite: the server imports torch once
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="looks for processes through /proc")
 def test_a_suite_forks_its_runs_and_leaves_no_process_or_folder(tmp_path):
@@ -136,3 +142,13 @@ def test_the_end_of_the_server_ends_its_children(tmp_path):
         assert worker.proc.wait() == -signal.SIGKILL
         _until(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
                10.0)
+
+
+def test_a_child_draws_numpy_numbers_of_its_own():
+    import numpy as np
+
+    np.random.seed(0)
+    server_draw = np.random.random()
+    np.random.seed(0)  # the state every child would inherit from the server
+    forkserver._fresh_random_state()
+    assert np.random.random() != server_draw

@@ -56,11 +56,12 @@ _server: forkserver.Server | None = None  # while `preloaded`
 
 
 @contextlib.contextmanager
-def preloaded() -> Iterator[None]:
+def preloaded(wanted: bool = True) -> Iterator[None]:
     """Single-process runs started in this block are forked from one process that imported torch and
-    the workloads once (launch/forkserver.py), not started as fresh interpreters; nested blocks share it."""
+    the workloads once (launch/forkserver.py), not started as fresh interpreters; nested blocks share
+    it. `wanted`: whether any run of the block is a single process (else none is started)."""
     global _server
-    if _server is not None or not forkserver.enabled():
+    if _server is not None or not wanted or not forkserver.enabled():
         yield
         return
     with scratch.folder("forkserver") as folder, forkserver.serving(_env(), folder / "server.log") as server:

@@ -136,7 +136,8 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
     known = here(store.results(workload=SYSTEM_WORKLOAD), system)  # the workers' ceilings for FLOP utilisation
     again = again or f"dlbench suite {plan.suite.name}"
     with Interrupts() as interrupts, SuiteView(console, plan.suite.name, plan.estimates) as view, \
-            interrupts_kept(lambda: _kept(plan, outcome, store.path, again)), isolated.preloaded():
+            interrupts_kept(lambda: _kept(plan, outcome, store.path, again)), \
+            isolated.preloaded(any(spec.gpus == 1 for spec in plan.todo)):
         for index, spec in enumerate(plan.todo):
             if interrupts.count or (enough is not None and enough(outcome.results)):
                 break

@@ -234,7 +234,7 @@ def estimate_run(spec: BenchmarkSpec, facts: Known, kind: str, *, forward: Calla
     rate = facts.rates.get((kind, spec.precision)) or (facts.rates.get(("cpu", "fp32")) if kind == "cpu" else None)
     rough = not flops or not rate
     work = flops or spec.batch * math.prod(spec.input_shape or _model_shape(spec.model)) * 1e3  # a stand-in: the input's size
-    step = max(work / ((rate or ROUGH_RATE[kind]) * CONV_EFFICIENCY[kind]), STEP_FLOOR_S[kind])
+    step = max(work / ((rate or rough_rate(kind)) * CONV_EFFICIENCY[kind]), STEP_FLOOR_S[kind])
     startup = facts.overhead_s if facts.overhead_s is not None else ROUGH_STARTUP_S[kind]
     run = Estimate(startup + _stepping(spec, step), 0, rough)
     return RunEstimate(run, "rough" if rough else "FLOPs over this machine's measured ceiling",
@@ -285,9 +285,9 @@ def _from_plan(spec: BenchmarkSpec, plan: Planned, facts: Known, kind: str,
 
 
 def rough_rate(kind: str) -> float:
-    """A planned step's stand-in rate: a plan's steps are large (a whole tile), and on a CPU large
-    convolutions run at a matmul's rate on every core torch uses (2-core EPYC, 8 processes' load:
-    17 GFLOP/s fp32 torch.mm, unet3d on 56x256x256 tiles 28 GFLOP/s)."""
+    """A step's stand-in rate where no ceiling was measured: on a CPU a matmul's rate on every core
+    torch uses (2-core EPYC, 8 processes' load: 17 GFLOP/s fp32 torch.mm, unet3d on 56x256x256 tiles
+    28 GFLOP/s; ResNet-50 at batch 8 on 64x64 images 22 GFLOP/s, 2026-11-28)."""
     if kind != "cpu":
         return ROUGH_RATE[kind]
     import os
