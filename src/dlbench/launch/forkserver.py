@@ -167,7 +167,7 @@ def _handle(request: dict, children: dict[int, Path]) -> None:
     if pid == 0:
         _child(request)
     children[pid] = folder
-    _write(folder / PID, str(pid))
+    _write(folder / PID, pid)
 
 
 def _reap(children: dict[int, Path]) -> None:
@@ -180,14 +180,14 @@ def _reap(children: dict[int, Path]) -> None:
             return
         folder = children.pop(pid, None)
         if folder is not None and folder.is_dir():
-            _write(folder / EXIT, str(os.waitstatus_to_exitcode(status)))
+            _write(folder / EXIT, os.waitstatus_to_exitcode(status))
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+def _write(path: Path, number: int) -> None:
+    from dlbench.launch.worker import write_json
+
     with contextlib.suppress(OSError):  # the folder removed meanwhile: nobody reads it
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        write_json(number, path)
 
 
 def _child(request: dict) -> NoReturn:

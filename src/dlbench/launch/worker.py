@@ -39,7 +39,7 @@ class ProgressFile:
             write_json({"stage": stage, "done": done, "total": total}, self.path)
 
 
-def write_json(data: dict, path: Path) -> None:
+def write_json(data: object, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data), encoding="utf-8")
     os.replace(tmp, path)
