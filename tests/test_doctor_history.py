@@ -22,14 +22,14 @@ TRAIN = {"workload": "train", "model": "resnet50", "batch": 64, "precision": "bf
 SPIN = "import time\nwhile True: pass"
 
 
-def run_record(step_s, tag, spec=None, noise=0.0003, **metrics):
+def run_record(step_s, tag, spec=None, noise=0.0003, started=None, **metrics):
     steps = [step_s + noise * ((i * 7) % 5 - 2) for i in range(60)]
     figures = {"device": "cuda:0", "throughput": 64 / step_s, "throughput_unit": "img/s", "gpu_util_mean": 80.0,
                "monitor_readings": 40, "sm_clock_mean_mhz": 1980.0, "gpu_neighbours_sm_share": 0.0,
                "gpu_neighbours": [], "data_share": 0.001, "cpu_cores": 32, "cpu_other_cores": 0.1,
                "load_average_1m": 1.0, **metrics}
     return make_result(spec={**TRAIN, **(spec or {})}, system=H200, metrics=figures, samples={"step": steps},
-                       tag=tag)
+                       tag=tag, **({"started": started} if started else {}))
 
 
 def by_tag(diagnoses):
@@ -219,10 +219,13 @@ def test_the_profile_tells_how_much_of_the_all_reduce_ran_under_compute():
 
 
 def test_odd_stored_values_never_stop_the_doctor(db):
-    odd = run_record(0.03, "odd", gpu_util_mean=float("nan"), data_share=float("inf"))
+    # the odd run is the newest, so the doctor judges it whichever second each record was made in
+    fine = run_record(0.02, "fine", started="2026-01-01T10:00:00+00:00")
+    odd = run_record(0.03, "odd", gpu_util_mean=float("nan"), data_share=float("inf"),
+                     started="2026-01-01T11:00:00+00:00")
     odd.metrics["throughput"] = float("nan")
     with Store(db) as store:
-        store.add_many([run_record(0.02, "fine"), odd])
+        store.add_many([fine, odd])
     for extra in ([], ["--format", "json"]):
         proc = cli("doctor", "--db", db, *extra)
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
