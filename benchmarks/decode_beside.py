@@ -1,7 +1,8 @@
 """How much a decoding thread beside a training loop costs it: a plain ResNet-50 training loop
 (batch 256, bf16, channels-last) timed alone and with a thread that decodes a JPEG folder's files
-and crops them on the GPU on its own stream, one batch a training step and two ahead at most, as
-`--decode gpu` does, in several variants:
+and crops them on the GPU on its own stream, as fast as it can up to one batch a training step
+(two ahead at most), in several variants; each line says how many images the thread decoded, which
+can be fewer than the loop trained on (the loop never waits for it):
 
   cuda           nvjpeg on the SMs (torchvision), the whole batch at once, then the crops
   hardware       the hardware decoders (nvImageCodec), the whole batch at once, then the crops
@@ -11,7 +12,8 @@ and crops them on the GPU on its own stream, one batch a training step and two a
   +switch 0.5ms  Python's thread switch interval at 0.5 ms instead of 5 ms
   process: X     variant X in a process of its own on the same GPU (its own interpreter and CUDA
                  context), each batch's crops copied into one of three buffers the loop allocated
-                 and shared (CUDA IPC), handed over by index: no thread in the loop's process
+                 and shared (CUDA IPC), handed over by index, one for every step (the loop waits
+                 for it): no thread in the loop's process
 
     PYTHONPATH=src:benchmarks python3 benchmarks/decode_beside.py FOLDER [--steps 40]
 """
@@ -130,7 +132,7 @@ def main() -> None:
             stop, count, tokens = threading.Event(), [0], threading.Semaphore(2)
             side = torch.cuda.Stream(device)
 
-            def loop():  # one batch a training step, two ahead at most, as the prefetch does
+            def loop():  # up to one batch a training step, two ahead at most
                 with torch.cuda.stream(side):
                     while not stop.is_set():
                         if not tokens.acquire(timeout=0.1):
