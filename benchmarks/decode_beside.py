@@ -10,6 +10,8 @@ can be fewer than the loop trained on (the loop never waits for it):
   decode only    the hardware decoders without the crops
   crops only     the crops of a batch decoded once beforehand
   +switch 0.5ms  Python's thread switch interval at 0.5 ms instead of 5 ms
+  waited: X      variant X in a thread that the loop waits for, a batch every step, as `dlbench
+                 run` does
   process: X     variant X in a process of its own on the same GPU (its own interpreter and CUDA
                  context), each batch's crops copied into one of three buffers the loop allocated
                  and shared (CUDA IPC), handed over by index, one for every step (the loop waits
@@ -109,6 +111,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--processes", default="hardware,decode only,cuda",
                         help="the variants also run in a process of their own (comma-separated; '' for none)")
+    parser.add_argument("--waited", default="",
+                        help="variants run in a thread that the loop waits for, a batch every step, as "
+                             "`dlbench run` does (comma-separated)")
     parser.add_argument("--threads", default="all",
                         help="the variants run in a thread beside the loop (comma-separated; 'all'; '' for none)")
     args = parser.parse_args()
@@ -123,13 +128,15 @@ def main() -> None:
         threaded = [*variants.items(), ("hardware +switch 0.5ms", variants["hardware"])]
         if args.threads != "all":
             threaded = [(name, work) for name, work in threaded if name in args.threads.split(",")]
+        threaded += [(f"waited: {v}", variants[v]) for v in args.waited.split(",") if v]
         for variant in in_processes:
             name = f"process: {variant}"
             rate, decoded = beside_a_process(args.folder, variant, step, args.steps)
             results.setdefault(name, []).append(rate)
             print(f"round {r} {name:24s} {rate:7,.0f} img/s   beside it {decoded:7,.0f} img/s handed over", flush=True)
         for name, work in [("alone", None), *threaded]:
-            stop, count, tokens = threading.Event(), [0], threading.Semaphore(2)
+            stop, count, tokens, ready = threading.Event(), [0], threading.Semaphore(2), threading.Semaphore(0)
+            waits = name.startswith("waited: ")
             side = torch.cuda.Stream(device)
 
             def loop():  # up to one batch a training step, two ahead at most
@@ -140,6 +147,7 @@ def main() -> None:
                         work()
                         side.synchronize()
                         count[0] += 256
+                        ready.release()
             if name.endswith("0.5ms"):
                 sys.setswitchinterval(0.0005)
             thread = threading.Thread(target=loop, daemon=True) if work else None
@@ -148,6 +156,8 @@ def main() -> None:
                 time.sleep(0.5)
             start = time.perf_counter()
             def paced() -> None:
+                if waits:
+                    ready.acquire()
                 step()
                 tokens.release()
             seconds = mean_seconds(paced, 3, args.steps)
