@@ -133,6 +133,21 @@ def test_a_run_stopped_before_its_fork_never_runs(tmp_path):
 
 
 @pytest.mark.slow  # the server imports torch
+def test_a_worker_stopped_the_moment_its_pid_is_known_is_gone(tmp_path):
+    # the pid once appeared before the child had its own session: a stop then signalled no group,
+    # and the suite waited for ever on a child that waited for its go
+    spec = BenchmarkSpec(workload="fwdbwd", **TINY)
+    with isolated.preloaded():
+        for _ in range(5):
+            with isolated.started(spec) as worker:
+                pid = _until(lambda: worker.proc.pid)
+                assert os.getsid(pid) == pid
+            assert worker.proc.returncode == -signal.SIGKILL
+            _until(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
+                   10.0)
+
+
+@pytest.mark.slow  # the server imports torch
 def test_the_end_of_the_server_ends_its_children(tmp_path):
     spec = BenchmarkSpec(workload="fwdbwd", **TINY)
     with isolated.preloaded(), isolated.started(spec) as worker:

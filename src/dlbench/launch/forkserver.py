@@ -9,9 +9,10 @@ session, output, environment and working directory, nothing run before; only the
 shared, as pages copied when written.
 
 The protocol: a request is one line of JSON on the server's standard input (argv for
-`launch/worker.py`, environment, working directory, and the run's folder). The server writes the
-child's pid into the folder's `pid` file once forked and its exit status (as `subprocess` gives
-it: negative for a signal) into `exit` once reaped; `Forked` reads them as `subprocess.Popen`'s
+`launch/worker.py`, environment, working directory, and the run's folder). The child writes its
+pid into the folder's `pid` file once it leads a session of its own (so a known pid always names a
+process group to signal), and the server its exit status (as `subprocess` gives it: negative for
+a signal) into `exit` once reaped; `Forked` reads them as `subprocess.Popen`'s
 `poll` and `wait` would. A request whose folder is gone (the run was stopped before it began) is
 skipped. The server ends with the process that started it, and its children with it.
 
@@ -167,7 +168,6 @@ def _handle(request: dict, children: dict[int, Path]) -> None:
     if pid == 0:
         _child(request)
     children[pid] = folder
-    _write(folder / PID, pid)
 
 
 def _reap(children: dict[int, Path]) -> None:
@@ -195,6 +195,8 @@ def _child(request: dict) -> NoReturn:
     code = 1
     try:
         os.setsid()  # a session of its own, as isolated.py starts its workers
+        # published only now: a pid read before the session existed named no group to stop it by
+        _write(Path(request["folder"]) / PID, os.getpid())
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
