@@ -52,7 +52,7 @@ STRAGGLE = [line(0, forward=(8.4, 8.2, 8.9), backward=(26.2, 25.9, 26.6), optimi
             line(1, forward=(18.5, 17.9, 19.2), backward=(16.1, 15.8, 16.5), optimizer=(1.5, 1.4, 1.6))]
 
 
-def run_record(step_s, tag, ranks, rank_gpus=None, **metrics):
+def run_record(step_s, tag, ranks, rank_gpus=None, started=None, **metrics):
     steps = [step_s + 0.0003 * ((i * 7) % 5 - 2) for i in range(120)]
     figures = {"device": "cuda:0", "throughput": 128 / step_s, "throughput_unit": "img/s", "gpu_util_mean": 95.0,
                "monitor_readings": 40, "sm_clock_mean_mhz": 1980.0, "gpu_neighbours_sm_share": 0.0,
@@ -60,11 +60,13 @@ def run_record(step_s, tag, ranks, rank_gpus=None, **metrics):
                "load_average_1m": 1.0, "processes": 2, "ranks": ranks, **metrics}
     if rank_gpus is not None:
         figures["rank_gpus"] = rank_gpus
-    return make_result(spec=TRAIN, system=H100S, metrics=figures, samples={"step": steps}, tag=tag)
+    return make_result(spec=TRAIN, system=H100S, metrics=figures, samples={"step": steps}, tag=tag,
+                       **({"started": started} if started else {}))
 
 
 def clean():
-    return run_record(0.026, "clean", EQUAL, [gpu(0), gpu(1)])
+    """The clean run the doctor compares with: made before any test's own run, whenever it is called."""
+    return run_record(0.026, "clean", EQUAL, [gpu(0), gpu(1)], started="2026-01-01T00:00:00+00:00")
 
 
 def by_tag(diagnoses):
