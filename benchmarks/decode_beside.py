@@ -104,6 +104,46 @@ def beside_a_process(folder: Path, variant: str, step, steps: int) -> tuple[floa
     return 256 / seconds, handed[0] / took
 
 
+def beside_a_thread(work, step, steps: int, device: torch.device, *, waits: bool,
+                    switch_s: float | None) -> tuple[float, float]:
+    """(training img/s, img/s decoded beside it) with `work` (None: nothing) in a thread on its own
+    stream, up to a batch a step and two ahead at most; `waits`: the loop waits for each batch;
+    `switch_s`: Python's thread switch interval meanwhile."""
+    stop, count, tokens, ready = threading.Event(), [0], threading.Semaphore(2), threading.Semaphore(0)
+    side = torch.cuda.Stream(device)
+
+    def loop() -> None:
+        with torch.cuda.stream(side):
+            while not stop.is_set():
+                if not tokens.acquire(timeout=0.1):
+                    continue
+                work()
+                side.synchronize()
+                count[0] += 256
+                ready.release()
+
+    def paced() -> None:
+        if waits:
+            ready.acquire()
+        step()
+        tokens.release()
+    before = sys.getswitchinterval()
+    if switch_s:
+        sys.setswitchinterval(switch_s)
+    thread = threading.Thread(target=loop, daemon=True) if work else None
+    if thread:
+        thread.start()
+        time.sleep(0.5)
+    start = time.perf_counter()
+    seconds = mean_seconds(paced, 3, steps)
+    took = time.perf_counter() - start
+    stop.set()
+    if thread:
+        thread.join()
+    sys.setswitchinterval(before)
+    return 256 / seconds, count[0] / took
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("folder", type=Path)
@@ -123,52 +163,22 @@ def main() -> None:
     in_processes = [v for v in args.processes.split(",") if v]
     step = resnet50_train_step(256)
     mean_seconds(step, 10, 10)
+    threaded = [*variants.items(), ("hardware +switch 0.5ms", variants["hardware"])]
+    if args.threads != "all":
+        threaded = [(name, work) for name, work in threaded if name in args.threads.split(",")]
+    threaded += [(f"waited: {v}", variants[v]) for v in args.waited.split(",") if v]
     results: dict[str, list[float]] = {}
     for r in range(args.rounds):
-        threaded = [*variants.items(), ("hardware +switch 0.5ms", variants["hardware"])]
-        if args.threads != "all":
-            threaded = [(name, work) for name, work in threaded if name in args.threads.split(",")]
-        threaded += [(f"waited: {v}", variants[v]) for v in args.waited.split(",") if v]
         for variant in in_processes:
             name = f"process: {variant}"
             rate, decoded = beside_a_process(args.folder, variant, step, args.steps)
             results.setdefault(name, []).append(rate)
             print(f"round {r} {name:24s} {rate:7,.0f} img/s   beside it {decoded:7,.0f} img/s handed over", flush=True)
         for name, work in [("alone", None), *threaded]:
-            stop, count, tokens, ready = threading.Event(), [0], threading.Semaphore(2), threading.Semaphore(0)
-            waits = name.startswith("waited: ")
-            side = torch.cuda.Stream(device)
-
-            def loop():  # up to one batch a training step, two ahead at most
-                with torch.cuda.stream(side):
-                    while not stop.is_set():
-                        if not tokens.acquire(timeout=0.1):
-                            continue
-                        work()
-                        side.synchronize()
-                        count[0] += 256
-                        ready.release()
-            if name.endswith("0.5ms"):
-                sys.setswitchinterval(0.0005)
-            thread = threading.Thread(target=loop, daemon=True) if work else None
-            if thread:
-                thread.start()
-                time.sleep(0.5)
-            start = time.perf_counter()
-            def paced() -> None:
-                if waits:
-                    ready.acquire()
-                step()
-                tokens.release()
-            seconds = mean_seconds(paced, 3, args.steps)
-            took = time.perf_counter() - start
-            stop.set()
-            if thread:
-                thread.join()
-            sys.setswitchinterval(0.005)
-            results.setdefault(name, []).append(256 / seconds)
-            print(f"round {r} {name:24s} {256 / seconds:7,.0f} img/s   beside it {count[0] / took:7,.0f} img/s decoded",
-                  flush=True)
+            rate, decoded = beside_a_thread(work, step, args.steps, device, waits=name.startswith("waited: "),
+                                            switch_s=0.0005 if name.endswith("0.5ms") else None)
+            results.setdefault(name, []).append(rate)
+            print(f"round {r} {name:24s} {rate:7,.0f} img/s   beside it {decoded:7,.0f} img/s decoded", flush=True)
     base = statistics.median(results["alone"])
     print("\n| beside the loop | training img/s | of alone |\n| --- | ---: | ---: |")
     for name, values in results.items():

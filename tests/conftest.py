@@ -65,7 +65,8 @@ def make_result(**overrides) -> Result:
     overrides.setdefault("title", registry.title(spec["model"]))
     # to the microsecond, so records made one after the other are in that order even within a
     # second (the store's own stamps are to the second); a test that wants another order says so
-    overrides.setdefault("started", dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds"))
+    if overrides.get("started") is None:
+        overrides["started"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
     return Result(spec=spec, system=system, metrics=metrics, **overrides)
 
 

@@ -29,7 +29,7 @@ def run_record(step_s, tag, spec=None, noise=0.0003, started=None, **metrics):
                "gpu_neighbours": [], "data_share": 0.001, "cpu_cores": 32, "cpu_other_cores": 0.1,
                "load_average_1m": 1.0, **metrics}
     return make_result(spec={**TRAIN, **(spec or {})}, system=H200, metrics=figures, samples={"step": steps},
-                       tag=tag, **({"started": started} if started else {}))
+                       tag=tag, started=started)
 
 
 def by_tag(diagnoses):

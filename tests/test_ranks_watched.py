@@ -61,7 +61,7 @@ def run_record(step_s, tag, ranks, rank_gpus=None, started=None, **metrics):
     if rank_gpus is not None:
         figures["rank_gpus"] = rank_gpus
     return make_result(spec=TRAIN, system=H100S, metrics=figures, samples={"step": steps}, tag=tag,
-                       **({"started": started} if started else {}))
+                       started=started)
 
 
 def clean():
