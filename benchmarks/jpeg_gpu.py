@@ -14,7 +14,8 @@
    order turning each round: synthetic data; the folder with `--decode hardware` (the hardware
    decoders, through nvImageCodec); the folder with `--decode gpu` (nvjpeg on the SMs), for each
    --workers. With --large, the large-photo folder too. Prints each arm's img/s per round, the
-   median and its ratio to synthetic.
+   median and its ratio to synthetic. With --cpu-decode, `--decode cpu` arms too (the workers
+   decode), for each --workers.
 
 nvImageCodec travels as wheels: install them into a folder and put it in NVIMGCODEC_SITE (the
 hardware arms add it to PYTHONPATH; the others leave it out). The figures of 2026-11-28 in
@@ -152,7 +153,8 @@ def run_train(args: list[str], site: bool, db: Path, result: Path) -> dict:
 
 
 def training(folders: dict[str, Path], rounds: int, steps: int, workers: list[str], levels: list[str],
-             cuda: bool = True, gpus: int = 1, hardware: bool = True, shares: tuple[str, ...] = ("0",)) -> list[dict]:
+             cuda: bool = True, gpus: int = 1, hardware: bool = True, shares: tuple[str, ...] = ("0",),
+             cpu: bool = False) -> list[dict]:
     common = ["--steps", str(steps), "--warmup", "15", "--gpus", str(gpus)]
     arms = []
     for level in levels:
@@ -162,6 +164,8 @@ def training(folders: dict[str, Path], rounds: int, steps: int, workers: list[st
             for n in workers:  # "default": dlbench's own choice
                 data = ["--data", f"folder:{folder}"] + ([] if n == "default" else ["--workers", n])
                 name = f"{label} {n} workers"
+                if cpu:
+                    arms.append((f"{name} cpu {level}", common + opt + data, False))
                 if hardware:
                     arms.append((f"{name} hardware {level}", common + opt + data + ["--decode", "hardware"], True))
                 for share in shares if cuda else ():
@@ -210,6 +214,7 @@ def main() -> None:
     parser.add_argument("--no-hardware", action="store_true", help="leave out the hardware decoders' arms")
     parser.add_argument("--cpu-shares", default="0",
                         help="with nvjpeg: shares of each batch the loader workers decode, comma-separated (default 0)")
+    parser.add_argument("--cpu-decode", action="store_true", help="add arms that decode on the CPU (--decode cpu)")
     parser.add_argument("--gpus", type=int, default=1, help="GPUs each training run uses (its img/s are all GPUs')")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -227,7 +232,8 @@ def main() -> None:
         out["decoders"] = json.loads(found[0][9:]) if found else None
     folders = {"folder": args.folder, **({"large": args.large} if args.large else {})}
     out["training"] = training(folders, args.rounds, args.steps, args.workers.split(","), args.optimize.split(","),
-                               not args.no_cuda, args.gpus, not args.no_hardware, tuple(args.cpu_shares.split(",")))
+                               not args.no_cuda, args.gpus, not args.no_hardware, tuple(args.cpu_shares.split(",")),
+                               args.cpu_decode)
     table(out["training"])
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))

@@ -173,6 +173,30 @@ def test_data_option_errors_and_warnings(jpegs):
         data.make_loader(spec(data=f"folder:{jpegs}", batch=32), cpu)
 
 
+@pytest.mark.parametrize("cores, world, options, expected", [
+    (16, 1, {}, 15),  # the workers decode: every core but the training loop's
+    (16, 2, {}, 7),  # two GPUs' processes share the cores
+    (16, 1, {"decode": "gpu"}, 8),  # they only read files for the GPU
+    (16, 1, {"decode": "gpu", "cpu_share": 0.3}, 15),  # they decode a share beside it
+    (1, 1, {}, 1),
+    (2, 4, {}, 1),
+    (16, 1, {"workers": 3}, 3),  # asked for: as asked, whatever the cores
+])
+def test_default_workers_follow_who_decodes(monkeypatch, cores, world, options, expected):
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    s = BenchmarkSpec(workload="train", model="tiny", device="cpu", options=options)
+    assert data.workers(s, world) == expected
+
+
+def test_default_workers_reach_the_loader(monkeypatch, jpegs):
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    loader = data.make_loader(spec(data=f"folder:{jpegs}", workers=None), torch.device("cpu"))
+    try:
+        assert loader.loader.num_workers == 2
+    finally:
+        loader.close()
+
+
 def test_device_decoder_on_the_cpu(jpegs):
     """The --decode gpu pipeline (batched decode_jpeg, crops on the device, a decode thread) run on the CPU."""
     items, _ = images.scan_folder(jpegs)

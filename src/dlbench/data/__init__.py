@@ -45,7 +45,8 @@ class DataOptions(Options):
                                     "real CPU transforms), folder:PATH or the folder's PATH alone (class folders of "
                                     "JPEGs) or, for train with 3D models, a volume PATH[:KEY] (.h5/.hdf5, .zarr, .n5 "
                                     "with labels; `dlbench data volume`).")
-    workers: int | None = option(None, "DataLoader worker processes (default: min(8, CPU cores)).", low=0,
+    workers: int | None = option(None, "DataLoader worker processes per GPU (default: where they decode JPEGs, "
+                                       "the GPU's share of the CPU cores less one; else min(8, that share)).", low=0,
                                  high=1024)
     decode: str = option("cpu", "Where JPEGs are decoded: cpu (in the workers, at reduced size where the crop "
                                 "allows), gpu (nvjpeg on the GPU's SMs; crop and resize on the GPU) or hardware (the "
@@ -115,9 +116,20 @@ def augment_mode(spec, device: torch.device) -> str:
     return mode
 
 
-def workers(spec) -> int:
-    value = spec.opts.workers
-    return min(8, os.cpu_count() or 1) if value is None else value
+def workers(spec, world: int = 1) -> int:
+    """Workers per process for images. Where they decode the JPEGs (the CPU path, or a share of
+    each batch beside the GPU) decoding is the slow part, so they get every core of this process's
+    share but one, which the training loop needs to launch its kernels (docs/performance.md, "the
+    CPU path on every core"). Workers that only read files for the GPU to decode need fewer."""
+    if spec.opts.workers is not None:
+        return spec.opts.workers
+    share = _cores_per_process(world)
+    decoding = spec.opts.decode == "cpu" or spec.opts.cpu_share > 0
+    return max(1, share - 1) if decoding else min(8, share)
+
+
+def _cores_per_process(world: int) -> int:
+    return max(1, (os.cpu_count() or 1) // world)
 
 
 def check(spec, device: torch.device, shape: tuple[int, ...] | None = None) -> list[str]:
@@ -169,8 +181,8 @@ def volume_workers(spec, augment: str, world: int = 1) -> int:
     pipeline, so that mode gets every core (shared among the processes on this host); readers
     for GPU augmentation need fewer."""
     if spec.opts.workers is not None:
-        return workers(spec)
-    share = max(1, (os.cpu_count() or 1) // world)
+        return spec.opts.workers
+    share = _cores_per_process(world)
     return share if augment == "cpu" else min(8, share)
 
 
@@ -189,7 +201,7 @@ def make_loader(spec, device: torch.device, train: bool = True, *, batch: int | 
     if kind == "volume":
         return _volume_loader(spec, device, arg, batch, shape, rank, world, target)
     config = images.ImageConfig(
-        size=(shape[-2], shape[-1]), batch=batch, train=train, workers=workers(spec),
+        size=(shape[-2], shape[-1]), batch=batch, train=train, workers=workers(spec, world),
         prefetch=spec.opts.prefetch, seed=spec.seed, max_corrupt=spec.opts.max_corrupt, rank=rank, world=world,
         cpu_share=spec.opts.cpu_share,
     )
