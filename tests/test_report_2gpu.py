@@ -130,7 +130,7 @@ def test_other_time_is_never_negative():
     [row] = _rows(table)
     assert row["Other Time [ms]"] == "0 (clamped)"
     assert any(n.startswith("Other Time 0 (clamped)") for n in table.notes)
-    runs = [r for r in two_gpu_runs() if r.workload in images.WORKLOADS]
+    runs = [r for r in two_gpu_runs() if r.workload in images.SELECTS]
     for t in images.phase_tables(runs, published=True)[::2]:
         for r in _rows(t):
             other = r["Other Time [ms]"]

@@ -258,8 +258,8 @@ def _describer(plan: Plan) -> Callable[[Result], str]:
 
     from dlbench import workloads
 
-    names = ["dlbench.launch.execute", *(f"dlbench.workloads.{w}" for w in dict.fromkeys(s.workload for s in plan.todo)
-                                         if w in workloads._BUILTIN)]
+    modules = (getattr(workloads.get(w).describe, "module", None) for w in dict.fromkeys(s.workload for s in plan.todo))
+    names = ["dlbench.launch.execute", *(m for m in modules if m)]
 
     def load() -> None:
         for name in names:

@@ -1,7 +1,9 @@
 """Reports read results and render tables; they never run anything.
 
 Each module in SECTIONS has `tables(results) -> list[Table]` and returns nothing for
-results it does not cover, so a report over a whole store holds every kind of table.
+results it does not cover, so a report over a whole store holds every kind of table. A section
+that reproduces a publication's tables names the workloads it selects in `SELECTS`; the results
+of every other workload go to `general`'s tables, read through their declarations.
 A `Table` renders in every format (Markdown, CSV, JSON, HTML), so a new section needs
 nothing else to appear everywhere. A section that can set the seeds' published rows beside
 the results (`--with-references`) takes `published: bool` too (report/published.py).
@@ -29,6 +31,7 @@ SECTIONS = [f"dlbench.report.{name}" for name in (
     "optimize",  # eager against optimised levels
     "timesplit",  # --profile: where each profiled step's time goes
     "system",  # measured ceilings per machine
+    "general",  # every workload no section above selects, as its declaration reads
 )]
 FORMATS = ("md", "csv", "json", "html")
 EMPTY = "No results in the store yet: run `dlbench` (the quick suite) or `dlbench suite cnn-benchmarks`."

@@ -22,6 +22,7 @@ from dlbench.results.measurement import Measurement
 from dlbench.results.record import Result
 from dlbench.results.titles import TITLES
 
+SELECTS = ("fwdbwd",)  # the workload of the publication's per-model tables
 SOURCE = "GPU in the Cloud (cnn-benchmarks)"  # the publication, as the Source column names it
 HEADER = ["GPU", "cuDNN", "Forward (ms)", "Backward (ms)", "Total (ms)", "Median step (ms)"]
 NOTE = ("Forward, Backward: medians over the measured steps; Total = Forward + Backward; "
@@ -38,7 +39,7 @@ def tables(results: list[Result], published: bool = False) -> list[Table]:
     come in the order of the built-in ones (cnn-benchmarks'), others after them by name."""
     groups: "OrderedDict[tuple, dict[tuple, Result]]" = OrderedDict()
     order = {name: i for i, name in enumerate(TITLES)}
-    chosen = [r for r in results if r.workload == "fwdbwd" and r.status in ("ok", "oom")]
+    chosen = [r for r in results if r.workload in SELECTS and r.status in ("ok", "oom")]
     chosen.sort(key=lambda r: (order.get(r.model, len(order)), r.model, r.started))
     for r in chosen:
         shape = r.measured.data.input_shape or [r.setup.batch, *(r.setup.input_shape or [])]

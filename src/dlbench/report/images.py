@@ -20,7 +20,7 @@ from dlbench.report.tables import Table, model_title
 from dlbench.figures import DASH, fixed
 from dlbench.results.record import Result
 
-WORKLOADS = ("train", "infer", "smooth")
+SELECTS = ("train", "infer", "smooth")  # the workloads of the publications' image tables
 BENCHMARK = {"infer": "Inference", "train": "Train", "smooth": "Smooth Inference"}
 PRECISION = {"fp32": "FP32", "tf32": "TF32", "fp16": "mixed precision (fp16)", "bf16": "mixed precision (bf16)"}
 FULL, MIXED = ("fp32", "tf32"), ("fp16", "bf16")
@@ -82,7 +82,7 @@ def _label(cells: list[object], header: list[str], named: int) -> str:
 
 
 def tables(results: list[Result], published: bool = False) -> list[Table]:
-    mine = [r for r in results if r.workload in WORKLOADS and r.status in ("ok", "oom")]
+    mine = [r for r in results if r.workload in SELECTS and r.status in ("ok", "oom")]
     return phase_tables(mine, published) + throughput_tables(mine, published) + latency_tables(mine, published)
 
 

@@ -28,6 +28,7 @@ from dlbench.results.measurement import Convergence
 from dlbench.results.record import Result
 from dlbench.units import SEED003_ITERATIONS
 
+SELECTS = ("converge",)  # the publication's accuracy and time to train
 ORDER = ("fp32", "tf32", "fp16", "bf16")
 FULL, MIXED = ("fp32", "tf32"), ("fp16", "bf16")
 HEAD = ["System", "GPUs", "Batch size / GPU", "Precision"]
@@ -69,7 +70,7 @@ def _row_key(r: Result) -> tuple:
 
 
 def tables(results: list[Result], published: bool = False) -> list[Table]:
-    chosen = sorted((r for r in results if r.workload == "converge" and r.status in ("ok", "oom")), key=lambda r: r.started)
+    chosen = sorted((r for r in results if r.workload in SELECTS and r.status in ("ok", "oom")), key=lambda r: r.started)
     groups: "OrderedDict[tuple, dict[tuple, dict[str, Result]]]" = OrderedDict()
     for r in chosen:  # later results replace earlier ones of the same setting
         groups.setdefault(_group_key(r), {}).setdefault(_row_key(r), {})[r.setup.precision] = r

@@ -25,6 +25,7 @@ from dlbench.figures import sig
 from dlbench.results.record import Result
 from dlbench.shorten import shorten as shorten_text
 from dlbench.system.records import ceilings_for
+from dlbench.workloads import declared
 
 MAX_DISTRIBUTIONS = 24  # boxes in one latency figure
 MAX_TRACES = 8  # monitored runs drawn
@@ -137,7 +138,7 @@ def throughput_of(r: Result) -> tuple[float, str] | None:
     """The figure people plan with, in its unit: 3D training in iterations per minute (seeds
     000/001), never patches or images per second."""
     m = r.measured
-    if r.workload == "train" and (m.training.iters_per_min or m.training.iteration_mean_s):
+    if m.training.iters_per_min or m.training.iteration_mean_s:
         return float(m.training.iters_per_min or 60.0 / m.training.iteration_mean_s), "iters/min"
     if m.throughput.value:
         return float(m.throughput.value), str(m.throughput.unit or "img/s")
@@ -259,11 +260,6 @@ def _where(runs: list[Result]) -> str:
     return f" All on {shorten(systems.pop(), 80)}." if len(systems) == 1 else ""
 
 
-WORKLOADS = {"fwdbwd": "forward and backward pass (fwdbwd)", "train": "training (train)", "infer": "inference (infer)",
-             "smooth": "smoothed inference (smooth)", "volume": "volume prediction (volume)",
-             "converge": "training to a target accuracy (converge)"}
-
-
 def throughput_plots(results: list[Result]) -> list[Plot]:
     """One bar chart per workload and unit: img/s, iters/min (3D training), Mvox/s never share an axis."""
     plt = _pyplot()
@@ -299,7 +295,7 @@ def throughput_plots(results: list[Result]) -> list[Plot]:
         slug = "".join(c if c.isalnum() else "-" for c in unit)
         per = " per system" if len(systems) > 1 else ""
         plots.append(Plot(f"throughput-{workload}" + (f"-{slug}" if several else ""),
-                          f"Throughput: {WORKLOADS.get(workload, workload)}" + (f" ({unit})" if several else ""),
+                          f"Throughput: {declared(workload).title}" + (f" ({unit})" if several else ""),
                           f"Throughput{per} ({unit}), latest run of each benchmark.{_shared(runs)}", _svg(fig)))
     return plots
 
@@ -428,11 +424,9 @@ def scaling_plots(results: list[Result]) -> list[Plot]:
     return [Plot("scaling", "Scaling with GPUs", caption, _svg(fig))]
 
 
-def _volume_steps(runs: list[Result]) -> str:
-    if not any(r.workload == "volume" for r in runs):
-        return ""
-    return (" A volume run's step is one block: the blocks cut short at the volume's edge are the fast steps on "
-            "the left.")
+def _steps_notes(runs: list[Result]) -> str:
+    """What the workloads in the plot say of their steps, each once."""
+    return "".join(f" {note}" for note in dict.fromkeys(declared(r.workload).steps_note for r in runs) if note)
 
 
 def latency_plots(results: list[Result]) -> list[Plot]:
@@ -462,7 +456,7 @@ def latency_plots(results: list[Result]) -> list[Plot]:
     caption = ("Per-step times of each run: the box spans the middle half of the steps (p25 to p75), the line in it "
                "is the median, the whiskers reach the fastest and slowest steps within p1 to p99 and the dots are the "
                "steps beyond. Beside each box: its median and p99 in ms (a box of steady steps is as thin as a line)."
-               + _volume_steps(runs) + _shared(runs))
+               + _steps_notes(runs) + _shared(runs))
     return [Plot("latency", "Step time distributions", caption, _svg(fig))]
 
 

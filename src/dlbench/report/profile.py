@@ -15,6 +15,7 @@ from dlbench.figures import ms, percent, sig
 from dlbench.results.measurement import ClassTime, Measurement, ProfileSummary
 from dlbench.results.record import Result
 from dlbench.system.records import ceiling_name
+from dlbench.workloads import declared
 
 CLASS_LABELS = {
     "tensor_core": "tensor-core conv/matmul", "matmul": "other conv/matmul",
@@ -138,7 +139,7 @@ def _advice(p: Placement, r: Result, on_cpu: bool) -> str:
         return (f"launch-bound at batch {setup.batch}: the host does not launch kernels fast enough; "
                 f"`--optimize graphs` (CUDA graphs) or a larger batch")
     if p.cls in ("elementwise", "reduction", "other"):
-        fuse = "`--kernels fused`, `--optimize compile`" if r.workload == "volume" else "`--optimize compile`"
+        fuse = ("`--kernels fused`, " if declared(r.workload).takes("kernels") else "") + "`--optimize compile`"
         done = level in ("compile", "max") or r.measured.volume.kernels == "fused"  # what ran, not what was asked
         return "memory-bound; " + ("already fused: what is left is the passes fusion cannot join" if done else
                                    f"fusing them ({fuse}) removes most of it")
@@ -162,12 +163,13 @@ def _advice(p: Placement, r: Result, on_cpu: bool) -> str:
 
 
 def _tensor_core_levers(r: Result) -> list[str]:
-    """What could feed the tensor cores better and has not been tried in this run: a volume's tiles
-    are its batch, and `--block auto` has already timed the candidates."""
-    levers = []
-    if r.workload != "volume":
+    """What could feed the tensor cores better and has not been tried in this run: where the figure
+    does not depend on a batch (a volume's tiles are its batch), `--block auto` times larger tiles,
+    unless it already has."""
+    workload, levers = declared(r.workload), []
+    if not workload.batch_free:
         levers.append("a larger batch")
-    elif r.setup.options.get("block") != "auto":
+    elif workload.takes("block") and r.setup.options.get("block") != "auto":
         levers.append("`--block auto` (it times larger tiles)")
     if not r.setup.channels_last:
         levers.append("`--channels-last`")

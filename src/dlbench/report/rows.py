@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 
 from dlbench.results.record import Result
 from dlbench.shorten import shorten
+from dlbench.workloads import declared
 
 SOURCE = "Source"
 
@@ -87,7 +88,7 @@ def data_source(r: Result) -> str:
     from pathlib import Path
 
     options = r.setup.options
-    if r.workload == "volume":  # blockwise prediction reads --input, else a volume it generates
+    if declared(r.workload).takes("input"):  # blockwise prediction reads --input, else a volume it generates
         return Path(str(options["input"]).split(":")[0].rstrip("/")).name if options.get("input") else "Generated volume"
     stored = str(options.get("data") or r.measured.data.source or "synthetic")
     folder = stored.startswith("folder:")  # the path the run read, resolved below, has no prefix

@@ -29,6 +29,7 @@ from dlbench.report.tables import Table, model_title
 from dlbench.figures import DASH, fixed, short
 from dlbench.results.record import Result
 
+SELECTS = ("train", "volume")  # of 3D U-Nets: 3D training and blockwise prediction
 ITERATIONS = 1001  # the seeds time 1001 training iterations
 TARGET = 100_000  # "roughly the number of iterations after which most networks have converged"
 PLATYNEREIS = 8.1e12

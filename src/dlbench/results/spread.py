@@ -44,10 +44,10 @@ def speed(r: Result) -> float | None:
 
 def step_samples(r: Result) -> list | None:
     """The per-step seconds a run is compared by, in every view (compare, the doctor, the report's
-    conclusions): of a forward/backward benchmark its forward + backward, the Total its tables and run
-    line print (its whole step adds zeroing the gradients), else the whole step."""
-    total = r.samples.get("total") if r.workload == "fwdbwd" else None
-    return total if total else r.samples.get("step")
+    conclusions): its `total` samples where it stores them, the figure its tables and run line print
+    (a forward/backward benchmark's forward + backward: its whole step adds zeroing the gradients),
+    else the whole step."""
+    return r.samples.get("total") or r.samples.get("step")
 
 
 def step_rate(r: Result) -> float | None:

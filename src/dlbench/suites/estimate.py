@@ -24,13 +24,13 @@ from dlbench.errors import UserError
 from dlbench.results.record import Result
 from dlbench.spec import BenchmarkSpec
 from dlbench.suites import spec_key
+from dlbench import workloads
 from dlbench.workloads import Planned
 
-# Never-run specs are guessed from the model's FLOPs and this machine's measured ceiling. Conv
-# nets reach about this share of a plain matmul's FLOP rate (and a step of training about
-# three forward passes), as the built-in suites run on CPUs and GPUs.
+# Never-run specs are guessed from the model's FLOPs (times the passes a step of the workload
+# costs, as it declares them) and this machine's measured ceiling. Conv nets reach about this
+# share of a plain matmul's FLOP rate, as the built-in suites run on CPUs and GPUs.
 CONV_EFFICIENCY = {"cuda": 0.35, "cpu": 0.5}
-PASSES = {"fwdbwd": 3.0, "train": 3.0, "infer": 1.0, "smooth": 1.0}
 STEP_FLOOR_S = {"cuda": 2e-3, "cpu": 1e-3}  # launch and framework overhead of even the smallest step
 
 
@@ -233,7 +233,7 @@ def estimate_run(spec: BenchmarkSpec, facts: Known, kind: str, *, forward: Calla
         return _from_plan(spec, plan, facts, kind, forward, searched)
     flops = facts.flops.get(_work(spec))
     if not flops and forward is not None:
-        flops = forward(spec) * PASSES.get(spec.workload, 3.0)
+        flops = forward(spec) * workloads.declared(spec.workload).passes
     rate = facts.rates.get((kind, spec.precision)) or (facts.rates.get(("cpu", "fp32")) if kind == "cpu" else None)
     rough = not flops or not rate
     work = flops or spec.batch * math.prod(spec.input_shape or _model_shape(spec.model)) * 1e3  # a stand-in: the input's size

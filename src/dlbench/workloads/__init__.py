@@ -7,7 +7,11 @@
   (results/measurement.py) holds the throughput and its unit, and in `traces` and `settled` what
   the runner moves into the Result beside the metrics; samples hold `step` (seconds per step). A
   plug-in may return a plain metrics mapping instead, read by `measurement`;
-- `describe(Measurement) -> str`: one line for the terminal.
+- `describe(Measurement) -> str`: one line for the terminal;
+- how its results read where nothing else knows it: `label`, `unit`, `passes`, `batch_free`,
+  `steps_note`. The report's general table, the plots, the estimate and the doctor read these,
+  so a new workload appears in all of them with no edit there (`declared` answers for a name,
+  known or not).
 
 A workload never prints and never writes the store; `launch/` runs it and stores the
 Result. The built-in workloads are declared in `workloads/builtin.py` (names, help, options:
@@ -64,6 +68,20 @@ class Workload:
     # spec -> what a run of it will compute, where its steps are not the spec's (volume: one tile a step,
     # as many as the blocking has): the estimate of its time goes by it (suites/estimate.py).
     planned: Callable[[Any], "Planned | None"] | None = None
+    label: str = ""  # what it measures, as a caption says it ("training"); its name where empty
+    unit: str = ""  # the unit of its throughput (img/s, tokens/s); the results' own where empty
+    passes: float = 3.0  # forward passes' worth of FLOPs a step costs: an estimate from the model's FLOPs
+    batch_free: bool = False  # its figure does not depend on a batch size (volume: blocks of a volume)
+    steps_note: str = ""  # what its step times show that a reader would not guess, for a plot's caption
+
+    def takes(self, option: str) -> bool:
+        """Whether it has this option of its own (volume's `kernels`): a hint may name it."""
+        return option in self.options.names()
+
+    @property
+    def title(self) -> str:
+        """Its label and name, as a table or plot heads its results: "training (train)"."""
+        return f"{self.label} ({self.name})" if self.label else self.name
 
 
 @dataclass(frozen=True)
@@ -101,11 +119,17 @@ def later(module: str, name: str) -> Callable[..., Any]:
         return getattr(importlib.import_module(module), name)(*args, **kwargs)
 
     call.__qualname__ = call.__name__ = f"{module}.{name}"
+    call.module = module  # type: ignore[attr-defined]  # what a caller may import ahead of the first call
     return call
 
 
-_BUILTIN = ("fwdbwd", "train", "infer", "smooth", "volume", "converge")  # declared in workloads/builtin.py
 _LOADED: dict[str, Workload] = {}
+
+
+def _builtin() -> dict[str, Workload]:
+    from dlbench.workloads.builtin import BUILTIN  # it declares its options with this module's types
+
+    return BUILTIN
 
 
 def register(workload: Workload) -> Workload:
@@ -115,17 +139,26 @@ def register(workload: Workload) -> Workload:
 
 
 def names() -> list[str]:
-    return list(dict.fromkeys([*_BUILTIN, *_LOADED]))
+    return list(dict.fromkeys([*_builtin(), *_LOADED]))
 
 
 def get(name: str) -> Workload:
     if not isinstance(name, str):
         raise UserError(f"workload must be a name, got {shown(name)}")
     if name not in _LOADED:
-        if name not in _BUILTIN:
+        if name not in _builtin():
             known = names()
             raise UserError(f"unknown workload {shown(name)}{suggest(name, known)}; known: {', '.join(known)}")
-        from dlbench.workloads.builtin import BUILTIN
-
-        register(BUILTIN[name])
+        register(_builtin()[name])
     return _LOADED[name]
+
+
+def declared(name: str) -> Workload:
+    """The declaration of a stored result's workload; a workload no longer known here (a plug-in
+    not installed where the results are read) reads as a bare one of that name."""
+    found = _LOADED.get(name) or _builtin().get(name)
+    return found if found is not None else Workload(name, "", _unknown, _unknown)
+
+
+def _unknown(*_: Any) -> Any:
+    raise UserError("this workload is not installed here")

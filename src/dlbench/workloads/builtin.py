@@ -142,19 +142,21 @@ BUILTIN: dict[str, Workload] = {w.name: w for w in (
     Workload(
         "fwdbwd", "Forward and backward of a model in training mode, timed separately (the cnn-benchmarks method): "
                   "forward on a random batch, backward from a random upstream gradient, no loss and no optimizer.",
-        **_code("fwdbwd"), general=tuple(g for g in GENERAL if g != "gpus"), trains=True),
+        **_code("fwdbwd"), general=tuple(g for g in GENERAL if g != "gpus"), trains=True,
+        label="forward and backward pass", unit="img/s"),
     Workload(
         "train", "Training steps (forward, loss, backward, optimizer) with per-phase times and img/s; with a 3D "
                  "U-Net on a volume, seconds per iteration, iterations per minute and days to 100k iterations.",
         **_code("train"), options=TrainOptions, preflight=_preflight("train"), batch_plans=True, trains=True,
-        planned=later("dlbench.workloads.plans", "train")),
+        planned=later("dlbench.workloads.plans", "train"), label="training"),
     Workload(
         "infer", "Inference throughput and latency per batch (avg, p50/p90/p95/p99) under inference_mode.",
-        **_code("infer"), options=data.DataOptions, preflight=_preflight("train"), batch_plans=True),
+        **_code("infer"), options=data.DataOptions, preflight=_preflight("train"), batch_plans=True,
+        label="inference", unit="img/s", passes=1.0),
     Workload(
         "smooth", "Randomized-smoothing inference (BenchmarkJade): each input repeated --batch times with noise, "
                   "one forward each.", **_code("smooth"), options=SmoothOptions, preflight=_preflight("train"),
-        batch_plans=True),
+        batch_plans=True, label="smoothed inference", unit="img/s", passes=1.0),
     Workload(
         "volume", "Blockwise prediction of a whole volume of any size: Mvox/s, time per phase, hours for "
                   "--extrapolate voxels.", **_code("volume"), options=VolumeOptions, preflight=_preflight("volume"),
@@ -164,12 +166,15 @@ BUILTIN: dict[str, Workload] = {w.name: w for w in (
         tuned_check=later("dlbench.workloads.volume", "tuned_problem"), host_group=True,
         planned=later("dlbench.workloads.volume", "planned"),
         defaults={"model": "unet3d", "precision": "auto", "batch": 1, "warmup": 2, "warmup_seconds": 0.0, "steps": 1,
-                  "min_seconds": 0.0}),
+                  "min_seconds": 0.0},
+        label="volume prediction", unit="Mvox/s", passes=1.0, batch_free=True,
+        steps_note="A volume run's step is one block: the blocks cut short at the volume's edge are the fast steps "
+                   "on the left."),
     Workload(
         "converge", "Train to a DICE target with k-fold cross-validation: time to train, DICE per fold.",
         **_code("converge"), options=ConvergeOptions, preflight=_preflight("converge"),
         planned=later("dlbench.workloads.converge", "planned"),
         general=("model", "batch", "input_shape", "precision", "channels_last", "optimize", "device", "seed", "gpus",
                  "profile", "profile_trace"),
-        defaults={"model": "unet2d", "batch": 8}, trains=True),
+        defaults={"model": "unet2d", "batch": 8}, trains=True, label="training to a target accuracy", unit="img/s"),
 )}
