@@ -126,3 +126,45 @@ def test_no_module_imports_a_layer_above_it():
 def test_the_layer_check_sees_imports_inside_functions():
     tree = ast.parse("def f():\n    from dlbench.launch import worker\n    import dlbench.cli\nfrom dlbench import suites\n")
     assert sorted(_imported(tree)) == [("cli", 3), ("launch", 2), ("suites", 4)]
+
+
+def _module_imports(path: Path, root: Path) -> tuple[str, set[str]]:
+    """A module's name and the dlbench modules it imports (a name imported from a package counts as
+    its submodule where one of that name exists)."""
+    name = ".".join(("dlbench", *path.relative_to(root).with_suffix("").parts)).removesuffix(".__init__")
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found |= {f"{node.module}.{a.name}" if _is_module(root, f"{node.module}.{a.name}") else node.module
+                      for a in node.names}
+    return name, {m for m in found if m.startswith("dlbench.") and m != name}
+
+
+def _is_module(root: Path, name: str) -> bool:
+    relative = Path(*name.split(".")[1:])
+    return (root / relative).with_suffix(".py").exists() or (root / relative / "__init__.py").exists()
+
+
+def test_no_two_modules_import_each_other_round_a_circle():
+    # A package's submodules may read its own declarations (workloads/builtin.py the `Workload` type
+    # of workloads/__init__.py): the package is their common ground, not a circle.
+    root = Path(dlbench.__file__).parent
+    graph = dict(_module_imports(path, root) for path in root.rglob("*.py"))
+    graph = {m: {i for i in imports if i in graph and not m.startswith(f"{i}.")} for m, imports in graph.items()}
+    circles, state = [], {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for other in sorted(graph[module]):
+            if state.get(other) == "open":
+                circles.append(" -> ".join(path[path.index(other):] + [other]))
+            elif other not in state:
+                visit(other, [*path, other])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not circles, "\n".join(circles)

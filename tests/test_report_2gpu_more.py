@@ -13,7 +13,7 @@ import torch
 
 from conftest import cli, make_result
 from dlbench.launch.execute import execute
-from dlbench.report import curves, medical, precisions3d, training3d
+from dlbench.report import curves, medical, plots, precisions3d, training3d
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
 from dlbench.system.info import fingerprint
@@ -53,7 +53,7 @@ def test_learning_curve_tables_hold_every_evaluation_of_every_fold(converged):
     assert dice == pytest.approx(dense.samples["curve_dice"][0], abs=1e-4)
     assert any("every 1 once the DICE was within 1 of the target" in n for n in table.notes)
     assert not any("first evaluation" in n for n in table.notes)  # the target was not reached at all
-    [plot] = curves.plots([dense])
+    [plot] = plots.learning_curve_plots([dense])
     assert plot.svg.startswith(b"<?xml") and "learning curve" in plot.title
 
 

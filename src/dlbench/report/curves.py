@@ -57,7 +57,7 @@ def first_evaluation_note(label: str, r: Result) -> list[str]:
             "(evaluate more often near the target: `eval_every`, `eval_near`)."]
 
 
-def _evaluation_text(r: Result) -> str:
+def evaluation_text(r: Result) -> str:
     options = r.setup.options
     every = options.get("eval_every", 100)
     near = options.get("eval_near")
@@ -67,24 +67,24 @@ def _evaluation_text(r: Result) -> str:
     return text
 
 
-def _label(r: Result) -> str:
+def run_label(r: Result) -> str:
     gpus = rowinfo.processes(r)
     return (f"{rowinfo.system(r, gpus=False, precision=False)}, {gpus} GPU{'s' if gpus != 1 else ''}, "
             f"batch {r.setup.batch}, {r.setup.precision}")
 
 
-def _latest(results: list[Result]) -> list[Result]:
+def latest(results: list[Result]) -> list[Result]:
     """The newest run of each setting with a curve (a later run of one setting replaces it)."""
     chosen: dict[tuple, Result] = {}
     for r in sorted((r for r in results if has_curve(r)), key=lambda r: r.started):
-        key = (r.model, _label(r), r.tag or "", str(r.measured.data.source),
+        key = (r.model, run_label(r), r.tag or "", str(r.measured.data.source),
                r.measured.convergence.target_dice, r.measured.convergence.folds)
         chosen[key] = r
     return list(chosen.values())
 
 
 def tables(results: list[Result]) -> list[Table]:
-    return [_table(r) for r in _latest(results)]
+    return [_table(r) for r in latest(results)]
 
 
 def _table(r: Result) -> Table:
@@ -96,46 +96,16 @@ def _table(r: Result) -> Table:
     c = r.measured.convergence
     target = c.target_dice
     notes = [f"How the training loss falls and the validation DICE rises with the iterations, fold by fold "
-             f"({_label(r)}; {_evaluation_text(r)}; a fold stops at DICE {target:g}).",
+             f"({run_label(r)}; {evaluation_text(r)}; a fold stops at DICE {target:g}).",
              "Loss: the mean training loss (cross-entropy + soft DICE) over the steps since the previous evaluation; "
              "DICE: the validation DICE at that step; a blank cell: that fold did not evaluate at that step.",
              f"Data: {rowinfo.plain_source(r.measured.data.source)}."]
     notes += first_evaluation_note("This run", r)
     if r.tag:
         notes.append(f"Tag: `{r.tag}`.")
-    title = f"{model_title(r)}: learning curve, {_label(r)}"
+    title = f"{model_title(r)}: learning curve, {run_label(r)}"
     return Table(title, header, "r" * len(header), body, notes=notes)
 
 
 def _cell(point: tuple[float, float] | None) -> str:
     return "" if point is None else f"{fixed(point[0], 4)} / {fixed(point[1], 4)}"
-
-
-def plots(results: list[Result]) -> list:
-    """One figure per run (the newest MAX_RUNS): loss and DICE against the step, a line per fold."""
-    from dlbench.report import plots as figures
-
-    runs = _latest(results)[-MAX_RUNS:]
-    out = []
-    for i, r in enumerate(runs):
-        plt = figures._pyplot()
-        fig, (loss_ax, dice_ax) = plt.subplots(1, 2, figsize=(10, 3.5))
-        for fold, points in folds(r).items():
-            steps = [p[0] for p in points]
-            loss_ax.plot(steps, [p[1] for p in points], marker=".", label=f"fold {fold + 1}")
-            dice_ax.plot(steps, [p[2] for p in points], marker=".", label=f"fold {fold + 1}")
-        target = r.measured.convergence.target_dice
-        if target is not None:
-            dice_ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:g}")
-        loss_ax.set_xlabel("iteration")
-        loss_ax.set_ylabel("training loss (mean since the last evaluation)")
-        dice_ax.set_xlabel("iteration")
-        dice_ax.set_ylabel("validation DICE")
-        for ax in (loss_ax, dice_ax):
-            ax.grid(alpha=0.3)
-        figures._legend(dice_ax)
-        caption = (f"{model_title(r)}, {_label(r)}: the training loss (left) and the validation DICE (right) at each "
-                   f"evaluation of each fold ({_evaluation_text(r)}); the dashed line is the target.")
-        out.append(figures.Plot(f"learning-curve-{i + 1}", f"{model_title(r)}: learning curve, {_label(r)}", caption,
-                                figures._svg(fig)))
-    return out

@@ -662,9 +662,32 @@ def _roofline_point(p, bandwidth: float) -> tuple[float, float] | None:
 
 
 def learning_curve_plots(results: list[Result]) -> list[Plot]:
+    """One figure per run of report/curves.py's (the newest MAX_RUNS): loss and DICE against the
+    step, a line per fold."""
     from dlbench.report import curves
 
-    return curves.plots(results)
+    out = []
+    for i, r in enumerate(curves.latest(results)[-curves.MAX_RUNS:]):
+        fig, (loss_ax, dice_ax) = _pyplot().subplots(1, 2, figsize=(10, 3.5))
+        for fold, points in curves.folds(r).items():
+            steps = [p[0] for p in points]
+            loss_ax.plot(steps, [p[1] for p in points], marker=".", label=f"fold {fold + 1}")
+            dice_ax.plot(steps, [p[2] for p in points], marker=".", label=f"fold {fold + 1}")
+        target = r.measured.convergence.target_dice
+        if target is not None:
+            dice_ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:g}")
+        loss_ax.set_xlabel("iteration")
+        loss_ax.set_ylabel("training loss (mean since the last evaluation)")
+        dice_ax.set_xlabel("iteration")
+        dice_ax.set_ylabel("validation DICE")
+        for ax in (loss_ax, dice_ax):
+            ax.grid(alpha=0.3)
+        _legend(dice_ax)
+        title, label = model_title(r), curves.run_label(r)
+        caption = (f"{title}, {label}: the training loss (left) and the validation DICE (right) at each "
+                   f"evaluation of each fold ({curves.evaluation_text(r)}); the dashed line is the target.")
+        out.append(Plot(f"learning-curve-{i + 1}", f"{title}: learning curve, {label}", caption, _svg(fig)))
+    return out
 
 
 ALL: list[Callable[[list[Result]], list[Plot]]] = [

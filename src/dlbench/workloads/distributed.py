@@ -28,6 +28,7 @@ from dlbench.measure.profile import compact
 from dlbench.measure.timer import NullTimer
 from dlbench.results.measurement import Communication, RankGpu
 from dlbench.workloads import early
+from dlbench.workloads.early import backend, from_environment
 
 
 def _joined() -> None:
@@ -83,17 +84,6 @@ class Group:
             self.join()
             dist.all_reduce(tensor)
         return tensor
-
-
-def from_environment() -> tuple[int, int, int]:
-    """(rank, world size, local rank) as torchrun sets them; (0, 1, 0) outside torchrun."""
-    env = os.environ
-    return int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), int(env.get("LOCAL_RANK", 0))
-
-
-def backend(device: torch.device, host: bool = False) -> str:
-    """NCCL between GPUs, gloo on the CPU or for a group that carries no GPU tensors (`host`)."""
-    return "nccl" if device.type == "cuda" and not host else "gloo"
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ starts long after.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -21,7 +22,7 @@ _made: dict[str, Any] = {}
 
 def start(device: str, host_group: bool = False) -> None:
     """Begin CUDA on this process's GPU (and the process group under several ranks, a gloo one where
-    `host_group`: distributed.backend) on a thread.
+    `host_group`: `backend`) on a thread.
     `device` is the spec's (auto, cpu, cuda, cuda:N); a device that cannot be had starts nothing:
     the run says why where it checks it."""
     global _thread
@@ -30,7 +31,7 @@ def start(device: str, host_group: bool = False) -> None:
     # Imported here, in the calling thread: two threads importing one module at once can see it half made.
     import torch.distributed  # noqa: F401
 
-    from dlbench.workloads import distributed, runtime  # noqa: F401
+    from dlbench.workloads import runtime  # noqa: F401
 
     _thread = threading.Thread(target=_begin, args=(device, host_group), name="dlbench-early-start", daemon=True)
     _thread.start()
@@ -40,7 +41,6 @@ def _begin(name: str, host_group: bool) -> None:
     import torch
     import torch.distributed as dist
 
-    from dlbench.workloads.distributed import backend, from_environment
     from dlbench.workloads.runtime import resolve_device
 
     try:
@@ -68,6 +68,17 @@ def _begin(name: str, host_group: bool) -> None:
             dist.barrier()
         except Exception as error:  # noqa: BLE001 - raised where the run joins the group
             _made["error"] = error
+
+
+def from_environment() -> tuple[int, int, int]:
+    """(rank, world size, local rank) as torchrun sets them; (0, 1, 0) outside torchrun."""
+    env = os.environ
+    return int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), int(env.get("LOCAL_RANK", 0))
+
+
+def backend(device: Any, host: bool = False) -> str:
+    """NCCL between GPUs, gloo on the CPU or for a group that carries no GPU tensors (`host`)."""
+    return "nccl" if device.type == "cuda" and not host else "gloo"
 
 
 def joined() -> bool:
