@@ -250,18 +250,18 @@ def test_batch_search_finds_the_largest_batch_that_fits():
         return ("ok", 1000 - abs(64 - batch)) if batch <= 100 else ("oom", None)
 
     found = batchsize.search(probe, limit=1024)
-    assert 94 <= found["largest"] <= 100
-    assert found["best_throughput_batch"] == 64
-    assert [t["batch"] for t in found["tried"]][:8] == [1, 2, 4, 8, 16, 32, 64, 128]
-    assert all(t["status"] == "oom" for t in found["tried"] if t["batch"] > 100)
-    assert batchsize.search(lambda b: ("ok", float(b)), limit=12)["largest"] == 12
-    assert batchsize.search(lambda b: ("oom", None))["largest"] is None
+    assert 94 <= found.largest <= 100
+    assert found.best_throughput_batch == 64
+    assert [t.batch for t in found.tried][:8] == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert all(t.status == "oom" for t in found.tried if t.batch > 100)
+    assert batchsize.search(lambda b: ("ok", float(b)), limit=12).largest == 12
+    assert batchsize.search(lambda b: ("oom", None)).largest is None
 
 
 def test_batch_search_with_real_runs():
     probe = batchsize.probe_with(lambda s: execute(s, fingerprint()), spec(data="synthetic"))
     found = batchsize.search(probe, limit=4)
-    assert found["largest"] == 4 and {t["status"] for t in found["tried"]} == {"ok"}
+    assert found.largest == 4 and {t.status for t in found.tried} == {"ok"}
 
 
 def test_jade_suite_reproduces_seed_002(monkeypatch, tmp_path):

@@ -41,16 +41,18 @@ def test_batch_search_on_a_cpu_stops_at_its_time_bound():
     cpu, told = FakeCPU(), []
     found = batchsize.search(cpu.probe, limit=1024, budget_s=20.0, clock=cpu.clock,
                              told=lambda batch, guess: told.append((batch, guess)))
-    assert [t["batch"] for t in found["tried"]] == [1, 2, 4, 8]  # 16 more seconds would end at 31 s
+    assert [t.batch for t in found.tried] == [1, 2, 4, 8]  # 16 more seconds would end at 31 s
     assert cpu.now <= 20.0
-    assert found["largest"] == 8 and found["stopped"] == "time" and found["budget_s"] == 20.0
+    assert found.largest == 8 and found.stopped == "time" and found.budget_s == 20.0
+    assert found.stored()["stopped"] == "time" and found.stored()["tried"][0] == {"batch": 1, "status": "ok",
+                                                                               "throughput": 1.0, "seconds": 1.0}
     assert told == [(1, None), (2, 2.0), (4, 4.0), (8, 8.0)]
 
 
 def test_batch_search_without_a_bound_goes_to_the_limit():
     cpu = FakeCPU()
     found = batchsize.search(cpu.probe, limit=64, clock=cpu.clock)
-    assert found["largest"] == 64 and "stopped" not in found
+    assert found.largest == 64 and found.stopped is None and "stopped" not in found.stored()
 
 
 def test_heartbeat_time_counts_from_the_start_not_the_stage():

@@ -353,14 +353,14 @@ def _search(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal
 
     with interrupts.pending(stop), heartbeat:  # the probes are part of the benchmark: a stop stores it as interrupted
         found = batchsize.search(batchsize.probe_with(_unstored, spec), limit=limit, budget_s=budget, told=told)
-    timed_out = f"; stopped at the CPU's bound of {format_seconds(budget)}" if found.get("stopped") else ""
-    view.message(f"batch search: largest {found['largest']}, best throughput at {found['best_throughput_batch']} "
-                 f"({len(found['tried'])} probes{timed_out})")
-    final = spec if found["largest"] is None else dataclasses.replace(spec, batch=found["largest"])
+    timed_out = f"; stopped at the CPU's bound of {format_seconds(budget)}" if found.stopped else ""
+    view.message(f"batch search: largest {found.largest}, best throughput at {found.best_throughput_batch} "
+                 f"({len(found.tried)} probes{timed_out})")
+    final = spec if found.largest is None else dataclasses.replace(spec, batch=found.largest)
     [expected] = announce_estimate([final], store, view)
-    result = _run(final, store, extras, view, Run(batch_search=found), expected=expected)
-    if found["largest"] is not None and not found.get("stopped"):  # a search cut short found no largest batch
-        note = tuning.keep(result, {"batch": found["largest"]})
+    result = _run(final, store, extras, view, Run(batch_search=found.stored()), expected=expected)
+    if found.largest is not None and not found.stopped:  # a search cut short found no largest batch
+        note = tuning.keep(result, {"batch": found.largest})
         if note:
             view.message(note)
     return result
