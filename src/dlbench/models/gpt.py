@@ -44,21 +44,17 @@ class Attention(nn.Module):
         q, k, v = self._split(x)
         return self._merge(F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
-    def prefill(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    def prefill(self, x: torch.Tensor, cache: "LayerCache") -> torch.Tensor:
         """Causal attention over the prompt, its keys and values written to the cache's first positions."""
         q, k, v = self._split(x)
-        t = x.shape[1]
-        keys[:, :, :t].copy_(k)
-        values[:, :, :t].copy_(v)
+        cache.write(torch.arange(x.shape[1], device=x.device), k, v)
         return self._merge(F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
-    def decode(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, pos: torch.Tensor,
-               visible: torch.Tensor) -> torch.Tensor:
+    def decode(self, x: torch.Tensor, cache: "LayerCache", pos: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
         """One position: its key and value written at `pos`, attention over the positions `visible`."""
         q, k, v = self._split(x)
-        keys.index_copy_(2, pos, k.to(keys.dtype))
-        values.index_copy_(2, pos, v.to(values.dtype))
-        return self._merge(F.scaled_dot_product_attention(q, keys, values, attn_mask=visible))
+        cache.write(pos, k, v)
+        return self._merge(F.scaled_dot_product_attention(q, cache.keys, cache.values, attn_mask=visible))
 
 
 class MLP(nn.Module):
@@ -124,7 +120,7 @@ class GPT(nn.Module):
         """The logits (batch, vocab) of the prompt's last position; its keys and values fill the cache."""
         x = self._embed(ids, torch.arange(ids.shape[1], device=ids.device))
         for i, block in enumerate(self.blocks):
-            x = x + block.attn.prefill(block.ln_1(x), cache.keys[i], cache.values[i])
+            x = x + block.attn.prefill(block.ln_1(x), cache.layers[i])
             x = x + block.mlp(block.ln_2(x))
         return self._head(x[:, -1])
 
@@ -134,9 +130,24 @@ class GPT(nn.Module):
         visible = (torch.arange(cache.length, device=ids.device) <= pos).view(1, 1, 1, -1)
         x = self._embed(ids, pos)
         for i, block in enumerate(self.blocks):
-            x = x + block.attn.decode(block.ln_1(x), cache.keys[i], cache.values[i], pos, visible)
+            x = x + block.attn.decode(block.ln_1(x), cache.layers[i], pos, visible)
             x = x + block.mlp(block.ln_2(x))
         return self._head(x[:, -1])
+
+
+class LayerCache(nn.Module):
+    """One layer's keys and values, (batch, heads, length, head width) each."""
+
+    def __init__(self, shape: tuple[int, ...], device: torch.device | str, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.register_buffer("keys", torch.zeros(shape, device=device, dtype=dtype), persistent=False)
+        self.register_buffer("values", torch.zeros(shape, device=device, dtype=dtype), persistent=False)
+
+    def write(self, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Keys and values (batch, heads, len(positions), head width) at `positions`, in place: an indexed
+        write into the buffer, which a compiled model keeps in place too (no copy of the whole cache)."""
+        self.keys[:, :, positions] = k.to(self.keys.dtype)
+        self.values[:, :, positions] = v.to(self.values.dtype)
 
 
 class KVCache(nn.Module):
@@ -148,10 +159,9 @@ class KVCache(nn.Module):
         super().__init__()
         if length > config.context:
             raise ValueError(f"a cache of {length} positions is longer than the model's {config.context}")
-        shape = (config.layers, batch, config.heads, length, config.head_width)
+        shape = (batch, config.heads, length, config.head_width)
         self.length = length
-        self.register_buffer("keys", torch.zeros(shape, device=device, dtype=dtype), persistent=False)
-        self.register_buffer("values", torch.zeros(shape, device=device, dtype=dtype), persistent=False)
+        self.layers = nn.ModuleList(LayerCache(shape, device, dtype) for _ in range(config.layers))
         self.register_buffer("pos", torch.zeros(1, device=device, dtype=torch.long), persistent=False)
 
 
