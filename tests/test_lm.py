@@ -1,4 +1,4 @@
-"""The language-model workloads (`dlbench run lm-train`, `lm-infer`): the GPT model and its KV cache,
+"""The language-model workloads (`dlbench run lm_train`, `lm_infer`): the GPT model and its KV cache,
 its registry names, the token data (generated and read from a token file), every bad input's line,
 and both workloads end to end through the CLI into a real store."""
 
@@ -15,7 +15,7 @@ from dlbench.models.gpt import GPT, Decode, KVCache, Prefill, generate
 from dlbench.models.gpt_config import GPTConfig, parse_name
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
-from dlbench.workloads import lm, optimize
+from dlbench.workloads import optimize
 
 from conftest import assert_user_error, cli
 
@@ -29,7 +29,7 @@ def _model(seed: int = 0) -> GPT:
     return GPT(parse_name(TINY)).eval()
 
 
-def _spec(workload: str = "lm-train", **values) -> BenchmarkSpec:
+def _spec(workload: str = "lm_train", **values) -> BenchmarkSpec:
     return BenchmarkSpec.from_dict({"workload": workload, "model": TINY, "device": "cpu", **values})
 
 
@@ -98,7 +98,7 @@ def test_a_compiled_decode_step_writes_the_real_cache(monkeypatch):
     """The optimisation levels wrap the prefill and decode modules; their check against eager runs
     the same position again, and the compiled step must write the cache the loop reads."""
     monkeypatch.setenv(optimize.BACKEND_ENV, "aot_eager")  # dynamo and AOTAutograd without inductor's C++ builds
-    spec = _spec("lm-infer", optimize="compile", precision="fp32", batch=2, prompt=4, new_tokens=3)
+    spec = _spec("lm_infer", optimize="compile", precision="fp32", batch=2, prompt=4, new_tokens=3)
     model = _model()
     prompt = torch.randint(1, 97, (2, 4))
     with torch.no_grad():
@@ -171,24 +171,24 @@ BAD = [
 def test_a_bad_token_file_is_one_line(tmp_path, name, make, needle):
     spec = _spec(data=make(tmp_path))
     with pytest.raises(UserError, match=needle.replace("(", r"\(").replace(")", r"\)")) as caught:
-        lm.preflight(spec)
+        spec.declared.preflight(spec)
     assert "\n" not in str(caught.value)
 
 
 @pytest.mark.parametrize("values, needle", [
-    ({"model": "resnet18"}, "lm-train runs a language model: --model gpt2, gpt2-medium"),
+    ({"model": "resnet18"}, "lm_train runs a language model: --model gpt2, gpt2-medium"),
     ({"context": 32}, "--context 32 is longer than gpt2:layers=2,heads=2,width=32,vocab=97,context=16's 16 positions"),
-    ({"workload": "lm-infer", "prompt": 10, "new_tokens": 10}, "--prompt 10 and --new-tokens 10 need 20 positions"),
+    ({"workload": "lm_infer", "prompt": 10, "new_tokens": 10}, "--prompt 10 and --new-tokens 10 need 20 positions"),
 ])
 def test_sizes_that_do_not_fit_the_model(values, needle):
     spec = _spec(**values)
     with pytest.raises(UserError, match=needle):
-        lm.preflight(spec)
+        spec.declared.preflight(spec)
 
 
 def test_bad_input_through_the_cli_is_one_line_and_exit_2(tmp_path, db):
-    assert_user_error(cli("run", "lm-train", "--model", "gpt2:layers=0", *QUICK, "--db", db), "bad model setting")
-    assert_user_error(cli("run", "lm-train", "--model", TINY, "--data", tmp_path / "none.bin", *QUICK, "--db", db),
+    assert_user_error(cli("run", "lm_train", "--model", "gpt2:layers=0", *QUICK, "--db", db), "bad model setting")
+    assert_user_error(cli("run", "lm_train", "--model", TINY, "--data", tmp_path / "none.bin", *QUICK, "--db", db),
                       "none.bin: no such file")
 
 
@@ -197,7 +197,7 @@ def test_bad_input_through_the_cli_is_one_line_and_exit_2(tmp_path, db):
 
 def test_lm_train_on_a_token_file_is_stored_in_tokens_per_second(tmp_path, db):
     path = _token_file(tmp_path / "train.bin", np.random.default_rng(0).integers(0, 97, 5000))
-    proc = cli("run", "lm-train", "--model", TINY, "--batch", "3", "--data", path, "--precision", "fp32", *QUICK,
+    proc = cli("run", "lm_train", "--model", TINY, "--batch", "3", "--data", path, "--precision", "fp32", *QUICK,
                "--db", db, env=ONE_THREAD)
     assert proc.returncode == 0, proc.stderr
     assert " tok/s; data " in proc.stdout and "optimizer" in proc.stdout
@@ -216,10 +216,10 @@ def test_lm_train_on_a_token_file_is_stored_in_tokens_per_second(tmp_path, db):
 
 
 def test_lm_infer_at_batch_1_and_2_stores_prefill_decode_and_latency(db):
-    proc = cli("run", "lm-infer", "--model", TINY, "--batch", "1,2", "--prompt", "8", "--new-tokens", "5", *QUICK,
+    proc = cli("run", "lm_infer", "--model", TINY, "--batch", "1,2", "--prompt", "8", "--new-tokens", "5", *QUICK,
                "--db", db, env=ONE_THREAD)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count("ok lm-infer") == 2 and "decode" in proc.stdout and "p99" in proc.stdout
+    assert proc.stdout.count("ok lm_infer") == 2 and "decode" in proc.stdout and "p99" in proc.stdout
     results = sorted(_stored(db), key=lambda r: r.setup.batch)
     assert [r.setup.batch for r in results] == [1, 2]
     for r in results:
@@ -239,7 +239,7 @@ def test_lm_infer_at_batch_1_and_2_stores_prefill_decode_and_latency(db):
 
 @pytest.mark.slow
 def test_lm_train_on_two_processes(db):
-    proc = cli("run", "lm-train", "--model", TINY, "--batch", "2", "--gpus", "2", *QUICK, "--db", db, env=ONE_THREAD)
+    proc = cli("run", "lm_train", "--model", TINY, "--batch", "2", "--gpus", "2", *QUICK, "--db", db, env=ONE_THREAD)
     assert proc.returncode == 0, proc.stderr
     assert "on 2 processes" in proc.stdout
     (r,) = _stored(db)
@@ -247,3 +247,17 @@ def test_lm_train_on_two_processes(db):
     assert m.data.processes == 2 and [line.rank for line in m.data.per_rank] == [0, 1]
     assert m.throughput.value == pytest.approx(2 * 2 * 16 * m.window.steps / m.window.window_s)
     assert m.training.all_reduce.backend == "gloo"
+
+
+@pytest.mark.slow
+def test_lm_infer_on_two_processes(db):
+    proc = cli("run", "lm_infer", "--model", TINY, "--batch", "2", "--gpus", "2", "--prompt", "6", "--new-tokens", "4",
+               *QUICK, "--db", db, env=ONE_THREAD)
+    assert proc.returncode == 0, proc.stderr
+    assert "on 2 processes" in proc.stdout
+    (r,) = _stored(db)
+    m = r.measured
+    assert m.data.processes == 2 and len(m.data.per_rank) == 2
+    assert len(r.samples["decode"]) == 2 * 2 * 3  # both ranks' 2 requests of 3 decode steps
+    slowest = max(line.steps * line.phases["decode"].median_ms for line in m.data.per_rank)
+    assert m.throughput.value > 0 and m.stats["decode"].n == 12 and slowest > 0

@@ -104,7 +104,7 @@ def later(module: str, name: str) -> Callable[..., Any]:
     return call
 
 
-_BUILTIN = ("fwdbwd", "train", "infer", "smooth", "volume", "converge", "lm-train", "lm-infer")  # declared in workloads/builtin.py
+_BUILTIN = ("fwdbwd", "train", "infer", "smooth", "volume", "converge", "lm_train", "lm_infer")  # declared in workloads/builtin.py
 _LOADED: dict[str, Workload] = {}
 
 

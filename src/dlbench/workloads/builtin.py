@@ -125,7 +125,7 @@ class ConvergeOptions(Options):
     synthetic_size: int = option(512, "Their width and height in pixels (without --data).", low=16, high=65536)
 
 
-# ---------------------------------------------------------------- lm-train, lm-infer
+# ---------------------------------------------------------------- lm_train, lm_infer
 
 
 @dataclass(frozen=True)
@@ -207,17 +207,15 @@ BUILTIN: dict[str, Workload] = {w.name: w for w in (
                  "profile", "profile_trace"),
         defaults={"model": "unet2d", "batch": 8}, trains=True),
     Workload(
-        "lm-train", "Training steps of a decoder-only transformer language model (default gpt2: GPT-2 small, 124 M "
+        "lm_train", "Training steps of a decoder-only transformer language model (default gpt2: GPT-2 small, 124 M "
                     "parameters, 1024 tokens per sequence) with AdamW, on generated token ids or a token file: "
                     "tokens/s, per-phase times, FLOP utilisation against the measured ceiling.",
-        run=later("dlbench.workloads.lm", "train"), describe=later("dlbench.workloads.lm", "describe_train"),
-        options=LMTrainOptions, preflight=later("dlbench.workloads.lm", "preflight"), general=LM_GENERAL,
+        **_code("lm_train"), options=LMTrainOptions, preflight=_preflight("lm_train"), general=LM_GENERAL,
         defaults={"model": "gpt2", "precision": "bf16"}, batch_plans=True, trains=True),
     Workload(
-        "lm-infer", "Text generation with a decoder-only transformer language model (default gpt2, GPT-2 small): "
+        "lm_infer", "Text generation with a decoder-only transformer language model (default gpt2, GPT-2 small): "
                     "the prompt's prefill in tokens/s, then greedy decoding with a KV cache in tokens/s and the "
                     "latency of each decode step (avg, p50/p90/p95/p99).",
-        run=later("dlbench.workloads.lm", "infer"), describe=later("dlbench.workloads.lm", "describe_infer"),
-        options=LMInferOptions, preflight=later("dlbench.workloads.lm", "preflight"), general=LM_GENERAL,
+        **_code("lm_infer"), options=LMInferOptions, preflight=_preflight("lm_infer"), general=LM_GENERAL,
         defaults={"model": "gpt2", "precision": "bf16", "batch": 1}, batch_plans=True),
 )}
