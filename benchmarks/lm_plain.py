@@ -146,9 +146,10 @@ class Dlbench:
 
     def run(self, workload: str, level: str, batch: int, steps: int, **options) -> dict:
         a = self.args
-        spec = BenchmarkSpec.from_dict({"workload": workload, "model": a.model, "batch": batch, "precision": a.precision,
-                                        "device": "cuda", "warmup": a.warmup, "warmup_seconds": 0.0, "steps": steps,
-                                        "min_seconds": 0.0, "optimize": level, **options})
+        spec = BenchmarkSpec.from_dict({"workload": workload, "model": a.model, "batch": batch,
+                                        "precision": a.precision, "device": "cuda", "warmup": a.warmup,
+                                        "warmup_seconds": 0.0, "steps": steps, "min_seconds": 0.0, "optimize": level,
+                                        **options})
         key = (workload, level, batch)
         result = execute(spec, self.system, flops=self.flops.get(key))
         if result.status != "ok":

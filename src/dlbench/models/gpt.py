@@ -34,7 +34,8 @@ class Attention(nn.Module):
         """q, k, v as (batch, heads, time, head width)."""
         b, t, c = x.shape
         q, k, v = self.c_attn(x).split(c, dim=2)
-        return tuple(y.view(b, t, self.heads, c // self.heads).transpose(1, 2) for y in (q, k, v))  # type: ignore[return-value]
+        heads = (b, t, self.heads, c // self.heads)
+        return q.view(heads).transpose(1, 2), k.view(heads).transpose(1, 2), v.view(heads).transpose(1, 2)
 
     def _merge(self, y: torch.Tensor) -> torch.Tensor:
         b, h, t, d = y.shape
