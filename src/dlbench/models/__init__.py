@@ -10,4 +10,6 @@ register(ModelEntry("unet2d-medical", "U-Net (original)", built("dlbench.models.
                     (1, 572, 572), "segment"))
 register(ModelEntry("unet2d", "U-Net (padded)", built("dlbench.models.unet2d", "unet2d"), (1, 512, 512), "segment"))
 
+from dlbench.models import gpt_config  # noqa: F401, E402 - imported to register: the language models, listed last
+
 registry.BUILT_IN.extend([*registry.MODELS.values(), *registry.FAMILIES.values()])  # before any plug-in's

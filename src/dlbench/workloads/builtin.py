@@ -125,6 +125,40 @@ class ConvergeOptions(Options):
     synthetic_size: int = option(512, "Their width and height in pixels (without --data).", low=16, high=65536)
 
 
+# ---------------------------------------------------------------- lm_train, lm_infer
+
+
+@dataclass(frozen=True)
+class LMOptions(Options):
+    """Where the language models' token ids come from."""
+    data: str | None = option(None, "A token file: nanoGPT's flat uint16 .bin (a tokenized corpus such as its "
+                                    "openwebtext/train.bin), memory-mapped; random windows of it are the sequences. "
+                                    "Default: ids generated on the device with a Zipf-like frequency (never 0).")
+    zipf: float = option(1.0, "Generated ids: the n-th most frequent is drawn in proportion to n^-zipf (0: all "
+                              "equally often). Not used with --data.", low=0, high=10)
+
+
+@dataclass(frozen=True)
+class LMTrainOptions(LMOptions):
+    context: int | None = option(None, "Tokens per sequence (default: the model's context, 1024 for GPT-2); at "
+                                       "most the model's.", unit="tokens", low=2, high=2**20)
+    lr: float = option(6e-4, "AdamW's learning rate (betas 0.9 and 0.95, weight decay 0.1, as GPT-2's training).",
+                       low=0, low_open=True)
+
+
+@dataclass(frozen=True)
+class LMInferOptions(LMOptions):
+    prompt: int = option(512, "Prompt tokens per sequence, run in one forward pass (the prefill), which also "
+                              "predicts the first new token.", unit="tokens", low=1, high=2**20)
+    new_tokens: int = option(128, "Tokens generated per sequence, greedily: the first by the prefill, each other "
+                                  "by one decode step with the KV cache. --prompt plus this is at most the model's "
+                                  "context.", unit="tokens", low=2, high=2**20)
+
+
+LM_GENERAL = ("model", "batch", "precision", "optimize", "device", "warmup", "warmup_seconds", "steps",
+              "min_seconds", "seed", "gpus", "profile", "profile_trace")
+
+
 # ---------------------------------------------------------------- the declarations
 
 
@@ -177,4 +211,18 @@ BUILTIN: dict[str, Workload] = {w.name: w for w in (
         general=("model", "batch", "input_shape", "precision", "channels_last", "optimize", "device", "seed", "gpus",
                  "profile", "profile_trace"),
         defaults={"model": "unet2d", "batch": 8}, trains=True, label="training to a target accuracy", unit="img/s"),
+    Workload(
+        "lm_train", "Training steps of a decoder-only transformer language model (default gpt2: GPT-2 small, 124 M "
+                    "parameters, 1024 tokens per sequence) with AdamW, on generated token ids or a token file: "
+                    "tokens/s, per-phase times, FLOP utilisation against the measured ceiling.",
+        **_code("lm_train"), options=LMTrainOptions, preflight=_preflight("lm_train"), general=LM_GENERAL,
+        defaults={"model": "gpt2", "precision": "bf16"}, batch_plans=True, trains=True,
+        label="language-model training", unit="tok/s"),
+    Workload(
+        "lm_infer", "Text generation with a decoder-only transformer language model (default gpt2, GPT-2 small): "
+                    "the prompt's prefill in tokens/s, then greedy decoding with a KV cache in tokens/s and the "
+                    "latency of each decode step (avg, p50/p90/p95/p99).",
+        **_code("lm_infer"), options=LMInferOptions, preflight=_preflight("lm_infer"), general=LM_GENERAL,
+        defaults={"model": "gpt2", "precision": "bf16", "batch": 1}, batch_plans=True,
+        label="language-model generation", unit="tok/s", passes=1.0),
 )}
