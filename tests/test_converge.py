@@ -146,7 +146,7 @@ def test_two_processes_train_one_fold_together(tmp_path, db):
     with Store(db) as store:
         (r,) = store.results()
     m = r.metrics
-    assert m["gpus"] == 2 and m["global_batch"] == 4 and m["folds_run"] == 1
+    assert m["processes"] == 2 and m["global_batch"] == 4 and m["folds_run"] == 1
     assert m["per_fold"][0]["steps"] == 4  # both processes stop at the same step
     assert "|2|2|" in cli("report", "--db", db).stdout  # GPUs, batch per GPU
 

@@ -28,7 +28,9 @@ def test_every_stored_record_reads_into_known_records_and_back(index):
     record = records()[index]
     measured = Measurement.read(record["metrics"])
     assert measured.extra == {}, f"keys no record knows: {sorted(measured.extra)}"
-    assert measured.to_metrics() == record["metrics"]
+    # the process count's older names are written back under its one name
+    stored = {("processes" if key in ("world_size", "gpus") else key): value for key, value in record["metrics"].items()}
+    assert measured.to_metrics() == stored
 
 
 def test_the_fields_hold_the_stored_figures():
@@ -131,3 +133,12 @@ def test_all_reduce_facts_are_stored_as_before_a_fact_not_known_left_out():
     cpu = {"gradient_bytes": 400, "nccl_settings": {}, "backend": "gloo"}  # what a CPU run has always stored
     assert Communication.read(cpu).stored() == cpu
     assert Communication.read(None).nvlinks_active is None and Communication.read(None).nccl_settings == {}
+
+
+def test_the_process_count_has_one_name_and_older_records_read_into_it():
+    # volume prediction stored it as `world_size`, converge as `gpus`, the image workloads as `processes`
+    for key in ("world_size", "gpus", "processes"):
+        m = Measurement.read({key: 2, "throughput": 1.0})
+        assert m.run.processes == 2 and key not in m.extra
+        assert m.to_metrics()["processes"] == 2 and Measurement.read(m.to_metrics()) == m
+    assert Measurement.read({"throughput": 1.0}).run.processes is None

@@ -71,7 +71,7 @@ def test_the_hours_follow_the_rate_printed_beside_them_in_the_run_line_and_the_r
         hours = hours_for(8.1e12, rate)
         assert _number(row[hours_column]) == pytest.approx(hours, abs=0.05)
         line = describe(r.measured)
-        gpus = r.measured.volume.world_size
+        gpus = r.measured.run.processes
         assert f"8.10 Tvox in {hours:.1f} h on {gpus} GPU" in line, line
         assert "after the first tile's" in line  # the other rate is told, as what it is
 
@@ -96,8 +96,8 @@ def test_the_phase_tables_total_is_the_window_the_throughput_counts(tmp_path, tw
 
 def test_the_speed_up_is_over_a_named_statistic_of_every_one_gpu_row(tmp_path, two_gpu):
     runs = _ttr(two_gpu)
-    singles = [r.measured.volume.mvox_per_s for r in runs if r.measured.volume.world_size == 1]
-    two = next(r for r in runs if r.measured.volume.world_size == 2)
+    singles = [r.measured.volume.mvox_per_s for r in runs if r.measured.run.processes == 1]
+    two = next(r for r in runs if r.measured.run.processes == 2)
     assert len(singles) == 2 and abs(singles[0] - singles[1]) > 1  # 376.5 and 372.1: 1.92x or 1.94x
     table, rows = _prediction(tmp_path, runs)
     [row] = [row for row in rows if row["GPUs"] == 2]

@@ -352,7 +352,7 @@ def test_two_gloo_ranks_equal_one(data, tmp_path, db):
     proc = cli(*_run_args(data, two, "--db", db, "--gpus", "2"))
     assert proc.returncode == 0, proc.stderr
     assert chunk_bytes(two) == chunk_bytes(one)
-    assert "world_size" in cli("export", "--db", db).stdout
+    assert '"processes": 2' in cli("export", "--db", db).stdout
 
 
 def _stored_volume_result(db):
@@ -379,7 +379,7 @@ def test_an_output_left_partway_is_completed_by_two_ranks_sharing_what_is_left(d
     assert proc.returncode == 0, proc.stderr
     assert chunk_bytes(output) == chunk_bytes(reference)
     m = _stored_volume_result(db).metrics
-    assert (m["world_size"], m["blocks_skipped"], m["blocks"], m["blocks_per_rank"]) == (2, 9, 9, [5, 4])
+    assert (m["processes"], m["blocks_skipped"], m["blocks"], m["blocks_per_rank"]) == (2, 9, 9, [5, 4])
     assert "9 blocks over 2 processes: 5/4, 9 already done" in proc.stdout
 
 

@@ -66,7 +66,7 @@ def _group_key(r: Result) -> tuple:
 def _row_key(r: Result) -> tuple:
     m = r.measured
     return (rowinfo.system(r, gpus=False, precision=False), r.tag or "", str(m.data.source),
-            int(m.convergence.gpus or r.setup.gpus), r.setup.batch or 0)
+            int(m.run.processes or r.setup.gpus), r.setup.batch or 0)
 
 
 def tables(results: list[Result], published: bool = False) -> list[Table]:

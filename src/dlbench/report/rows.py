@@ -19,8 +19,7 @@ def on_gpu(r: Result) -> bool:
 
 
 def processes(r: Result) -> int:
-    m = r.measured  # volume prediction stores its processes as world_size, converge as gpus
-    return int(m.volume.world_size or m.convergence.gpus or r.setup.gpus)
+    return int(r.measured.run.processes or r.setup.gpus)
 
 
 def count(r: Result) -> str:

@@ -252,7 +252,6 @@ class Data(Group):
     corrupt_files: int | None = None
     corrupt_examples: list[str] | None = None
     workers: int | None = None
-    processes: int | None = None
     batch_per_process: int | None = None
     input_shape: list[int] | None = None
     augment: str | None = None
@@ -425,7 +424,6 @@ class Volume(Group):
     blocks_redone: int | None = None  # marked done, but a chunk was missing or did not decode: predicted again
     redone_why: list[str] | None = None  # the first few of those, naming the chunk files
     blocks_per_rank: list[int] | None = None
-    world_size: int | None = None
     block: list[int] | None = None
     halo: list[int] | None = None
     tile: list[int] | None = None
@@ -464,7 +462,6 @@ class Convergence(Group):
     time_to_train_s: float | None = None
     steps_to_target: float | None = None
     time_method: str | None = None
-    gpus: int | None = None
     global_batch: int | None = None
     image_size: list[int] | None = None
     train_input: list[int] | None = None
@@ -522,6 +519,7 @@ class System(Group):
 class Run(Group):
     """How the run was set up and what it tried."""
     device: str | None = None
+    processes: int | None = None  # the processes that measured, one per GPU (on a CPU, all on it)
     optimize: Any = None  # the optimisation level, or what it did
     batch_tried: int | None = None  # the batch an out-of-memory run tried
     # --optimize: the optimised model checked against eager (workloads/optimize.py)
@@ -593,7 +591,10 @@ _GROUPS = {"throughput": Throughput, "window": Window, "monitor": Monitor, "neig
            "utilisation": Utilisation, "latency": Latency, "data": Data, "training": Training,
            "smoothing": Smoothing, "volume": Volume, "convergence": Convergence, "system": System, "run": Run,
            "host": Host}
-_OWN = {"stats", "profile", *(f"{p}_{end}" for p in PHASES for end in ("ms", "share"))} | {
+# The processes' count as records stored it before it had one name: volume prediction's `world_size`,
+# converge's `gpus`. Read as `Run.processes`, kept as stored.
+_PROCESSES_ONCE = ("world_size", "gpus")
+_OWN = {"stats", "profile", *_PROCESSES_ONCE, *(f"{p}_{end}" for p in PHASES for end in ("ms", "share"))} | {
     key for group in _GROUPS.values() for key in group.keys().values()}
 
 
@@ -631,8 +632,11 @@ class Measurement:
         phases = {name: Phase(name, metrics.get(f"{name}_ms"), metrics.get(f"{name}_share"))
                   for name in PHASES if f"{name}_ms" in metrics or f"{name}_share" in metrics}
         profile = metrics.get("profile")
-        return cls(**{name: group.read(metrics) for name, group in _GROUPS.items()}, phases=phases, stats=stats,
-                   profile=dict(profile) if isinstance(profile, Mapping) else None,
+        groups = {name: group.read(metrics) for name, group in _GROUPS.items()}
+        if groups["run"].processes is None:
+            once = next((metrics[key] for key in _PROCESSES_ONCE if metrics.get(key) is not None), None)
+            groups["run"] = dataclasses.replace(groups["run"], processes=once)
+        return cls(**groups, phases=phases, stats=stats, profile=dict(profile) if isinstance(profile, Mapping) else None,
                    extra={k: v for k, v in metrics.items() if k not in _OWN})
 
     @property

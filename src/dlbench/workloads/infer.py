@@ -48,7 +48,7 @@ def run(spec, device: torch.device, progress: Progress):
 
 
 def describe(m: Measurement) -> str:
-    procs = f" on {m.data.processes} processes" if (m.data.processes or 1) > 1 else ""
+    procs = f" on {m.run.processes} processes" if (m.run.processes or 1) > 1 else ""
     return (f"{sig(m.throughput.value)} img/s{procs}; latency per batch avg {ms(m.latency.avg_ms)} ms, "
             f"p99 {ms(m.latency.p99_ms)} ms; {phase_line(m, PHASES)}; data wait "
             f"{percent(m.phase_share('data'))}){decoder_text(m)}")

@@ -27,7 +27,7 @@ from dlbench.data.decoders import CPU as CPU_DECODER
 from dlbench.data.images import DeviceDecoder, FolderImages, to_device
 from dlbench.figures import phase_sum
 from dlbench.measure.timer import NullTimer
-from dlbench.results.measurement import Data, Latency, Measurement, Phase, Stats, Throughput, Window
+from dlbench.results.measurement import Data, Latency, Measurement, Phase, Run, Stats, Throughput, Window
 from dlbench.results.stats import latency_ms, summarize
 from dlbench.workloads import optimize
 from dlbench.workloads.runtime import built_model, memory_format, random_input
@@ -76,14 +76,14 @@ def metrics_from_ranks(ranks: list[dict[str, Any]], phases: tuple[str, ...]) -> 
     window = max(sum(p["samples"]["step"]) for p in ranks)
     stats = {phase: summarize(values) for phase, values in pooled.items() if values}
     total = sum(pooled["step"])
-    data = Data(images_per_s=images / window, images=images, processes=len(ranks),
+    data = Data(images_per_s=images / window, images=images,
                 host_ms=stats["data_host"]["median"] * 1e3 if pooled["data_host"] else None,
                 ranks=[_rank_line(i, p, phases) for i, p in enumerate(ranks)] if len(ranks) > 1 else None)
     measured = Measurement(
         throughput=Throughput(images / window, "img/s", THROUGHPUT_METHOD),
         window=Window(window_s=window, steps=len(ranks[0]["samples"]["step"]), step_ms=stats["step"]["median"] * 1e3),
         phases={phase: Phase(phase, stats[phase]["median"] * 1e3, sum(pooled[phase]) / total) for phase in phases},
-        stats={name: Stats.read(s) for name, s in stats.items()}, data=data)
+        stats={name: Stats.read(s) for name, s in stats.items()}, data=data, run=Run(processes=len(ranks)))
     return measured, pooled
 
 

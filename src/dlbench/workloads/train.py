@@ -205,6 +205,6 @@ def describe(m: Measurement) -> str:
         return (f"iteration {ms(t.iteration_mean_s * 1e3)} ms mean (std {ms(t.iteration_std_s * 1e3)} "
                 f"ms), {fixed(t.iters_per_min, 1)} iters/min, {sig(t.days_to_extrapolate)} days to "
                 f"{t.extrapolate_iters:,} iterations ({wait})")
-    procs = f" on {m.data.processes} processes" if (m.data.processes or 1) > 1 else ""
+    procs = f" on {m.run.processes} processes" if (m.run.processes or 1) > 1 else ""
     return (f"{sig(m.throughput.value)} {m.throughput.unit or 'img/s'}{procs}; "
             f"{phase_line(m, PHASES)}; {wait}){decoder_text(m)}")

@@ -591,6 +591,7 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[_RankShare
     return Measurement(
         throughput=Throughput(mvox_s, "Mvox/s"),
         window=Window(total_s=wall, warmup_s=warmup_s),
+        run=Run(processes=world),
         volume=VolumeFigures(
             mvox_per_s=mvox_s, voxels=voxels, blocks=sum(r.blocks for r in per_rank), blocks_skipped=skipped,
             blocks_redone=len(redone) if redone else None, redone_why=redone[:3] if redone else None,
@@ -598,7 +599,7 @@ def _metrics(opts, volume: Volume, blocking: Blocking, per_rank: list[_RankShare
             volume_shape=list(volume.shape), volume_voxels=int(np.prod(volume.shape)),
             block=list(blocking.block), halo=list(blocking.halo), tile=list(blocking.tile),
             block_fill=blocking.fill, kept_share=blocking.kept,
-            output=str(store.path), dtype=opts.dtype, world_size=world,
+            output=str(store.path), dtype=opts.dtype,
             phase_s=phases, data_wait_share=phases.get("wait", 0.0) / (wall * world) if voxels else 0.0,
             model_mvox_per_s=voxels / compute / 1e6 if voxels else None,
             warmup_tile_s=warmup_tile_s, first_tile_wait_s=first, sustained_mvox_per_s=sustained,
@@ -637,9 +638,9 @@ def _measured_hours(m: Measurement, on_gpu: bool) -> tuple[str, float | None]:
     """The hours at a result's own rate and the GPU count they are for ("1" on a CPU), computed again
     from the stored rate: results stored before held them at the rate after the first tile."""
     v = m.volume
-    hours = _hours(v.extrapolate_voxels or 0, v.mvox_per_s or 0, v.world_size or 1,
+    hours = _hours(v.extrapolate_voxels or 0, v.mvox_per_s or 0, m.run.processes or 1,
                    torch.device("cuda" if on_gpu else "cpu"))["extrapolate_hours"]
-    world = str(v.world_size or 1)
+    world = str(m.run.processes or 1)
     key = world if on_gpu and world in hours else "1"
     return key, hours.get(key)
 
@@ -666,7 +667,7 @@ def describe(m: Measurement) -> str:
              f"{sig(sustained)} Mvox/s)" if sustained and sustained > 1.01 * v.mvox_per_s else "")
     extra = f", {tvox} Tvox in {fixed(hours, 1)} h on {where}{after}{_scaled(v)}" if hours else ""
     basis = v.extrapolate_hours_basis or {}
-    eight = _hours(v.extrapolate_voxels or 0, v.mvox_per_s or 0, v.world_size or 1,
+    eight = _hours(v.extrapolate_voxels or 0, v.mvox_per_s or 0, m.run.processes or 1,
                    torch.device("cuda"))["extrapolate_hours"].get(str(EXTRAPOLATED)) if on_gpu else None
     if on_gpu and eight and key != str(EXTRAPOLATED) and "extrapolated" in basis.get(str(EXTRAPOLATED), ""):
         extra += f" ({fixed(eight, 1)} h on {EXTRAPOLATED} GPUs, extrapolated from the rate per GPU on {key})"
