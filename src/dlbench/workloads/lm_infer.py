@@ -93,7 +93,7 @@ def run(spec, device: torch.device, progress: Progress):
 
 
 def describe(m: Measurement) -> str:
-    procs = f" on {m.data.processes} processes" if (m.data.processes or 1) > 1 else ""
+    procs = f" on {m.run.processes} processes" if (m.run.processes or 1) > 1 else ""
     batch, prompt = (m.data.input_shape or [None, None])[:2]
     prefill = m.stats.get("prefill") or Stats()
     median = prefill.median * 1e3 if prefill.median is not None else None

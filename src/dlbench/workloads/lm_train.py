@@ -102,6 +102,6 @@ def run(spec, device: torch.device, progress: Progress):
 
 
 def describe(m: Measurement) -> str:
-    procs = f" on {m.data.processes} processes" if (m.data.processes or 1) > 1 else ""
+    procs = f" on {m.run.processes} processes" if (m.run.processes or 1) > 1 else ""
     return (f"{sig(m.throughput.value)} tok/s{procs}; {phase_line(m, PHASES)}; data wait "
             f"{percent(m.phase_share('data'))} of the time)")
