@@ -176,7 +176,6 @@ def test_a_bad_token_file_is_one_line(tmp_path, name, make, needle):
 
 
 @pytest.mark.parametrize("values, needle", [
-    ({"model": "resnet18"}, "lm_train runs a language model: --model gpt2, gpt2-medium"),
     ({"context": 32}, "--context 32 is longer than gpt2:layers=2,heads=2,width=32,vocab=97,context=16's 16 positions"),
     ({"workload": "lm_infer", "prompt": 10, "new_tokens": 10}, "--prompt 10 and --new-tokens 10 need 20 positions"),
 ])
@@ -261,3 +260,12 @@ def test_lm_infer_on_two_processes(db):
     assert len(r.samples["decode"]) == 2 * 2 * 3  # both ranks' 2 requests of 3 decode steps
     slowest = max(line.steps * line.phases["decode"].median_ms for line in m.data.per_rank)
     assert m.throughput.value > 0 and m.stats["decode"].n == 12 and slowest > 0
+
+
+def test_a_language_model_runs_only_under_the_language_workloads():
+    with pytest.raises(UserError, match=r"^lm_train runs language models \(gpt2, gpt2-medium, .*\); 'resnet18' is a "
+                                        r"classify model$"):
+        _spec(model="resnet18")
+    with pytest.raises(UserError, match=r"^model 'gpt2' is a language model, which train cannot run: use "
+                                        r"`dlbench run lm_train` or `dlbench run lm_infer`$"):
+        BenchmarkSpec(workload="train", model="gpt2", device="cpu")

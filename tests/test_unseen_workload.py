@@ -9,6 +9,7 @@ import pytest
 from conftest import make_result
 
 from dlbench import report, workloads
+from dlbench.errors import UserError
 from dlbench.report import general, plots
 from dlbench.spec import BenchmarkSpec
 from dlbench.suites.estimate import Known, estimate_run
@@ -79,3 +80,15 @@ def test_the_built_in_declarations_say_how_their_results_read():
     assert workloads.declared("volume").batch_free and workloads.declared("volume").takes("kernels")
     assert workloads.declared("train").title == "training (train)"
     assert set(workloads.names()) >= {"fwdbwd", "train", "infer", "smooth", "volume", "converge"}
+
+
+def test_a_workload_that_names_a_task_alone_runs_its_models(echo, monkeypatch):
+    speaker = Workload("speak", "", run=ECHO.run, describe=ECHO.describe, tasks=("speech",))
+    monkeypatch.setitem(workloads._LOADED, "speak", speaker)
+    workloads.check_task(speaker, "whisper", "speech")
+    workloads.check_task(echo, "resnet50", "classify")  # names no task: runs the rest
+    with pytest.raises(UserError, match=r"^model 'whisper' is a speech model, which echo cannot run: "
+                                        r"use `dlbench run speak`$"):
+        workloads.check_task(echo, "whisper", "speech")
+    with pytest.raises(UserError, match=r"^speak runs speech models; 'resnet50' is a classify model$"):
+        workloads.check_task(speaker, "resnet50", "classify")

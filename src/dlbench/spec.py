@@ -72,6 +72,7 @@ class BenchmarkSpec:
         if not isinstance(self.model, str):
             raise UserError(f"--model must be a model name, got {shown(self.model)}")
         entry = registry.resolve(self.model)  # raises UserError with suggestions
+        workloads.check_task(workload, self.model, entry.task)
         if self.batch is None:  # one patch per GPU for volumes (seeds 000/001), else 16
             object.__setattr__(self, "batch", workload.defaults.get("batch") or (1 if len(entry.input_shape) == 4 else 16))
         check_fields(self)

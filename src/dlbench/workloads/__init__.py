@@ -73,6 +73,9 @@ class Workload:
     passes: float = 3.0  # forward passes' worth of FLOPs a step costs: an estimate from the model's FLOPs
     batch_free: bool = False  # its figure does not depend on a batch size (volume: blocks of a volume)
     steps_note: str = ""  # what its step times show that a reader would not guess, for a plot's caption
+    # The model tasks (models/registry.py `ModelEntry.task`) it alone runs, such as "language": a model of
+    # such a task runs only under the workloads that name it; a workload that names none runs the rest.
+    tasks: tuple[str, ...] = ()
 
     def takes(self, option: str) -> bool:
         """Whether it has this option of its own (volume's `kernels`): a hint may name it."""
@@ -151,6 +154,20 @@ def get(name: str) -> Workload:
             raise UserError(f"unknown workload {shown(name)}{suggest(name, known)}; known: {', '.join(known)}")
         register(_builtin()[name])
     return _LOADED[name]
+
+
+def check_task(workload: Workload, model: str, task: str) -> None:
+    """A UserError where `workload` cannot run a model of `task`, naming the workloads that can."""
+    owners = [w for w in (get(n) for n in names()) if task in w.tasks]
+    if owners and workload not in owners:
+        runs = " or ".join(f"`dlbench run {w.name}`" for w in owners)
+        raise UserError(f"model {model!r} is a {task} model, which {workload.name} cannot run: use {runs}")
+    if workload.tasks and task not in workload.tasks:
+        from dlbench.models import registry
+
+        known = [e.name for e in registry.MODELS.values() if e.task in workload.tasks]
+        examples = f" ({', '.join(known)})" if known else ""
+        raise UserError(f"{workload.name} runs {' and '.join(workload.tasks)} models{examples}; {model!r} is a {task} model")
 
 
 def declared(name: str) -> Workload:

@@ -217,12 +217,12 @@ BUILTIN: dict[str, Workload] = {w.name: w for w in (
                     "tokens/s, per-phase times, FLOP utilisation against the measured ceiling.",
         **_code("lm_train"), options=LMTrainOptions, preflight=_preflight("lm_train"), general=LM_GENERAL,
         defaults={"model": "gpt2", "precision": "bf16"}, batch_plans=True, trains=True,
-        label="language-model training", unit="tok/s"),
+        label="language-model training", unit="tok/s", tasks=("language",)),
     Workload(
         "lm_infer", "Text generation with a decoder-only transformer language model (default gpt2, GPT-2 small): "
                     "the prompt's prefill in tokens/s, then greedy decoding with a KV cache in tokens/s and the "
                     "latency of each decode step (avg, p50/p90/p95/p99).",
         **_code("lm_infer"), options=LMInferOptions, preflight=_preflight("lm_infer"), general=LM_GENERAL,
         defaults={"model": "gpt2", "precision": "bf16", "batch": 1}, batch_plans=True,
-        label="language-model generation", unit="tok/s", passes=1.0),
+        label="language-model generation", unit="tok/s", passes=1.0, tasks=("language",)),
 )}
