@@ -142,3 +142,15 @@ def test_the_process_count_has_one_name_and_older_records_read_into_it():
         assert m.run.processes == 2 and key not in m.extra
         assert m.to_metrics()["processes"] == 2 and Measurement.read(m.to_metrics()) == m
     assert Measurement.read({"throughput": 1.0}).run.processes is None
+
+
+def test_the_machine_reads_typed_and_never_fails_on_odd_values():
+    r = make_result(system={"host": "node7", "cpu": {"model": "EPYC", "cores": 64}, "cudnn": 91900, "cuda": "13.0",
+                            "gpus": [{"name": "NVIDIA H200", "memory_bytes": 150109880320}, "odd", {"name": 5}],
+                            "cluster": "alps", "gpu_uuids": ["GPU-1", 2]})
+    m = r.machine
+    assert (m.host, m.cpu.cores, m.cudnn, m.cuda, m.cluster) == ("node7", 64, "91900", "13.0", "alps")
+    assert m.gpu_names == ["NVIDIA H200", ""] and m.gpus[0].memory_bytes == 150109880320
+    assert m.gpu_uuids == ("GPU-1",) and r.machine is m  # read once
+    r.system = {"cpu": "odd", "gpus": "odd"}
+    assert r.machine.host == "" and r.machine.cpu.cores is None and r.machine.gpus == ()

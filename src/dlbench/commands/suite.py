@@ -198,7 +198,7 @@ def _proven(db: str | None, host: str) -> set[str]:
     if not path.exists():
         return set()
     with Store(path, read_only=True) as store:
-        return {spec_key(r.spec) for r in store.results(status="ok", lean=True) if r.system.get("host") == host
+        return {spec_key(r.spec) for r in store.results(status="ok", lean=True) if r.machine.host == host
                 and r.spec.get("device") == "cpu"}
 
 

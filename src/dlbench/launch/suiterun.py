@@ -59,7 +59,7 @@ def new_run_id() -> str:
 
 def latest_run(results: list[Result], host: str | None) -> str | None:
     """The id of the newest suite run among `results` on `host`."""
-    runs = [(r.started, r.run) for r in results if r.run and r.system.get("host") == host]
+    runs = [(r.started, r.run) for r in results if r.run and r.machine.host == host]
     return max(runs)[1] if runs else None
 
 
@@ -76,7 +76,7 @@ def make_plan(suite: Suite, store: Store | None, host: str | None, *, resume: bo
         run = latest_run([r for r in earlier if r.suite == suite.name], host)
     resumed = resume and run is not None
     run = run or new_run_id()
-    ok = Counter(spec_key(r.spec) for r in earlier if r.run == run and r.status == "ok" and r.system.get("host") == host)
+    ok = Counter(spec_key(r.spec) for r in earlier if r.run == run and r.status == "ok" and r.machine.host == host)
     todo: list[BenchmarkSpec] = []
     done: list[BenchmarkSpec] = []
     for spec in suite.specs:  # an entry with `repeat: N` is N runs, each in a fresh process

@@ -68,10 +68,10 @@ def filter_systems(results: list[Result], systems: Sequence[str]) -> list[Result
     if not systems:
         return results
     wanted = {s.lower() for s in systems}
-    chosen = [r for r in results if r.system_label.lower() in wanted or str(r.system.get("host", "")).lower() in wanted]
-    missing = wanted - {r.system_label.lower() for r in chosen} - {str(r.system.get("host", "")).lower() for r in chosen}
+    chosen = [r for r in results if r.system_label.lower() in wanted or r.machine.host.lower() in wanted]
+    missing = wanted - {r.system_label.lower() for r in chosen} - {r.machine.host.lower() for r in chosen}
     if missing:
-        known = sorted({r.system_label for r in results} | {str(r.system["host"]) for r in results if r.system.get("host")})
+        known = sorted({r.system_label for r in results} | {r.machine.host for r in results if r.machine.host})
         raise UserError(f"no results for system {', '.join(sorted(missing))}; stored: {', '.join(known) or 'none'}")
     return chosen
 

@@ -140,7 +140,7 @@ def select(results: Sequence[Result], selector: str) -> list[Result]:
     hits = [r for r in results if r.tag == s]
     if hits:
         return hits
-    hits = [r for r in results if r.system_label.lower() == s.lower() or r.system.get("host") == s]
+    hits = [r for r in results if r.system_label.lower() == s.lower() or r.machine.host == s]
     if hits:
         return hits
     labels = sorted({r.system_label for r in results if s.lower() in r.system_label.lower()})
@@ -153,7 +153,7 @@ def select(results: Sequence[Result], selector: str) -> list[Result]:
 
 def _known(results: Sequence[Result]) -> str:
     systems = sorted({r.system_label for r in results})
-    hosts = sorted({str(r.system["host"]) for r in results if r.system.get("host")})
+    hosts = sorted({r.machine.host for r in results if r.machine.host})
     tags = sorted({r.tag for r in results if r.tag})
     text = ", ".join(systems) or "none stored"
     if hosts:

@@ -35,9 +35,9 @@ def _datasheet():
 def gpu_names(results: list[Result]) -> list[str]:
     names: dict[str, None] = {}
     for r in results:
-        for gpu in r.system.get("gpus") or []:
-            if gpu.get("name"):
-                names[str(gpu["name"])] = None
+        for name in r.machine.gpu_names:
+            if name:
+                names[name] = None
     return list(names)
 
 
@@ -146,10 +146,8 @@ def _split_measured(table: Table) -> list[Table]:
 
 def _cloud(results: list[Result], name: str) -> list[str | None]:
     """Cloud and instance name the user gave for a machine with this GPU (the latest such result)."""
-    found = [r.system for r in sorted(results, key=lambda r: r.started)
-             if any(g.get("name") == name for g in r.system.get("gpus") or [])]
-    system = found[-1] if found else {}
-    return [system.get("cloud"), system.get("instance")]
+    found = [r.machine for r in sorted(results, key=lambda r: r.started) if name in r.machine.gpu_names]
+    return [found[-1].cloud, found[-1].instance] if found else [None, None]
 
 
 def _published_rows() -> list[list[object]]:

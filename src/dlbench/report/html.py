@@ -59,7 +59,7 @@ def runs_table(results: list[Result]) -> Table:
     from dlbench.report.compare import benchmark_name
 
     rows = [[r.id[:8], r.started[:16].replace("T", " "), r.status, benchmark_name(r), r.system_label,
-             r.system.get("host"), r.suite, r.tag] for r in results[-MAX_RUNS:]]
+             r.machine.host or None, r.suite, r.tag] for r in results[-MAX_RUNS:]]
     return Table("Runs", ["Id", "Started (UTC)", "Status", "Benchmark", "System", "Host", "Suite", "Tag"],
                  "llllllll", rows, notes=[f"The newest {MAX_RUNS} runs." if len(results) > MAX_RUNS else
                                           f"All {len(results)} runs in this report."])

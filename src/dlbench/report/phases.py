@@ -51,7 +51,7 @@ PUBLISHED_NOTE = ("Rows from BenchmarkJade are its published seconds as printed,
 
 def cluster(r: Result) -> str | None:
     """The cluster the user named (`DLBENCH_CLUSTER`, or SLURM's cluster name); a host name is no cluster."""
-    return r.system.get("cluster") or None
+    return r.machine.cluster or None
 
 
 def workers(r: Result) -> object:

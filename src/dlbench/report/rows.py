@@ -50,16 +50,16 @@ def system(r: Result, *, gpus: bool = True, precision: bool = True) -> str:
 
 
 def cuda(r: Result) -> str | None:
-    return r.system.get("cuda") if on_gpu(r) else None
+    return r.machine.cuda if on_gpu(r) else None
 
 
 def cudnn(r: Result) -> str | None:
-    return r.system.get("cudnn") if on_gpu(r) else None
+    return r.machine.cudnn if on_gpu(r) else None
 
 
 def torch_version(r: Result) -> str | None:
-    version = r.system.get("torch")
-    return str(version).split("+")[0] if version else None
+    version = r.machine.torch
+    return version.split("+")[0] if version else None
 
 
 def tag(r: Result) -> str | None:

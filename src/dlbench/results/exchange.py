@@ -30,7 +30,7 @@ def flat_row(r: Result) -> dict[str, object]:
     """One result as a flat row: its own columns first, then spec fields and scalar metrics
     (which never replace the result's own columns, whatever a crafted record names them)."""
     own = {"id": r.id, "started": r.started, "status": r.status, "suite": r.suite, "run": r.run, "tag": r.tag,
-           "system": r.system_label, "host": r.system.get("host")}
+           "system": r.system_label, "host": r.machine.host or None}
     return _with_settings(own, r.spec, {key: value for key, value in r.metrics.items()
                                         if isinstance(value, (int, float, str, bool)) or value is None})
 

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Iterator
 
 from dlbench.figures import Odd
 from dlbench.options import MAX_BATCH, shown
+from dlbench.results.machine import Machine
 from dlbench.results.measurement import Group, Measurement, Run, nested_problem
 from dlbench.results.titles import legacy_title
 
@@ -120,6 +121,16 @@ class Result:
             return cached[1]
         found = Measurement.read(self.metrics)
         self.__dict__["_measured"] = (self.metrics, found)
+        return found
+
+    @property
+    def machine(self) -> Machine:
+        """The machine it ran on (`system`), typed, read once for this mapping as `measured` is."""
+        cached = self.__dict__.get("_machine")
+        if cached is not None and cached[0] is self.system:
+            return cached[1]
+        found = Machine.read(self.system)
+        self.__dict__["_machine"] = (self.system, found)
         return found
 
     def add(self, *parts: Measurement | Group) -> None:

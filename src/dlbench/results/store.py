@@ -766,5 +766,5 @@ def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
 def _row(r: Result) -> tuple:
     return (
         r.id, r.schema, r.started, r.status, r.workload, r.model, r.suite, r.tag,
-        r.system.get("host"), json.dumps(r.to_dict(), allow_nan=True),
+        r.machine.host or None, json.dumps(r.to_dict(), allow_nan=True),
     )

@@ -76,7 +76,7 @@ def row(r: Result) -> tuple:
     m = r.measured  # read once: a record's measurement is most of what a row costs
     device = m.run.device
     # the machine as system.records.machine_key names it (the GPU or CPU label of its system)
-    host, label = r.system.get("host", ""), system_label(r.system, str(r.spec.get("device", "") if device is None
+    host, label = r.machine.host, system_label(r.system, str(r.spec.get("device", "") if device is None
                                                                       else device))
     value, unit = m.throughput.value, m.throughput.unit
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

@@ -54,7 +54,7 @@ def history(results: Iterable[Result], host: str | None) -> dict[str, list[float
     times: dict[str, list[float]] = {}
     for result in results:
         seconds = wall_seconds(result)
-        if result.status == "ok" and result.system.get("host") == host and seconds is not None:
+        if result.status == "ok" and result.machine.host == host and seconds is not None:
             times.setdefault(spec_key(asked(result)), []).append(seconds)
     return times
 
@@ -147,7 +147,7 @@ def _compile_times(results: list[Result], host: str | None) -> dict[bool, float]
     for result in results:
         m = result.measured
         warm = (m.run.compile_cache or {}).get("warm") if isinstance(m.run.compile_cache, dict) else None
-        if result.status == "ok" and result.system.get("host") == host and isinstance(m.window.compile_s, (int, float)):
+        if result.status == "ok" and result.machine.host == host and isinstance(m.window.compile_s, (int, float)):
             found.setdefault(bool(warm), []).append(float(m.window.compile_s))
     return {warm: statistics.median(times) for warm, times in found.items()}
 
@@ -156,7 +156,7 @@ def _overhead(results: list[Result], host: str | None) -> float | None:
     spent = []
     for result in results:
         wall, timed = wall_seconds(result), _timed_seconds(result)
-        if result.status == "ok" and result.system.get("host") == host and wall is not None and timed is not None:
+        if result.status == "ok" and result.machine.host == host and wall is not None and timed is not None:
             spent.append(max(0.0, wall - timed))
     return statistics.median(spent) if spent else None
 

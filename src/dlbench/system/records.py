@@ -39,7 +39,7 @@ def machine_key(result: Result) -> tuple[str, str]:
     """(host, device label): the machine and the GPU (or CPU) a result ran on."""
     device = result.measured.run.device
     device = str(result.spec.get("device", "") if device is None else device)
-    return result.system.get("host", ""), system_label(result.system, device)
+    return result.machine.host, system_label(result.system, device)
 
 
 def _on_machine(result: Result, candidates: Iterable[Result]) -> list[Result]:
@@ -128,7 +128,7 @@ def annotate(result: Result, candidates: Iterable[Result], measure: Measure | No
 def here(records: Iterable[Result], system: dict) -> list[Result]:
     """The ok system records of `system`'s host: what a worker there needs to know of its ceilings."""
     host = system.get("host")
-    return [r for r in records if is_system_record(r) and r.status == "ok" and r.system.get("host") == host]
+    return [r for r in records if is_system_record(r) and r.status == "ok" and r.machine.host == host]
 
 
 def carried_ceiling(result: Result) -> Result | None:
