@@ -12,7 +12,7 @@ from conftest import cli, make_result
 from dlbench.results.measurement import Measurement
 from dlbench.report import derived, published, render
 from dlbench.report import cnn, images, medical, training3d
-from dlbench.report.doctor import diagnose, load_references, render as render_doctor
+from dlbench.diagnose.doctor import diagnose, load_references, render as render_doctor
 from dlbench.figures import add, fixed, ms, percent, sig
 from dlbench.results.store import Store
 

@@ -1,7 +1,7 @@
 import pytest
 
 from conftest import assert_user_error, cli, make_result
-from dlbench.report.doctor import (Reference, diagnose, load_references, references_from_runs, render)
+from dlbench.diagnose.doctor import (Reference, diagnose, load_references, references_from_runs, render)
 from dlbench.results.record import Result
 from dlbench.results.store import Store
 from dlbench.system.datasheet import lookup

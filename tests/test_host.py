@@ -16,9 +16,10 @@ import torch
 from conftest import make_result
 from dlbench.measure.host import environment
 from dlbench.measure.loop import run_steps
-from dlbench.report import host_causes
-from dlbench.report.causes import differences, parts
-from dlbench.report.doctor import IDLE_EXPLAINED, diagnose
+from dlbench.diagnose import host as host_causes
+from dlbench.diagnose.causes import differences
+from dlbench.report.parts import parts
+from dlbench.diagnose.doctor import IDLE_EXPLAINED, diagnose
 from dlbench.results.measurement import Measurement
 
 SCHEDSTAT = os.path.exists(f"/proc/{os.getpid()}/task/{threading.get_native_id()}/schedstat")

@@ -153,8 +153,8 @@ def _with_steps(r, n: int):
 
 
 def test_compare_and_the_doctor_give_one_interval_for_the_same_two_runs_in_either_order(two_gpu):
-    from dlbench.report import history
-    from dlbench.report.doctor import _interval
+    from dlbench.diagnose import history
+    from dlbench.diagnose.doctor import _interval
 
     train = [r for r in two_gpu if r.model == "resnet50" and r.workload == "train" and r.setup.gpus == 1
              and r.setup.options.get("data") in ("dummy", "synthetic")]
@@ -170,8 +170,8 @@ def test_compare_and_the_doctor_give_one_interval_for_the_same_two_runs_in_eithe
 
 
 def test_the_doctor_prints_no_interval_from_two_steps(two_gpu):
-    from dlbench.report import history
-    from dlbench.report.doctor import _interval
+    from dlbench.diagnose import history
+    from dlbench.diagnose.doctor import _interval
 
     resnet34 = [r for r in two_gpu if r.workload == "fwdbwd" and r.model == "resnet34" and r.status == "ok"]
     gpu = next(r for r in resnet34 if r.spec.get("device") != "cpu")

@@ -12,7 +12,7 @@ from dlbench.measure import profile as prof
 from dlbench.measure.intervals import exclusive_time, union_length
 from dlbench.measure.loop import run_steps
 from dlbench.report import profile as placing
-from dlbench.report.doctor import diagnose, render
+from dlbench.diagnose.doctor import diagnose, render
 from dlbench.report.plots import profile_plots, roofline_plots
 from dlbench.results.record import Result
 

@@ -14,8 +14,8 @@ import torch
 from conftest import cli, make_result
 from dlbench.measure.host import command_line
 from dlbench.measure.monitor import MonitorData
-from dlbench.report import rank_causes
-from dlbench.report.doctor import diagnose, render, to_json
+from dlbench.diagnose import ranks as rank_causes
+from dlbench.diagnose.doctor import diagnose, render, to_json
 from dlbench.results.measurement import GpuNeighbour, RankGpu, RankPhases, PhaseSpread
 from dlbench.results.record import Result
 from dlbench.results.store import Store

@@ -9,7 +9,7 @@ import torch
 from conftest import TINY, make_result
 from dlbench.launch.execute import describe
 from dlbench.launch.inprocess import run_specs
-from dlbench.report.doctor import diagnose, render
+from dlbench.diagnose.doctor import diagnose, render
 from dlbench.results.record import Result
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec

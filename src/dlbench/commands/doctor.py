@@ -1,5 +1,5 @@
 """`dlbench doctor`: how each stored result compares with what it should do, and why it falls
-short (report/doctor.py judges; this reads the store, read-only, and shows the diagnoses)."""
+short (diagnose/ judges; this reads the store, read-only, and shows the diagnoses)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class DoctorRequest(Options):
 
 def doctor(request: DoctorRequest, view: Terminal) -> None:
     from dlbench.report.compare import select
-    from dlbench.report.doctor import NOTHING_TO_DIAGNOSE, diagnose, render, to_json
+    from dlbench.diagnose.doctor import NOTHING_TO_DIAGNOSE, diagnose, render, to_json
 
     with Store(request.db, read_only=True) as store:
         diagnoses = _chosen(store, request, view) if not request.runs else None
@@ -57,10 +57,10 @@ def doctor(request: DoctorRequest, view: Terminal) -> None:
 
 
 def _chosen(store: Store, request: DoctorRequest, view: Terminal) -> list | None:
-    """The default diagnoses from the store's summaries (report/choose.py): only the judged runs and
+    """The default diagnoses from the store's summaries (diagnose/choose.py): only the judged runs and
     those they are set against are read; None where the store has no summaries to choose from."""
-    from dlbench.report.choose import for_doctor
-    from dlbench.report.doctor import diagnose
+    from dlbench.diagnose.choose import for_doctor
+    from dlbench.diagnose.doctor import diagnose
 
     found = for_doctor(store, request.workload, None if request.every else DEFAULT_JUDGED)
     if found is None:

@@ -11,7 +11,7 @@
 Where another cause already says why the CPUs fell short (contention, the restriction), the wait is
 said with it, as how that cause cost time, not counted twice; beside launch-bound, the idle the
 launching thread spent off its CPU is taken from launch-bound's share. Against a baseline only what
-grew counts, as with the other causes (report/causes.py).
+grew counts, as with the other causes (diagnose/causes.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dlbench.figures import ms, percent
-from dlbench.report.causes import Cause, Parts, parts
-from dlbench.report.history import Against
+from dlbench.diagnose.causes import Cause
+from dlbench.diagnose.history import Against
+from dlbench.report.parts import Parts, parts
 from dlbench.results.record import Result
 
 WAIT_SHARE = 0.03  # without a baseline, a launching thread's wait below this share of the step is no cause

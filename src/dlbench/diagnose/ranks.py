@@ -2,7 +2,7 @@
 all-reduce; infer and smooth: the run's figure is its slowest rank's window), so what slows one
 rank slows the run, whichever GPU it is on.
 
-- A neighbour on a GPU other than rank 0's (rank 0's is report/causes.py `neighbour_cause`): each
+- A neighbour on a GPU other than rank 0's (rank 0's is diagnose/causes.py `neighbour_cause`): each
   rank's monitor sampled its own GPU's processes (`Monitor.per_rank`), named with the GPU's index.
 - A straggling rank: a rank whose phase medians lie beyond the fastest rank's per-step spread
   (`Data.per_rank`), named even where no neighbour was seen, with what its GPU's readings show.
@@ -15,13 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlbench.figures import ms, percent
-from dlbench.report.causes import CLOCK_LOSS, NEIGHBOUR_SHARE, Cause, Parts
-from dlbench.report.history import Against
+from dlbench.diagnose.causes import CLOCK_LOSS, NEIGHBOUR_SHARE, Cause
+from dlbench.diagnose.history import Against
+from dlbench.report.parts import Parts
 from dlbench.results.measurement import RankGpu, RankPhases, PhaseSpread
 from dlbench.results.record import Result
 
 STRAGGLING = "straggling rank"
-NEIGHBOUR = "another process on the GPU"  # the name rank 0's neighbour has (report/causes.py)
+NEIGHBOUR = "another process on the GPU"  # the name rank 0's neighbour has (diagnose/causes.py)
 STRAGGLER_MARGIN = 0.10  # a phase median at least this much above the fastest rank's ...
 MIN_RANK_STEPS = 10  # ... over at least this many steps a rank (fewer have no spread to judge by)
 MIN_EXCESS_SHARE = 0.02  # ... and by this share of the step (a few µs of a copy is no straggler)
@@ -76,7 +77,7 @@ def causes(r: Result, p: Parts, base: Against | None) -> tuple[list[Cause], list
 # ---- neighbours on the other GPUs ------------------------------------------------------------
 
 def neighbour_causes(p: Parts, base: Against | None, gpus: dict[int, RankGpu]) -> tuple[dict[int, Cause], list[str]]:
-    """rank → the neighbour cause on its GPU, for every rank but 0 (report/causes.py names rank 0's).
+    """rank → the neighbour cause on its GPU, for every rank but 0 (diagnose/causes.py names rank 0's).
     The ranks wait for the slowest, so a GPU's neighbour costs only the SM share beyond what is
     counted already (rank 0's neighbour, a larger one on another GPU) and beyond what the comparison
     had on that GPU; one that costs no more than that is a note, so that it is still named."""

@@ -1,7 +1,7 @@
 """`dlbench doctor`: how each result compares with what it should do, and why it falls short.
 
 A run is judged against the machine's own history first: the fastest other run of the same
-configuration on the same machine (report/history.py), and on several GPUs the same per-GPU work
+configuration on the same machine (diagnose/history.py), and on several GPUs the same per-GPU work
 on one GPU (weak scaling). Where neither exists, against the published figures:
 Expected performance comes from the nearest reference result (same workload, model,
 precision, GPU count, batch and, where published, shape) scaled by the ratio of the
@@ -23,11 +23,12 @@ from importlib import resources
 from typing import Any, Callable
 
 from dlbench.figures import ODD, ODD_LEGEND, fixed, ms, percent, sig
-from dlbench.report import causes as parts_of, history, host_causes, profile
-from dlbench.report import rank_causes
-from dlbench.report.causes import Cause
+from dlbench.diagnose import causes as parts_of, history, host as host_causes, ranks as rank_causes
+from dlbench.diagnose.causes import Cause
+from dlbench.diagnose.history import Against
+from dlbench.report import profile
 from dlbench.report.compare import MIN_STEPS, timed
-from dlbench.report.history import Against
+from dlbench.report.parts import LAUNCH_BOUND_IDLE, mean_step, on_gpu, parts
 from dlbench.report.markdown import line
 from dlbench.results.measurement import Measurement
 from dlbench.results.record import Result
@@ -138,10 +139,6 @@ def _convert(value: float, unit: str, to: str) -> float | None:
         return value
     factor = _UNITS.get((unit, to))
     return value * factor if factor else None
-
-
-def on_gpu(r: Result) -> bool:
-    return r.device.startswith("cuda")
 
 
 def _same_benchmark(ref: Reference, r: Result) -> bool:
@@ -363,13 +360,13 @@ def _lost(r: Result, base: Against | None) -> float | None:
     """Seconds a mean step lost against the baseline (on several GPUs, against one GPU's step)."""
     if base is None:
         return None
-    return history.mean_step(r) - history.mean_step(base.other)
+    return mean_step(r) - mean_step(base.other)
 
 
 def measured_causes(r: Result, base: Against | None, record: Result | None) -> tuple[list[Cause], list[str]]:
     """The causes the record's figures account for, largest first, and notes of what was checked."""
-    p = parts_of.parts(r)
-    theirs = parts_of.parts(base.other) if base else None
+    p = parts(r)
+    theirs = parts(base.other) if base else None
     found: list[Cause] = []
     notes: list[str] = []
 
@@ -381,7 +378,7 @@ def measured_causes(r: Result, base: Against | None, record: Result | None) -> t
     if data is not None and data > 0 and (base or p.data >= parts_of.INPUT_BOUND_SHARE * p.step):
         found.append(parts_of.input_cause(r, data, p, record))
     idle = grew(p.idle, theirs.idle if theirs else None)
-    if idle is not None and idle > 0 and (base or p.idle >= parts_of.LAUNCH_BOUND_IDLE * p.step):
+    if idle is not None and idle > 0 and (base or p.idle >= LAUNCH_BOUND_IDLE * p.step):
         found.append(parts_of.host_gaps(r, idle, p, base))
     neighbours = grew(p.neighbours, theirs.neighbours if theirs else None)
     if neighbours is not None and neighbours > 0 and p.neighbours >= parts_of.NEIGHBOUR_SHARE * p.step:
@@ -437,11 +434,11 @@ def _unexplained(r: Result, base: Against, found: list[Cause]) -> Cause | None:
         return Cause("changed environment", f"{'; '.join(changed)} ({_against_text(base)}); {ms(unaccounted * 1e3)} "
                                             f"of the {ms(lost * 1e3)} ms a step lost is accounted for by no other "
                                             f"figure: set them as in run {base.other.id[:8]}", unaccounted,
-                     unaccounted / history.mean_step(r), unaccounted / lost)
+                     unaccounted / mean_step(r), unaccounted / lost)
     what = "; ".join(parts_of.differences(r, base.other)) or "none of the recorded figures"
     return Cause("unexplained", f"{_against_text(base)}; {ms((lost - explained) * 1e3)} of the {ms(lost * 1e3)} ms a "
                                 f"step lost is not accounted for; what differed: {what}", lost - explained,
-                 (lost - explained) / history.mean_step(r), (lost - explained) / lost)
+                 (lost - explained) / mean_step(r), (lost - explained) / lost)
 
 
 def _against_text(a: Against) -> str:
@@ -495,7 +492,7 @@ def diagnose(results: list[Result], refs: list[Reference] | None = None,
     """A diagnosis for each result in `chosen`; by default for the newest result of each
     configuration on each machine and every older one that differs from it beyond noise.
     `compared(r)`: r against its machine's history, one GPU and synthetic data, where the caller
-    figures them without `results` holding every run (report/choose.py); by default from `results`."""
+    figures them without `results` holding every run (diagnose/choose.py); by default from `results`."""
     refs = load_references() if refs is None else refs
     by_configuration = history.groups(results)
     if chosen is None:
@@ -620,10 +617,10 @@ def _history_line(d: Diagnosis) -> list[str]:
 def _input_cost(r: Result, a: Against) -> str:
     """Where a run on images loses to the same work on synthetic data: the steps' data wait, and the
     rest of the longer step (with --decode gpu, the decoding and crops on the model's GPU)."""
-    longer = history.mean_step(r) - history.mean_step(a.other)
+    longer = mean_step(r) - mean_step(a.other)
     if not a.slower or longer <= 0:
         return ""
-    data = min(parts_of.parts(r).data or 0.0, longer)
+    data = min(parts(r).data or 0.0, longer)
     text = f"; its step is {ms(longer * 1e3)} ms longer: {ms(data * 1e3)} ms waiting for data"
     rest = longer - data
     if rest <= 0.2 * longer:
@@ -632,7 +629,7 @@ def _input_cost(r: Result, a: Against) -> str:
         return text + f", {ms(rest * 1e3)} ms more in the step itself (the loader's workers share the cores)"
     where = (parts_of.decoding_on_the_gpu(r) + "; `--profile` shows it among the elementwise kernels"
              if r.setup.options.get("decode") in ("gpu", "hardware") else "each batch's copy and normalising")
-    share = percent(rest / history.mean_step(r))
+    share = percent(rest / mean_step(r))
     return text + f", {ms(rest * 1e3)} ms ({share} of its step) more work on the GPU: {where}"
 
 

@@ -12,7 +12,7 @@ The parts of a step, all from the run's own record:
 - communication: on several GPUs, the all-reduce (its path from the NCCL settings, NVLink and peer
   access; its cost from the gradient bytes and the all-reduce bandwidth `dlbench system` measured);
 - the host's CPUs: the launching thread's wait for a CPU, a CPU set or quota the run filled, steal
-  (report/host_causes.py); the loader workers advised never exceed the cores the run may use.
+  (diagnose/host.py); the loader workers advised never exceed the cores the run may use.
 What the figures cannot name is said as unexplained, with the measured differences listed.
 """
 
@@ -22,18 +22,16 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from dlbench.diagnose.history import Against
 from dlbench.figures import ms, percent, sig
 from dlbench.report import profile
-from dlbench.report.history import Against, mean_step
+from dlbench.report.parts import LAUNCH_BOUND_IDLE, Parts, parts
 from dlbench.results.measurement import Measurement, System
 from dlbench.results.record import Result
 
-DATA_PHASES = ("data", "data_wait", "load", "loading", "input", "h2d")
 INPUT_BOUND_SHARE = 0.15  # without a baseline, a data wait above this share of the step is a cause
-LAUNCH_BOUND_IDLE = 0.3  # ... and so is a GPU idle apart from data wait above this share
 NEIGHBOUR_SHARE = 0.05  # other processes' SM time below this is no cause
 CLOCK_LOSS = 0.03  # a clock this much below the baseline's is a cause
-MIN_UTIL_READINGS = 10  # a second of the monitor's readings before its utilisation is read as the window's
 CONTENDED_CORES = 0.25  # other processes using this share of the cores contend with the run
 SLOW_DISK_GBS = 1.0
 SLOW_WORKER = 0.5  # loader workers delivering below this share of one worker's measured rate are slow
@@ -51,62 +49,6 @@ class Cause:
     seconds: float | None = None  # of each step's time this cause accounts for
     share: float | None = None  # of the step
     explains: float | None = None  # of the time lost against the baseline
-
-
-@dataclass(frozen=True)
-class Parts:
-    """Where one run's mean step went, in seconds (None where the record has no such figure)."""
-    step: float
-    data: float | None
-    idle: float | None  # GPU idle apart from the data wait
-    neighbours: float | None
-    clock_mhz: float | None
-    idle_from: str = ""  # 'NVML' or 'profile'
-
-
-def data_share(r: Result, m: Measurement | None = None) -> float | None:
-    """The data wait's share of the measured time, stalls included (the run line's figure); `m`:
-    the result's measurement, where the caller has it."""
-    share = (m or r.measured).phase_share("data")
-    if isinstance(share, (int, float)):
-        return float(share)
-    steps = r.samples.get("step")
-    waits = [sum(r.samples[p]) for p in DATA_PHASES if r.samples.get(p)]
-    if not steps or not waits:
-        return None
-    return min(1.0, sum(waits) / sum(steps))
-
-
-def parts(r: Result) -> Parts:
-    m = r.measured
-    step = mean_step(r) if r.samples.get("step") else float(m.window.step_ms or 0) / 1e3
-    share = data_share(r, m)
-    data = None if share is None else share * step
-    idle, source = None, ""
-    profiled = profile.profile_in(m)
-    idle_share = profiled.share("idle") if profiled else None
-    monitor = m.monitor
-    if idle_share is not None:
-        idle, source = idle_share * step, "profile"
-    elif monitor.gpu_util_mean is not None and (monitor.readings or 0) >= MIN_UTIL_READINGS:
-        idle, source = (1 - float(monitor.gpu_util_mean) / 100) * step, "NVML"
-    nb = m.neighbours.gpu_neighbours_sm_share
-    neighbours = None if nb is None else float(nb) * step
-    if idle is not None:
-        # NVML's busy share counts other processes' kernels; the profile sees only this run's, so
-        # the time a neighbour held the GPU is no gap of this run's host
-        other = (neighbours or 0.0) if source == "profile" else 0.0
-        idle = max(0.0, idle - (data or 0.0) - other)
-    return Parts(step, data, idle, neighbours, monitor.sm_clock_mean_mhz, source)
-
-
-def host_bound(r: Result) -> Parts | None:
-    """The run's parts where its GPU waited for the host, apart from data, for LAUNCH_BOUND_IDLE of
-    the step or more: its step times are then the host's launching, not the GPU's work."""
-    if not r.device.startswith("cuda"):
-        return None
-    p = parts(r)
-    return p if p.idle is not None and p.step and p.idle >= LAUNCH_BOUND_IDLE * p.step else None
 
 
 def _label(r: Result) -> str:

@@ -98,12 +98,6 @@ def groups(results: Sequence[Result]) -> dict[tuple, list[Result]]:
     return found
 
 
-def mean_step(r: Result) -> float:
-    """The mean step, stalls included: the measured time over the steps, as the run line reads it."""
-    steps = r.samples["step"]
-    return sum(steps) / len(steps)
-
-
 def against(r: Result, other: Result, kind: str = "history", runs: Sequence[Result] = ()) -> Against | None:
     """`r`'s speed as a share of `other`'s: other's median step over r's, with the between-run spread of
     `runs` (those `other` stands for) where there are several. On one GPU against several the per-GPU
