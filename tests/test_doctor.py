@@ -1,7 +1,9 @@
 import pytest
 
 from conftest import assert_user_error, cli, make_result
-from dlbench.diagnose.doctor import (Reference, diagnose, load_references, references_from_runs, render)
+from dlbench.diagnose.judge import diagnose
+from dlbench.diagnose.references import Reference, load_references, references_from_runs
+from dlbench.diagnose.render import render
 from dlbench.results.record import Result
 from dlbench.results.store import Store
 from dlbench.system.datasheet import lookup
@@ -209,3 +211,4 @@ def test_launch_bound_only_where_the_monitor_saw_enough_and_no_profile_measured_
     [d] = diagnose([make_result(spec={"workload": "volume", "model": "unet3d", "batch": 1}, system=A40,
                                 metrics={**figures, "throughput_unit": "Mvox/s"}, samples={"step": [0.2] * 5})])
     assert "at one tile a step" in d.causes[0].evidence and "larger blocks (`--block`)" in d.causes[0].evidence
+

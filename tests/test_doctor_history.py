@@ -10,9 +10,10 @@ import time
 import pytest
 
 from conftest import assert_user_error, cli, make_result
+from dlbench.diagnose.judge import diagnose
+from dlbench.diagnose.render import render, to_json
 from dlbench.measure.host import HostSampler
 from dlbench.measure.monitor import neighbours
-from dlbench.diagnose.doctor import diagnose, render, to_json
 from dlbench.results.store import Store
 
 H200 = {"host": "gpu-node", "gpus": [{"name": "NVIDIA H200"}] * 2, "gpu_count": 2,

@@ -19,11 +19,12 @@ from rich.console import Console
 from dlbench.commands import doctor as doctor_command, report as report_command, results as results_command
 from dlbench.commands.report import ReportRequest, report
 from dlbench.commands.results import ImportRequest, import_
+from dlbench.diagnose import choose as doctor_choice, history
+from dlbench.diagnose.judge import diagnose
+from dlbench.diagnose.render import render
 from dlbench.errors import UserError
 from dlbench.launch.view import Terminal
-from dlbench.diagnose import choose as doctor_choice, history
 from dlbench.report import choose
-from dlbench.diagnose.doctor import diagnose, render
 from dlbench.results import exchange, store as store_module, summaries
 from dlbench.results.store import Store
 

@@ -72,7 +72,7 @@ def _light(s: Summary) -> SimpleNamespace:
 
 
 class Comparisons:
-    """doctor.diagnose's `compared`: a run against its machine's history, one GPU and synthetic data
+    """judge.diagnose's `compared`: a run against its machine's history, one GPU and synthetic data
     (history.typical, one_gpu, synthetic), each other run read whole only where it is the median run
     a verdict names; the spread of the rest figured from their summaries."""
 
