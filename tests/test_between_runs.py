@@ -9,11 +9,12 @@ import statistics
 import pytest
 
 from conftest import assert_user_error, cli, make_result
+from dlbench.diagnose.judge import diagnose
+from dlbench.diagnose.render import render, to_json
 from dlbench.errors import UserError
 from dlbench.launch import repeats
 from dlbench.launch.suiterun import make_plan
 from dlbench.report import compare as cmp
-from dlbench.report.doctor import diagnose, render, to_json
 from dlbench.results.spread import AUTO_MIN_RUNS, Spread, median_runs, set_of
 from dlbench.results.store import Store
 from dlbench.suites import parse

@@ -9,10 +9,12 @@ from decimal import Decimal
 import pytest
 
 from conftest import cli, make_result
+from dlbench.diagnose.judge import diagnose
+from dlbench.diagnose.references import load_references
+from dlbench.diagnose.render import render as render_doctor
 from dlbench.results.measurement import Measurement
 from dlbench.report import derived, published, render
 from dlbench.report import cnn, images, medical, training3d
-from dlbench.report.doctor import diagnose, load_references, render as render_doctor
 from dlbench.figures import add, fixed, ms, percent, sig
 from dlbench.results.store import Store
 

@@ -1,7 +1,16 @@
+import importlib
+import pkgutil
+from pathlib import Path
+
 import pytest
 
 from conftest import assert_user_error, cli, make_result
-from dlbench.report.doctor import (Reference, diagnose, load_references, references_from_runs, render)
+from dlbench import diagnose as diagnosis
+from dlbench.diagnose import causes
+from dlbench.diagnose.check import Kind
+from dlbench.diagnose.judge import diagnose
+from dlbench.diagnose.references import Reference, load_references, references_from_runs
+from dlbench.diagnose.render import render
 from dlbench.results.record import Result
 from dlbench.results.store import Store
 from dlbench.system.datasheet import lookup
@@ -209,3 +218,24 @@ def test_launch_bound_only_where_the_monitor_saw_enough_and_no_profile_measured_
     [d] = diagnose([make_result(spec={"workload": "volume", "model": "unet3d", "batch": 1}, system=A40,
                                 metrics={**figures, "throughput_unit": "Mvox/s"}, samples={"step": [0.2] * 5})])
     assert "at one tile a step" in d.causes[0].evidence and "larger blocks (`--block`)" in d.causes[0].evidence
+
+
+# ---- the checks -----------------------------------------------------------------------------------
+
+NAMED = {kind for check in causes.CHECKS for kind in check.names} | {causes.CHANGED, causes.UNEXPLAINED}
+
+
+def test_every_cause_declared_is_named_by_a_registered_check():
+    # a Kind no check of CHECKS names would never be found: declared, not registered
+    declared = {value for info in pkgutil.iter_modules(diagnosis.__path__)
+                for value in vars(importlib.import_module(f"dlbench.diagnose.{info.name}")).values()
+                if isinstance(value, Kind)}
+    assert declared == NAMED
+    assert len({kind.name for kind in NAMED}) == len(NAMED)  # one declaration a name
+
+
+def test_every_cause_a_check_can_name_has_its_row_in_the_doctors_page():
+    page = (Path(__file__).resolve().parent.parent / "docs" / "doctor.md").read_text(encoding="utf-8")
+    table = page[page.index("| cause | measured by | fix it names |"):].split("\n\n")[0].splitlines()[2:]
+    rows = [line.split(" | ")[0].removeprefix("| ") for line in table]
+    assert sorted(rows) == sorted(kind.name for kind in NAMED)

@@ -10,9 +10,10 @@ import time
 import pytest
 
 from conftest import assert_user_error, cli, make_result
+from dlbench.diagnose.judge import diagnose
+from dlbench.diagnose.render import render, to_json
 from dlbench.measure.host import HostSampler
 from dlbench.measure.monitor import neighbours
-from dlbench.report.doctor import diagnose, render, to_json
 from dlbench.results.store import Store
 
 H200 = {"host": "gpu-node", "gpus": [{"name": "NVIDIA H200"}] * 2, "gpu_count": 2,
@@ -277,7 +278,7 @@ def test_a_run_on_images_is_set_beside_the_same_work_on_synthetic_data():
 
 def test_the_input_options_the_doctor_sets_aside_are_the_data_options():
     from dlbench.data import DataOptions
-    from dlbench.report.history import INPUT_OPTIONS
+    from dlbench.diagnose.history import INPUT_OPTIONS
 
     assert INPUT_OPTIONS == {f.name for f in DataOptions.fields()}
 

@@ -1,5 +1,5 @@
 """The host's CPU figures over a measured window (measure/host.py), recorded from real processes and
-threads fighting for a CPU, and what the doctor makes of them (report/host_causes.py): the launching
+threads fighting for a CPU, and what the doctor makes of them (diagnose/host.py): the launching
 thread's wait, a CPU set smaller than the machine, steal, the environment among what differed, and
 records of earlier versions that lack them."""
 
@@ -14,11 +14,12 @@ import pytest
 import torch
 
 from conftest import make_result
+from dlbench.diagnose import host
+from dlbench.diagnose.differences import differences
+from dlbench.diagnose.judge import diagnose
 from dlbench.measure.host import environment
 from dlbench.measure.loop import run_steps
-from dlbench.report import host_causes
-from dlbench.report.causes import differences, parts
-from dlbench.report.doctor import IDLE_EXPLAINED, diagnose
+from dlbench.report.parts import parts
 from dlbench.results.measurement import Measurement
 
 SCHEDSTAT = os.path.exists(f"/proc/{os.getpid()}/task/{threading.get_native_id()}/schedstat")
@@ -111,8 +112,8 @@ def test_a_busy_process_on_the_same_cpu_makes_the_launching_thread_wait():
     said = (f"the launching thread waited {share * parts(r).step * 1e3:.2f} ms a step for a CPU "
             f"({figures['launch_thread_switches']:,} involuntary switches")
     [cause] = [c for c in d.causes if said in c.evidence]
-    assert cause.name in ("CPU contention", host_causes.WAITED)
-    if cause.name == host_causes.WAITED:
+    assert cause.name in ("CPU contention", host.WAITED.name)
+    if cause.name == host.WAITED.name:
         assert cause.share == pytest.approx(share, rel=1e-6) and cause.evidence.startswith(said)
 
 
@@ -137,15 +138,15 @@ def test_a_restricted_cpu_set_is_recorded_and_named_instead_of_more_workers():
     [d] = diagnose([r], refs=[])
     names = [c.name for c in d.causes]
     assert not any("--workers" in c.evidence for c in d.causes)
-    if figures["cpu_own_cores"] >= host_causes.FULL_CORES:
+    if figures["cpu_own_cores"] >= host.FULL_CORES:
         held = next(c for c in d.causes if c.name == "held to fewer cores")
         assert "too few loader workers" not in names and "CPU contention starving the input pipeline" not in names
         assert held.evidence.startswith(f"held to 1 of {machine} cores by its CPU affinity (its processes used ")
         assert "the step waited for data 40% of the measured time" in held.evidence and "`taskset -c`" in held.evidence
         assert held.share == pytest.approx(0.4, abs=0.01)
         # its processes take turns on that one CPU: the launching thread's wait is said with the restriction
-        assert host_causes.WAITED not in names
-        waits = figures.get("launch_thread_wait_s", 0.0) / figures["host_window_s"] >= host_causes.WAIT_SHARE
+        assert host.WAITED.name not in names
+        waits = figures.get("launch_thread_wait_s", 0.0) / figures["host_window_s"] >= host.WAIT_SHARE
         assert ("; the launching thread waited " in held.evidence) == waits
     else:  # the machine's other processes took part of that CPU: then it is not the set that held it
         assert "held to fewer cores" not in names
@@ -220,14 +221,14 @@ def test_the_launching_threads_wait_is_a_cause_in_seconds_a_step():
                                      "(4,100 involuntary switches, 230 migrations); steal 9%")
     [steal] = [c for c in d.causes if c.name == "hypervisor steal"]
     assert steal.evidence.startswith("the hypervisor took 9% of the CPUs' time (steal)") and steal.share is None
-    assert {"launching thread waited for a CPU", "hypervisor steal", "held to fewer cores"} <= IDLE_EXPLAINED
+    assert all(kind.idle for kind in host.HOST.names)  # no launch-bound advice beside them
     # against a baseline only the wait that grew counts; a small wait of its own is no cause
     base = record(0.016, "base", **{**HOST, "launch_thread_wait_s": 0.04})
-    grown = host_causes.waited(r, parts(r), types.SimpleNamespace(other=base))
+    grown = host.waited(r, parts(r), types.SimpleNamespace(other=base))
     assert grown.seconds == pytest.approx((0.3 - 0.02) * step)
     assert "; against 0.32 ms in run " in grown.evidence
-    assert host_causes.waited(base, parts(base), None) is None
-    assert host_causes.stolen(r, types.SimpleNamespace(other=record(**{**HOST, "cpu_steal_share": 0.08}))) is None
+    assert host.waited(base, parts(base), None) is None
+    assert host.stolen(r, types.SimpleNamespace(other=record(**{**HOST, "cpu_steal_share": 0.08}))) is None
 
 
 def test_with_other_processes_on_the_cores_the_wait_is_said_as_how_contention_cost_time():
@@ -237,7 +238,7 @@ def test_with_other_processes_on_the_cores_the_wait_is_said_as_how_contention_co
     first = d.causes[0]
     assert first.name == "CPU contention" and "other processes used 20.0 of 32 CPU cores" in first.evidence
     assert f"; the launching thread waited {0.3 * parts(r).step * 1e3:.2f} ms a step for a CPU" in first.evidence
-    assert host_causes.WAITED not in [c.name for c in d.causes]
+    assert host.WAITED.name not in [c.name for c in d.causes]
 
 
 def test_a_cgroup_quota_holds_a_cpu_run_with_no_share_measured():
@@ -254,8 +255,8 @@ def test_a_cgroup_quota_holds_a_cpu_run_with_no_share_measured():
 def test_records_of_earlier_versions_say_the_host_figures_were_not_recorded():
     old = record(0.02, "old")
     [d] = diagnose([old], refs=[])
-    assert host_causes.NOT_RECORDED in d.hints
-    assert not {c.name for c in d.causes} & host_causes.NAMES
+    assert host.NOT_RECORDED in d.hints
+    assert not {c.kind for c in d.causes} & set(host.HOST.names)
     new = record(0.02, "new", **{**HOST, "launch_thread_wait_s": 0.01})
     missing = differences(new, old)[-1]
     assert missing.startswith("not recorded in one of them (stored by an earlier dlbench): ")
@@ -263,4 +264,4 @@ def test_records_of_earlier_versions_say_the_host_figures_were_not_recorded():
         assert name in missing
     # a new record on a kernel without schedstat says that much, and names no wait
     [d] = diagnose([record(0.02, "no-schedstat", **HOST)], refs=[])
-    assert host_causes.NO_SCHEDSTAT in d.hints and host_causes.NOT_RECORDED not in d.hints
+    assert host.NO_SCHEDSTAT in d.hints and host.NOT_RECORDED not in d.hints

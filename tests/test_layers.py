@@ -25,7 +25,7 @@ def _run(code: str) -> str:
 
 def test_workloads_import_nothing_above_them():
     packages = _run(WORKLOADS)
-    for above in ("spec", "suites", "launch", "report", "cli"):
+    for above in ("spec", "suites", "launch", "report", "diagnose", "cli"):
         assert f"'{above}'" not in packages, packages
 
 
@@ -38,8 +38,11 @@ def test_optimisation_levels_agree_across_layers():
 
 
 def test_reading_results_needs_no_torch():
-    # Reports run where results are gathered, often a laptop without torch.
+    # Reports and the doctor run where results are gathered, often a laptop without torch.
     assert _run("import dlbench.report, sys; print('torch' in sys.modules)") == "False"
+    assert _run("import pkgutil, importlib, sys, dlbench.diagnose as d\n"
+                "for m in pkgutil.iter_modules(d.__path__): importlib.import_module(f'dlbench.diagnose.{m.name}')\n"
+                "print('torch' in sys.modules)") == "False"
 
 
 IMPORT_CLI = """
@@ -88,6 +91,7 @@ LAYERS = [
     {"workloads"},
     {"spec"},
     {"suites", "report"},
+    {"diagnose"},  # the doctor: references, history, causes, verdicts
     {"launch"},
     {"commands"},
     {"cli", "__main__"},

@@ -153,8 +153,8 @@ def _with_steps(r, n: int):
 
 
 def test_compare_and_the_doctor_give_one_interval_for_the_same_two_runs_in_either_order(two_gpu):
-    from dlbench.report import history
-    from dlbench.report.doctor import _interval
+    from dlbench.diagnose import history
+    from dlbench.diagnose.history import interval_text
 
     train = [r for r in two_gpu if r.model == "resnet50" and r.workload == "train" and r.setup.gpus == 1
              and r.setup.options.get("data") in ("dummy", "synthetic")]
@@ -166,12 +166,12 @@ def test_compare_and_the_doctor_give_one_interval_for_the_same_two_runs_in_eithe
     assert (doctor.ratio, doctor.low, doctor.high) == (both.ratio, both.low, both.high)
     assert (back.ratio, back.low, back.high) == pytest.approx((1 / both.ratio, 1 / both.high, 1 / both.low), rel=1e-12)
     assert doctor.steps == both.steps == (30, 30)
-    assert _interval(doctor) == f", 95% interval over both runs' steps (30 and 30) {doctor.low:.2f}–{doctor.high:.2f}"
+    assert interval_text(doctor) == f", 95% interval over both runs' steps (30 and 30) {doctor.low:.2f}–{doctor.high:.2f}"
 
 
 def test_the_doctor_prints_no_interval_from_two_steps(two_gpu):
-    from dlbench.report import history
-    from dlbench.report.doctor import _interval
+    from dlbench.diagnose import history
+    from dlbench.diagnose.history import interval_text
 
     resnet34 = [r for r in two_gpu if r.workload == "fwdbwd" and r.model == "resnet34" and r.status == "ok"]
     gpu = next(r for r in resnet34 if r.spec.get("device") != "cpu")
@@ -179,4 +179,4 @@ def test_the_doctor_prints_no_interval_from_two_steps(two_gpu):
     found = history.against(cpu, gpu, "synthetic data")
     assert found.low is None and found.high is None and found.steps == (2, 29)
     assert not found.beyond_noise  # no verdict from an interval that was not made
-    assert _interval(found) == ", no interval from 2 and 29 steps (fewer than 10 a side)"
+    assert interval_text(found) == ", no interval from 2 and 29 steps (fewer than 10 a side)"

@@ -7,12 +7,14 @@ import pytest
 import torch
 
 from conftest import assert_user_error, cli, make_result, scripted
+from dlbench.diagnose import breakdown
+from dlbench.diagnose.judge import diagnose
+from dlbench.diagnose.render import render
 from dlbench.measure import kernels, trace as tr
 from dlbench.measure import profile as prof
 from dlbench.measure.intervals import exclusive_time, union_length
 from dlbench.measure.loop import run_steps
 from dlbench.report import profile as placing
-from dlbench.report.doctor import diagnose, render
 from dlbench.report.plots import profile_plots, roofline_plots
 from dlbench.results.record import Result
 
@@ -298,7 +300,7 @@ def test_doctor_places_the_matmul_classes_on_the_runs_quick_ceiling_without_a_su
 def test_tensor_core_advice_offers_only_what_the_run_has_not_tried():
     def advice(**spec):
         r = profiled(precision="bf16", idle=0.02, elementwise=0.1, **spec)
-        [evidence] = [e for name, e in placing.causes(r, ceilings(matmul_bf16_tflops=7000.0))
+        [evidence] = [e for name, e in breakdown.classes(r, ceilings(matmul_bf16_tflops=7000.0))
                       if name == "profile: tensor-core conv/matmul"]
         return evidence
 
@@ -320,10 +322,10 @@ def test_doctor_tells_eager_and_graphs_apart_and_graphs_leaves_no_idle():
 
 def test_volume_advice_names_the_fused_kernels_unless_they_ran():
     r = profiled(workload="volume", idle=0.05, elementwise=0.39)
-    (name, evidence), *_ = placing.causes(r, ceilings())
+    (name, evidence), *_ = breakdown.classes(r, ceilings())
     assert name == "profile: elementwise passes" and "`--kernels fused`, `--optimize compile`" in evidence
     r.metrics = {**r.metrics, "kernels": "fused"}  # --kernels auto ran them: what ran counts, not what was asked
-    (name, evidence), *_ = placing.causes(r, ceilings())
+    (name, evidence), *_ = breakdown.classes(r, ceilings())
     assert "already fused" in evidence and "`--kernels fused`" not in evidence
 
 
@@ -331,7 +333,7 @@ def test_doctor_lists_each_rank_idle_share():
     r = profiled()
     r.metrics["profile"]["ranks"] = [{"step_s": 0.02, "coverage": 1.0, "shares": {"idle": 0.05}},
                                      {"step_s": 0.02, "coverage": 1.0, "shares": {"idle": 0.4}}]
-    assert "; idle per rank 5%, 40%;" in placing.profile_note(r)
+    assert "; idle per rank 5%, 40%;" in breakdown.profile_note(r)
 
 
 def test_host_operators_fall_into_their_classes():

@@ -12,10 +12,11 @@ import pytest
 import torch
 
 from conftest import cli, make_result
+from dlbench.diagnose import ranks
+from dlbench.diagnose.judge import diagnose
+from dlbench.diagnose.render import render, to_json
 from dlbench.measure.host import command_line
 from dlbench.measure.monitor import MonitorData
-from dlbench.report import rank_causes
-from dlbench.report.doctor import diagnose, render, to_json
 from dlbench.results.measurement import GpuNeighbour, RankGpu, RankPhases, PhaseSpread
 from dlbench.results.record import Result
 from dlbench.results.store import Store
@@ -173,23 +174,23 @@ def test_a_straggling_rank_is_named_where_no_neighbour_was_seen():
                               "against 8.20–8.90 ms); the all-reduce waits for the slowest rank; its SM clock 1,410 "
                               "MHz against 1,980 MHz on GPU 0; no other process computed on GPU 1")
     # rank 0, longer in its backward by its wait for rank 1, is no straggler
-    [s] = rank_causes.stragglers(slow.measured.data.per_rank)
+    [s] = ranks.stragglers(slow.measured.data.per_rank)
     assert s.rank == 1
     # without a GPU (gloo on the CPU) and where no all-reduce joins the ranks (infer, smooth)
-    text = rank_causes.straggle_text(s, {}, "infer")
+    text = ranks.straggle_text(s, {}, "infer")
     assert text.startswith("rank 1 forward 18.50 ms") and text.endswith("; the run's figure is its slowest rank's")
     assert "- straggling rank (28% of the step" in render([d])
 
 
 def test_ranks_alike_or_apart_within_their_spread_are_not_named():
     alike = run_record(0.026, "alike", EQUAL, [gpu(0), gpu(1)])
-    assert rank_causes.stragglers(alike.measured.data.per_rank) == []
+    assert ranks.stragglers(alike.measured.data.per_rank) == []
     # 13% apart in the median, but the spreads overlap: noise, not a straggler
     overlap = [EQUAL[0], line(1, forward=(9.5, 8.0, 11.0), backward=(16.1, 15.8, 16.5), optimizer=(1.5, 1.4, 1.6))]
-    assert rank_causes.stragglers([RankPhases.read(x) for x in overlap]) == []
+    assert ranks.stragglers([RankPhases.read(x) for x in overlap]) == []
     # too few steps a rank to judge by
     few = [{**x, "steps": 3} for x in STRAGGLE]
-    assert rank_causes.stragglers([RankPhases.read(x) for x in few]) == []
+    assert ranks.stragglers([RankPhases.read(x) for x in few]) == []
     d = by_tag(diagnose([clean(), alike], refs=[]))["alike"]
     assert "straggling rank" not in [c.name for c in d.causes]
 

@@ -19,10 +19,12 @@ from rich.console import Console
 from dlbench.commands import doctor as doctor_command, report as report_command, results as results_command
 from dlbench.commands.report import ReportRequest, report
 from dlbench.commands.results import ImportRequest, import_
+from dlbench.diagnose import choose as doctor_choice, history
+from dlbench.diagnose.judge import diagnose
+from dlbench.diagnose.render import render
 from dlbench.errors import UserError
 from dlbench.launch.view import Terminal
-from dlbench.report import choose, history
-from dlbench.report.doctor import diagnose, render
+from dlbench.report import choose
 from dlbench.results import exchange, store as store_module, summaries
 from dlbench.results.store import Store
 
@@ -125,14 +127,14 @@ def test_the_doctors_choice_from_summaries_is_history_to_judge(db, seed):
         fast = choose.configurations(store.summaries(), choose.Keys())
     assert list(fast) == list(full)
     for key, group in full.items():
-        assert [s.id for s in choose.to_judge(fast[key])] == [r.id for r in history.to_judge(group)]
+        assert [s.id for s in doctor_choice.to_judge(fast[key])] == [r.id for r in history.to_judge(group)]
 
 
 def test_the_doctor_from_summaries_says_what_it_said_from_every_record(db):
     _history(db)
     with Store(db, read_only=True) as store:
         whole = diagnose(store.results())
-        chosen, surveys, compared, judged = choose.for_doctor(store, None)
+        chosen, surveys, compared, judged = doctor_choice.for_doctor(store, None)
         fast = diagnose(surveys, chosen=chosen, compared=compared)
     assert judged == len(whole) == len(fast) >= 6  # the newest of each and the faulty ones
     assert render(fast) == render(whole)

@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from conftest import TINY, make_result
+from dlbench.diagnose.judge import diagnose
+from dlbench.diagnose.render import render
 from dlbench.launch.execute import describe
 from dlbench.launch.inprocess import run_specs
-from dlbench.report.doctor import diagnose, render
 from dlbench.results.record import Result
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec

@@ -1,5 +1,5 @@
 """`dlbench doctor`: how each stored result compares with what it should do, and why it falls
-short (report/doctor.py judges; this reads the store, read-only, and shows the diagnoses)."""
+short (diagnose/judge.py judges; this reads the store, read-only, and shows the diagnoses)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,8 @@ class DoctorRequest(Options):
     """Say how each result compares with what it should do and why it falls short. A run is judged
     against the machine's own history first (the fastest other run of the same configuration on
     the same machine, with a bootstrap interval; on several GPUs also against one GPU), else
-    against published figures. Causes are measured parts of the step, largest first: another
-    process on the GPU, the input pipeline (CPU contention, too few workers, slow storage, CPU
-    decoding), host gaps, lower clocks, a degraded all-reduce path; a loss they do not explain is
+    against published figures. Causes are measured parts of the step, largest first, each with the
+    figures that point to it and its fix (docs/doctor.md lists them); a loss they do not explain is
     said as unexplained with what differed. By default the newest result of each configuration and
     every older one that differs from it beyond noise are judged."""
     runs: list[str] | None = option(None, "Results to judge: run id prefixes or tags (default: see above).",
@@ -37,7 +36,8 @@ class DoctorRequest(Options):
 
 def doctor(request: DoctorRequest, view: Terminal) -> None:
     from dlbench.report.compare import select
-    from dlbench.report.doctor import NOTHING_TO_DIAGNOSE, diagnose, render, to_json
+    from dlbench.diagnose.judge import diagnose
+    from dlbench.diagnose.render import NOTHING_TO_DIAGNOSE, render, to_json
 
     with Store(request.db, read_only=True) as store:
         diagnoses = _chosen(store, request, view) if not request.runs else None
@@ -57,10 +57,10 @@ def doctor(request: DoctorRequest, view: Terminal) -> None:
 
 
 def _chosen(store: Store, request: DoctorRequest, view: Terminal) -> list | None:
-    """The default diagnoses from the store's summaries (report/choose.py): only the judged runs and
+    """The default diagnoses from the store's summaries (diagnose/choose.py): only the judged runs and
     those they are set against are read; None where the store has no summaries to choose from."""
-    from dlbench.report.choose import for_doctor
-    from dlbench.report.doctor import diagnose
+    from dlbench.diagnose.choose import for_doctor
+    from dlbench.diagnose.judge import diagnose
 
     found = for_doctor(store, request.workload, None if request.every else DEFAULT_JUDGED)
     if found is None:

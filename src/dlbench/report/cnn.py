@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from dlbench.report import rows as rowinfo
-from dlbench.report.causes import host_bound
+from dlbench.report.parts import host_bound
 from dlbench.report.tables import Table, model_title
 from dlbench.figures import DASH, add, ms, percent
 from dlbench.results.measurement import Measurement

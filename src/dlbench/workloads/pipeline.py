@@ -93,7 +93,7 @@ def _rank_line(rank: int, payload: dict[str, Any], phases: tuple[str, ...]) -> d
             "throughput": payload["images_per_step"] * len(samples["step"]) / sum(samples["step"]),
             "step_ms": summarize(samples["step"])["median"] * 1e3}
     for phase in phases:
-        # the p10-p90 spread beside the median: the doctor names a rank slower beyond it (report/rank_causes.py)
+        # the p10-p90 spread beside the median: the doctor names a rank slower beyond it (diagnose/ranks.py)
         p10, p90 = np.percentile(samples[phase], (10, 90)) * 1e3
         line.update({f"{phase}_ms": summarize(samples[phase])["median"] * 1e3, f"{phase}_p10_ms": float(p10),
                      f"{phase}_p90_ms": float(p90)})

@@ -1,6 +1,9 @@
 """Causes on the host's side of the step, from the CPU figures a run records over its measured window
-(measure/host.py; results/measurement.py's `Host`):
+(measure/host.py; results/measurement.py's `Host`), and other processes' CPU use:
 
+- CPU contention: other processes used a real part of the machine's cores; on a CPU, where the cores
+  are the device, it takes the loss the parts measured before it leave (beside the data wait and the
+  GPU's gaps it is said by their checks, diagnose/inputs.py and gpu.py);
 - the launching thread waited for a CPU: the thread that queues the step's work was runnable but
   off every CPU (schedstat), in seconds a step from its share of the window;
 - held to fewer cores: the CPU set (affinity) or cgroup quota the run may use is smaller than the
@@ -11,38 +14,65 @@
 Where another cause already says why the CPUs fell short (contention, the restriction), the wait is
 said with it, as how that cause cost time, not counted twice; beside launch-bound, the idle the
 launching thread spent off its CPU is taken from launch-bound's share. Against a baseline only what
-grew counts, as with the other causes (report/causes.py).
+grew counts, as with the other causes (diagnose/causes.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from dlbench.diagnose.check import Cause, Check, Context, Found, Kind, label
+from dlbench.diagnose.history import Against
 from dlbench.figures import ms, percent
-from dlbench.report.causes import Cause, Parts, parts
-from dlbench.report.history import Against
+from dlbench.report.parts import Parts, on_gpu, parts
 from dlbench.results.record import Result
 
+CONTENDED_CORES = 0.25  # other processes using this share of the cores contend with the run
 WAIT_SHARE = 0.03  # without a baseline, a launching thread's wait below this share of the step is no cause
 FULL_CORES = 0.8  # the run's processes using this share of the cores they may use have filled them
 STEAL_SHARE = 0.05  # steal (or, against a baseline, its growth) at or above this share of the CPUs' time
 
-WAITED = "launching thread waited for a CPU"
-HELD = "held to fewer cores"
-STEAL = "hypervisor steal"
-NAMES = frozenset({WAITED, HELD, STEAL})  # each explains GPU idle: no launch-bound advice beside them
-
-# Causes that say why the host's CPUs fell short: the launching thread's wait is how they cost time
-_SHORT_OF_CPU = frozenset({HELD, "CPU contention", "CPU contention starving the input pipeline"})
-# Causes whose fix needs more cores than a full, restricted CPU set has, and contention, which cannot be
-# on the run's own cores where its processes kept them all busy (others used cores it may not use):
-# the restriction is named instead, with what each of them saw
-_NEED_CORES = {"too few loader workers": "data", "JPEG decoding on the CPU": "data", "input-bound": "data",
-               "CPU contention starving the input pipeline": "data", "launch-bound": "gaps",
-               "CPU contention": "gaps"}
+# contention cannot be on the run's own cores where its processes kept them all busy (others used cores
+# it may not use): a full, restricted CPU set is named in its place
+CONTENTION = Kind("CPU contention", idle=True, needs_cores="gaps", short_of_cpu=True)
+WAITED = Kind("launching thread waited for a CPU", idle=True)
+HELD = Kind("held to fewer cores", idle=True, short_of_cpu=True)
+STEAL = Kind("hypervisor steal", idle=True)
 NOT_RECORDED = ("the host's CPU figures (the launching thread's wait for a CPU, steal, the CPUs allowed, the "
                 "environment) were not recorded (stored by an earlier dlbench)")
 NO_SCHEDSTAT = "the threads' wait for a CPU was not recorded: this kernel shows no /proc/<pid>/task/<tid>/schedstat"
+
+
+def contention(r: Result) -> str | None:
+    """Other processes' CPU use in the window, where it took a real part of the machine."""
+    seen = r.measured.neighbours
+    cores, others = seen.cpu_cores, seen.cpu_other_cores
+    if not cores or others is None or others < CONTENDED_CORES * cores:
+        return None
+    load = seen.load_average_1m
+    top = "; ".join(f"PID {p.get('pid')} `{p.get('command')}` {p.get('cores', 0):.1f} cores"
+                    for p in (seen.cpu_other_top or [])[:2])
+    text = f"other processes used {others:.1f} of {cores} CPU cores during the window"
+    if seen.cpu_other_busy_processes:
+        text += f" ({seen.cpu_other_busy_processes} of them busy"
+        text += f", load average {load:.1f})" if load is not None else ")"
+    elif load is not None:
+        text += f" (load average {load:.1f})"
+    return text + (f"; busiest: {top}" if top else "")
+
+
+def _contended(ctx: Context) -> Cause | None:
+    """On a CPU the cores are the device: other processes' use of them takes the loss the measured
+    parts leave."""
+    if on_gpu(ctx.run) or not (contended := contention(ctx.run)):
+        return None
+    rest = max(0.0, ctx.lost - ctx.explained) if ctx.lost is not None else None
+    return CONTENTION(f"{contended}: the benchmark runs on the cores they use", rest)
+
+
+def _revised(ctx: Context) -> Found:
+    found, notes = revise(ctx.run, ctx.parts, ctx.base, ctx.lost, list(ctx.found))
+    return [*found, *notes]
 
 
 def revise(r: Result, p: Parts, base: Against | None, lost: float | None,
@@ -55,7 +85,7 @@ def revise(r: Result, p: Parts, base: Against | None, lost: float | None,
     notes = [NO_SCHEDSTAT] if host.launch_thread_wait_s is None and host.window_s else []
     found = held(r, p, base, lost, found)
     wait = waited(r, p, base)
-    why = next((c for c in found if c.name in _SHORT_OF_CPU), None)
+    why = next((c for c in found if c.kind.short_of_cpu), None)
     if wait is not None and why is not None:  # the wait is how that cause cost time: said with it
         found = [replace(c, evidence=f"{c.evidence}; {wait_text(r, p, base)}") if c is why else c for c in found]
     elif wait is not None:
@@ -67,15 +97,11 @@ def revise(r: Result, p: Parts, base: Against | None, lost: float | None,
 def _less_launch_bound(c: Cause, waited_s: float) -> Cause:
     """The GPU idle the launching thread spent off its CPU is no sign of kernels too small: launch-bound
     keeps only the rest (the doctor leaves out a rest too small to count)."""
-    if c.name != "launch-bound" or c.seconds is None:
+    if not c.kind.launch_idle or c.seconds is None:
         return c
     apart = min(waited_s, c.seconds)
-    return Cause(c.name, f"{c.evidence} ({ms(apart * 1e3)} ms a step of that idle is the launching thread's wait "
+    return Cause(c.kind, f"{c.evidence} ({ms(apart * 1e3)} ms a step of that idle is the launching thread's wait "
                          "for a CPU, counted apart)", c.seconds - apart)
-
-
-def _label(r: Result) -> str:
-    return f"run {r.id[:8]} ({r.started[:16].replace('T', ' ')})"
 
 
 # ---- the launching thread -----------------------------------------------------------------------
@@ -96,7 +122,7 @@ def waited(r: Result, p: Parts, base: Against | None) -> Cause | None:
     else:
         fix = ("other threads held its cores; free them, or run fewer threads beside it (`OMP_NUM_THREADS`, "
                "loader workers)")
-    return Cause(WAITED, f"{wait_text(r, p, base)}: {fix}", seconds)
+    return WAITED(f"{wait_text(r, p, base)}: {fix}", seconds)
 
 
 def wait_text(r: Result, p: Parts, base: Against | None) -> str:
@@ -113,7 +139,7 @@ def wait_text(r: Result, p: Parts, base: Against | None) -> str:
     if host.cpu_steal_share is not None:
         text += f"; steal {percent(host.cpu_steal_share)}"
     if base is not None and theirs is not None:
-        text += f"; against {ms(theirs * parts(base.other).step * 1e3)} ms in {_label(base.other)}"
+        text += f"; against {ms(theirs * parts(base.other).step * 1e3)} ms in {label(base.other)}"
     allowed = host.allowed_cores
     if host.torch_threads and allowed and host.torch_threads > allowed:
         text += f"; torch runs {host.torch_threads} threads on {allowed:g} allowed cores"
@@ -141,17 +167,17 @@ def held(r: Result, p: Parts, base: Against | None, lost: float | None, found: l
     text = restriction(r)
     if text is None:
         return found
-    taken = [c for c in found if c.name in _NEED_CORES]
-    kept = [c for c in found if c.name not in _NEED_CORES]
-    on_gpu = r.device.startswith("cuda")
+    taken = [c for c in found if c.kind.needs_cores]
+    kept = [c for c in found if not c.kind.needs_cores]
+    gpu = on_gpu(r)
     what = {"data": f"the step waited for data {percent((p.data or 0.0) / (p.step or 1.0))} of the measured time",
-            "gaps": f"the GPU waited for the host {ms((p.idle or 0.0) * 1e3)} ms a step apart from data" if on_gpu
+            "gaps": f"the GPU waited for the host {ms((p.idle or 0.0) * 1e3)} ms a step apart from data" if gpu
             else "the benchmark runs on those cores"}
-    why = [what[_NEED_CORES[c.name]] for c in taken]
+    why = [what[c.kind.needs_cores] for c in taken]
     measured = [c.seconds for c in taken if c.seconds is not None]
     seconds = sum(measured) if measured else None
     if not taken:
-        if on_gpu:
+        if gpu:
             return found  # the GPU lost no time the host's cores account for
         why.append(what["gaps"])
         theirs = base.other.measured.host.allowed_cores if base else None
@@ -159,7 +185,7 @@ def held(r: Result, p: Parts, base: Against | None, lost: float | None, found: l
             seconds = max(0.0, lost - sum(c.seconds or 0.0 for c in found))
     fix = ("run it on more cores: lift the restriction (`taskset -c`, `numactl`, the job's or container's CPU "
            "limit); more loader workers or threads would only share the same cores")
-    return kept + [Cause(HELD, f"{text}; {'; '.join(dict.fromkeys(why))}: {fix}", seconds)]
+    return kept + [HELD(f"{text}; {'; '.join(dict.fromkeys(why))}: {fix}", seconds)]
 
 
 # ---- the hypervisor -----------------------------------------------------------------------------
@@ -173,6 +199,12 @@ def stolen(r: Result, base: Against | None) -> Cause | None:
         return None
     text = f"the hypervisor took {percent(steal)} of the CPUs' time (steal)"
     if base is not None and theirs is not None:
-        text += f", against {percent(theirs)} in {_label(base.other)}"
-    return Cause(STEAL, text + ": other guests of this virtual machine's host used its CPUs; a dedicated or "
+        text += f", against {percent(theirs)} in {label(base.other)}"
+    return STEAL(text + ": other guests of this virtual machine's host used its CPUs; a dedicated or "
                                "less loaded host gives them back")
+
+
+CONTENDED = Check("CPU contention on a CPU", "other processes' CPU time from /proc over the window, the load average",
+                  _contended, (CONTENTION,), rest=True)
+HOST = Check("the host's CPUs", "the launching thread's wait for a CPU (schedstat), the CPUs the run may use and "
+             "its processes' use of them, steal", _revised, (WAITED, HELD, STEAL), revises=True)

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from dlbench.figures import fixed, percent, sig
 from dlbench.report.compare import MIN_STEPS, benchmark_key, bootstrap_ratio, timed
 from dlbench.results.measurement import Measurement, Run
 from dlbench.results.record import Result
@@ -96,12 +97,6 @@ def groups(results: Sequence[Result]) -> dict[tuple, list[Result]]:
         if r.status == "ok" and not is_system_record(r):
             found.setdefault(configuration(r), []).append(r)
     return found
-
-
-def mean_step(r: Result) -> float:
-    """The mean step, stalls included: the measured time over the steps, as the run line reads it."""
-    steps = r.samples["step"]
-    return sum(steps) / len(steps)
 
 
 def against(r: Result, other: Result, kind: str = "history", runs: Sequence[Result] = ()) -> Against | None:
@@ -189,3 +184,49 @@ def to_judge(group: Sequence[Result]) -> list[Result]:
     if not newest.samples.get("step"):
         return [newest]
     return [r for r in group[:-1] if (a := typical(r, group)) is not None and a.differs] + [newest]
+
+
+# ---- in words -------------------------------------------------------------------------------
+
+def against_text(a: Against) -> str:
+    """The comparison as the doctor says it: '0.61x of run 5c78e2a1 (2026-11-28 04:12), the median of 6; ...'."""
+    when = a.other.started[:16].replace("T", " ")
+    if a.kind == "one GPU":  # judged by its efficiency, not by the one-GPU runs' spread: that is told only
+        spread = a.spread
+        told = (f"; the {spread.n} one-GPU runs spread {fixed(spread.low / spread.median, 2)}–"
+                f"{fixed(spread.high / spread.median, 2)}x of their median (CV {percent(spread.cv or 0.0)}); "
+                f"{sets_text(a)}" if a.between_runs else interval_text(a))
+        return f"weak-scaling efficiency {fixed(a.ratio, 2)} against run {a.other.id[:8]} ({when}) on one GPU{told}"
+    if a.between_runs:
+        return (f"{fixed(a.ratio, 2)}x of run {a.other.id[:8]} ({when}), the median of {a.spread.n}; "
+                f"{sets_text(a)}; {spread_text(a)}")
+    if a.kind == "history":
+        return (f"{fixed(a.ratio, 2)}x of run {a.other.id[:8]} ({when}), the one other run: between-run noise "
+                f"unknown (`--repeat 5` measures it)")
+    noise = "" if a.differs else ", within noise" if not a.beyond_noise else ", alike"
+    return f"{fixed(a.ratio, 2)}x of run {a.other.id[:8]} ({when}){interval_text(a)}{noise}"
+
+
+def interval_text(a: Against) -> str:
+    """The steps' bootstrap interval: a comparison of two runs with no between-run spread to go by,
+    with the steps it stands on (`dlbench compare` gives the same interval for the same two runs)."""
+    steps = f" ({a.steps[0]:,} and {a.steps[1]:,})" if a.steps else ""
+    if a.low is None or a.high is None:
+        return f", no interval from {a.steps[0]:,} and {a.steps[1]:,} steps (fewer than {MIN_STEPS} a side)" \
+            if a.steps and min(a.steps) < MIN_STEPS else ""
+    return f", {percent(0.95)} interval over both runs' steps{steps} {fixed(a.low, 2)}–{fixed(a.high, 2)}"
+
+
+def sets_text(a: Against) -> str:
+    """This run against the runs it is judged by, by their steps per second: the figures and interval
+    `dlbench compare` prints for the same two sets (spread.RunRatio.text)."""
+    return f"this run against those {a.spread.n}: {a.sets.text()}"
+
+
+def spread_text(a: Against) -> str:
+    """'within this machine's run-to-run spread (6 runs, 1,735–3,195 img/s)', or beyond it."""
+    spread = a.spread
+    where = {-1: "slower than", 0: "within", 1: "faster than"}[a.place]
+    unit = f" {spread.unit}" if spread.unit else ""
+    figures = f"{sig(spread.low, grouping=True)}–{sig(spread.high, grouping=True)}{unit}"
+    return f"{where} this machine's run-to-run spread ({spread.n} runs, {figures}, CV {percent(spread.cv or 0.0)})"

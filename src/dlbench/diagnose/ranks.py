@@ -2,7 +2,7 @@
 all-reduce; infer and smooth: the run's figure is its slowest rank's window), so what slows one
 rank slows the run, whichever GPU it is on.
 
-- A neighbour on a GPU other than rank 0's (rank 0's is report/causes.py `neighbour_cause`): each
+- A neighbour on a GPU other than rank 0's (rank 0's is diagnose/gpu.py `neighbour_cause`): each
   rank's monitor sampled its own GPU's processes (`Monitor.per_rank`), named with the GPU's index.
 - A straggling rank: a rank whose phase medians lie beyond the fastest rank's per-step spread
   (`Data.per_rank`), named even where no neighbour was seen, with what its GPU's readings show.
@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dlbench.diagnose.check import Cause, Check, Context, Found, Kind
+from dlbench.diagnose.gpu import CLOCK_LOSS, NEIGHBOUR, NEIGHBOUR_SHARE
+from dlbench.diagnose.history import Against
 from dlbench.figures import ms, percent
-from dlbench.report.causes import CLOCK_LOSS, NEIGHBOUR_SHARE, Cause, Parts
-from dlbench.report.history import Against
-from dlbench.results.measurement import RankGpu, RankPhases, PhaseSpread
+from dlbench.report.parts import Parts, on_gpu
+from dlbench.results.measurement import PhaseSpread, RankGpu, RankPhases
 from dlbench.results.record import Result
 
-STRAGGLING = "straggling rank"
-NEIGHBOUR = "another process on the GPU"  # the name rank 0's neighbour has (report/causes.py)
+STRAGGLING = Kind("straggling rank", idle=True)  # the other ranks' GPUs wait for it
 STRAGGLER_MARGIN = 0.10  # a phase median at least this much above the fastest rank's ...
 MIN_RANK_STEPS = 10  # ... over at least this many steps a rank (fewer have no spread to judge by)
 MIN_EXCESS_SHARE = 0.02  # ... and by this share of the step (a few µs of a copy is no straggler)
@@ -69,14 +70,14 @@ def causes(r: Result, p: Parts, base: Against | None) -> tuple[list[Cause], list
             notes.append(f"{text}: the other process on its GPU accounts for it")
         else:
             before = _same_straggler(s.rank, base)
-            found[s.rank] = Cause(STRAGGLING, text + _gpu_text(s, gpus), max(0.0, s.seconds - before))
+            found[s.rank] = STRAGGLING(text + _gpu_text(s, gpus), max(0.0, s.seconds - before))
     return list(found.values()), notes + missing(r, gpus)
 
 
 # ---- neighbours on the other GPUs ------------------------------------------------------------
 
 def neighbour_causes(p: Parts, base: Against | None, gpus: dict[int, RankGpu]) -> tuple[dict[int, Cause], list[str]]:
-    """rank → the neighbour cause on its GPU, for every rank but 0 (report/causes.py names rank 0's).
+    """rank → the neighbour cause on its GPU, for every rank but 0 (diagnose/gpu.py names rank 0's).
     The ranks wait for the slowest, so a GPU's neighbour costs only the SM share beyond what is
     counted already (rank 0's neighbour, a larger one on another GPU) and beyond what the comparison
     had on that GPU; one that costs no more than that is a note, so that it is still named."""
@@ -89,7 +90,7 @@ def neighbour_causes(p: Parts, base: Against | None, gpus: dict[int, RankGpu]) -
             continue
         text, extra = _neighbour_text(gpus[rank], _siblings(gpus)), share - max(counted, theirs.get(rank, 0.0))
         if extra >= NEIGHBOUR_SHARE:
-            found[rank] = Cause(NEIGHBOUR, text, extra * p.step)
+            found[rank] = NEIGHBOUR(text, extra * p.step)
         else:
             notes.append(f"{text}; it costs no more than another GPU's neighbour or the comparison's took already "
                          "(the ranks wait for the slowest)")
@@ -201,10 +202,19 @@ def missing(r: Result, gpus: dict[int, RankGpu]) -> list[str]:
     if not lines:
         return []
     notes = []
-    if not gpus and r.device.startswith("cuda"):
+    if not gpus and on_gpu(r):
         notes.append("each rank's GPU was not watched in this record (stored by an earlier dlbench): a neighbour on "
                      "a GPU other than rank 0's cannot be named")
     if not all(line.spread_recorded for line in lines):
         notes.append("each rank's per-step spread was not recorded (stored by an earlier dlbench): no straggling "
                      "rank is judged")
     return notes
+
+
+def _ranked(ctx: Context) -> Found:
+    found, notes = causes(ctx.run, ctx.parts, ctx.base)
+    return [*found, *notes]
+
+
+RANKS = Check("the other GPUs and the ranks", "each rank's GPU monitor (its neighbours' SM share) and each rank's "
+              "phase medians with their p10–p90 spread", _ranked, (NEIGHBOUR, STRAGGLING))
