@@ -12,6 +12,7 @@ from dlbench.diagnose.host import CONTENTION, contention
 from dlbench.figures import ms, percent
 from dlbench.report.parts import LAUNCH_BOUND_IDLE, Parts, parts
 from dlbench.results.record import Result
+from dlbench.workloads import declared
 
 NEIGHBOUR_SHARE = 0.05  # other processes' SM time below this is no cause
 CLOCK_LOSS = 0.03  # a clock this much below the baseline's is a cause
@@ -40,7 +41,7 @@ def host_gaps(r: Result, seconds: float, p: Parts, base: Against | None) -> Caus
         return SEVERAL(f"{text}: each rank's host work a step (DDP's gradient hooks and bucket copies, kernel "
                        "launches) keeps its GPU waiting; fewer, larger kernels (`--optimize compile`, a larger batch) "
                        "leave less of it", seconds)
-    at, larger = (("one tile a step", "larger blocks (`--block`)") if r.workload == "volume" else
+    at, larger = (("one tile a step", "larger blocks (`--block`)") if declared(r.workload).batch_free else
                   (f"batch {r.setup.batch}", "a larger batch"))
     return LAUNCH_BOUND(f"{text} at {at}: kernels too small or too few to fill it; try {larger}, CUDA graphs or "
                         "torch.compile", seconds)

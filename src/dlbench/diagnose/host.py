@@ -153,7 +153,7 @@ def restriction(r: Result) -> str | None:
     fewer cores than the machine has and its processes used nearly all of them."""
     host, seen = r.measured.host, r.measured.neighbours
     allowed, used = host.allowed_cores, seen.cpu_own_cores
-    machine = seen.cpu_cores or (r.system.get("cpu") or {}).get("cores")
+    machine = seen.cpu_cores or r.machine.cpu.cores
     if allowed is None or used is None or not machine or allowed >= machine or used < FULL_CORES * allowed:
         return None
     by = "its CPU affinity" if host.cpus_allowed == allowed else "its cgroup's CPU quota"

@@ -44,7 +44,7 @@ def usable_cores(r: Result) -> int | None:
     allowed = r.measured.host.allowed_cores
     if allowed is not None:
         return max(1, int(allowed))
-    return (r.system.get("cpu") or {}).get("cores")
+    return r.machine.cpu.cores
 
 
 def _cores_word(r: Result) -> str:
@@ -68,7 +68,7 @@ def decoding_on_the_gpu(r: Result) -> str:
     decoder = r.measured.data.decoder
     if decoder == decoders.HARDWARE:
         return "the crops and resizes run there (the decoding itself on the hardware JPEG decoders)"
-    if decoder == decoders.CUDA and any(decoders.named_with_hardware(g.get("name", "")) for g in r.system.get("gpus") or []):
+    if decoder == decoders.CUDA and any(decoders.named_with_hardware(name) for name in r.machine.gpu_names):
         return ("the JPEGs are decoded there, by nvjpeg, while this GPU's hardware JPEG decoders sit idle: "
                 "`--decode hardware` moves the decoding to them (measure both: their host work can cost more)")
     return "the decoding and crops of --decode gpu run there, beside the model's kernels"

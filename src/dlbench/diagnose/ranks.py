@@ -21,6 +21,7 @@ from dlbench.figures import ms, percent
 from dlbench.report.parts import Parts, on_gpu
 from dlbench.results.measurement import PhaseSpread, RankGpu, RankPhases
 from dlbench.results.record import Result
+from dlbench.workloads import declared
 
 STRAGGLING = Kind("straggling rank", idle=True)  # the other ranks' GPUs wait for it
 STRAGGLER_MARGIN = 0.10  # a phase median at least this much above the fastest rank's ...
@@ -158,7 +159,7 @@ def straggle_text(s: Straggler, gpus: dict[int, RankGpu], workload: str) -> str:
     phases = ", ".join(f"{x.phase} {ms(x.mine.median_ms)} ms a step against {ms(x.reference.median_ms)} ms on rank "
                        f"{x.against} (p10–p90 {ms(x.mine.p10_ms)}–{ms(x.mine.p90_ms)} against "
                        f"{ms(x.reference.p10_ms)}–{ms(x.reference.p90_ms)} ms)" for x in s.slower)
-    waits = "the all-reduce waits for the slowest rank" if workload == "train" else \
+    waits = "the all-reduce waits for the slowest rank" if declared(workload).trains else \
         "the run's figure is its slowest rank's"
     return f"rank {s.rank}{where} {phases}; {waits}"
 

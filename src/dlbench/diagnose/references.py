@@ -22,6 +22,7 @@ from dlbench.report import profile
 from dlbench.report.parts import on_gpu
 from dlbench.results.measurement import Measurement
 from dlbench.results.record import Result
+from dlbench.workloads import declared
 from dlbench.system.datasheet import lookup
 from dlbench.system.records import ceiling_name, ceilings_for, is_system_record, machine_key
 
@@ -47,7 +48,6 @@ class Reference:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-BATCH_FREE = ("volume",)  # workloads whose figure does not depend on a batch size (blocks of a volume)
 
 
 def load_references() -> list[Reference]:
@@ -106,7 +106,7 @@ def _same_benchmark(ref: Reference, r: Result) -> bool:
 
 def _batch_problem(ref: Reference, r: Result) -> str | None:
     """Why `ref` cannot judge `r` for its batch size, or None when the batches agree."""
-    if r.workload in BATCH_FREE:
+    if declared(r.workload).batch_free:
         return None
     batch = r.setup.batch
     if ref.batch is None:
