@@ -37,8 +37,16 @@ def by_model(db) -> dict[str, list]:
 
 
 def start(*args, env) -> subprocess.Popen:
+    """dlbench as a terminal starts it: SIGHUP and SIGINT at their defaults, even where the tests run
+    under `nohup` or in the background (which ignore them, and dlbench leaves an ignored signal so)."""
     return subprocess.Popen([sys.executable, "-m", "dlbench", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200", **env})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200", **env},
+                            preexec_fn=_default_signals)
+
+
+def _default_signals() -> None:
+    for sig in (signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def wait_for(check, seconds: float, what: str) -> None:
