@@ -9,7 +9,7 @@ WIDE = {"COLUMNS": "400"}  # wide enough that no help line wraps: a line break l
 
 
 @pytest.mark.parametrize("args, needles", [
-    (["run", "trian"], ["unknown workload 'trian'", "(did you mean train?)", "run --help"]),
+    (["run", "trian"], ["unknown workload 'trian'", "(did you mean train, lm_train?)", "run --help"]),
     (["reprot"], ["unknown command 'reprot'", "did you mean report"]),
     (["data", "imgs"], ["unknown command 'imgs'", "(did you mean images?)"]),
 ])
