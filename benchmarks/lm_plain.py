@@ -13,8 +13,9 @@ mode=--plain-mode) with fused AdamW. dlbench runs `lm_train` through the same co
 
 Inference: at each of --infer-batches, --prompt tokens prefilled, then --new-tokens - 1 greedy decode
 steps with the KV cache (the model's own `Prefill` and `Decode` modules, as `lm_infer` runs them);
-the plain loop times the prefill and the decode steps with CUDA events, at max both modules compiled
-with torch.compile(mode=--plain-mode). dlbench runs `lm_infer`.
+the plain loop times the prefill and the decode steps with CUDA events, all requests under one
+autocast (each weight cast once), at max both modules compiled with torch.compile(mode=--plain-mode).
+dlbench runs `lm_infer`.
 
 Prints a markdown table: tokens/s of each (the median over --rounds), dlbench over plain (the target
 is >= 0.98) and each side's spread over the rounds ((max - min) / median). A step's FLOPs are counted
@@ -114,19 +115,19 @@ def plain_infer(args, level: str, batch: int) -> tuple[float, float]:
         marks = [torch.cuda.Event(enable_timing=True) for _ in range(3)] if timed else []
         if timed:
             marks[0].record()
-        with torch.autocast("cuda", dtype=dtype):
-            token = call(prefill, ids).argmax(-1, keepdim=True)
-            cache.pos.fill_(prompt)
-            if timed:
-                marks[1].record()
-            for _ in range(new - 1):
-                token = call(decode, token).argmax(-1, keepdim=True)
-                cache.pos.add_(1)
+        token = call(prefill, ids).argmax(-1, keepdim=True)
+        cache.pos.fill_(prompt)
+        if timed:
+            marks[1].record()
+        for _ in range(new - 1):
+            token = call(decode, token).argmax(-1, keepdim=True)
+            cache.pos.add_(1)
         if timed:
             marks[2].record()
             times.append(tuple(marks))
 
-    with torch.no_grad():
+    # one autocast around all requests, as around a server's generation loop: each weight is cast once
+    with torch.no_grad(), torch.autocast("cuda", dtype=dtype):
         for _ in range(args.warmup + (3 if compiled else 0)):
             request(False)
         for _ in range(args.infer_steps):

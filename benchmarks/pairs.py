@@ -4,18 +4,23 @@ interleaved, every run a fresh process.
 Each pair runs the hand-written loop (benchmarks/plain.py) in a process of its own and
 `dlbench run` as a user types it (the monitor on, as by default), the order alternating from pair
 to pair, and reads each side's img/s over the same measured length (at least --steps steps and
---seconds seconds after a warm-up of at least 10 steps and 1 s). Two configurations, both bound
-by the host on an H100:
+--seconds seconds after a warm-up of at least 10 steps and 1 s). Three configurations, the first
+two bound by the host on an H100, the third by the GPU:
 
-  train   ResNet-50 training, batch 64, bf16, channels-last, synthetic data (SGD, cross-entropy)
-  fwdbwd  ResNet-50 forward and backward, batch 16, fp32 (the cnn-benchmarks setting)
+  train     ResNet-50 training, batch 64, bf16, channels-last, synthetic data (SGD, cross-entropy)
+  fwdbwd    ResNet-50 forward and backward, batch 16, fp32 (the cnn-benchmarks setting)
+  train256  ResNet-50 training as `train`, batch 256
+
+--old SRC adds a third side to every pair: `dlbench run` from another version's src folder (e.g.
+`git archive main src | tar -x -C /tmp/old`), so that a change is measured against the version
+before it and the plain loop in the same pairs.
 
 Prints every pair's ratio (dlbench over plain), each configuration's geometric mean with the
 spread of both sides, and writes them to --json. Target: geometric mean >= 0.98. Both sides do the
 same arithmetic: TF32 off (dlbench's fp32 and bf16 leave it off; PyTorch's default uses it for
 convolutions) and cuDNN's heuristics, not its timed search (dlbench's eager level).
 
-    python benchmarks/pairs.py [--pairs 10] [--configs train,fwdbwd] [--db pairs.db] [--json pairs.json]
+    python benchmarks/pairs.py [--pairs 10] [--configs train,fwdbwd] [--old SRC] [--db pairs.db] [--json pairs.json]
     python benchmarks/pairs.py --plain train     # one plain run: prints its img/s
 """
 
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -35,8 +41,9 @@ HERE = Path(__file__).resolve().parent
 DLBENCH = {
     "train": ["train", "--model", "resnet50", "--batch", "64", "--precision", "bf16", "--channels-last"],
     "fwdbwd": ["fwdbwd", "--model", "resnet50", "--batch", "16", "--precision", "fp32"],
+    "train256": ["train", "--model", "resnet50", "--batch", "256", "--precision", "bf16", "--channels-last"],
 }
-BATCH = {"train": 64, "fwdbwd": 16}
+BATCH = {"train": 64, "fwdbwd": 16, "train256": 256}
 
 
 def plain(config: str, steps: int, seconds: float) -> float:
@@ -51,7 +58,7 @@ def plain(config: str, steps: int, seconds: float) -> float:
     # convolutions), and cuDNN choosing its algorithms by heuristics, as at --optimize eager
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = False
-    if config == "train":
+    if config.startswith("train"):
         step = resnet50_train_step(batch)
     else:
         torch.manual_seed(0)
@@ -90,12 +97,14 @@ def plain_run(config: str, steps: int, seconds: float) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def dlbench_run(config: str, steps: int, seconds: float, db: str) -> float:
+def dlbench_run(config: str, steps: int, seconds: float, db: str, src: str | None = None) -> float:
+    """`dlbench run` as typed, from this environment's dlbench or, with `src`, from that src folder."""
+    env = dict(os.environ, PYTHONPATH=src) if src else None
     with tempfile.TemporaryDirectory() as folder:
         results = Path(folder) / "r.json"
         subprocess.run([sys.executable, "-m", "dlbench", "run", *DLBENCH[config], "--steps", str(steps),
                         "--min-seconds", str(seconds), "--db", db, "--tag", f"pairs-{config}",
-                        "--results-file", str(results)], capture_output=True, text=True, check=True)
+                        "--results-file", str(results)], capture_output=True, text=True, check=True, env=env)
         return float(json.loads(results.read_text())["throughput"])
 
 
@@ -111,6 +120,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--db", default=str(Path(tempfile.gettempdir()) / "pairs.db"))
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--old", help="src folder of another dlbench version: a third side in every pair")
     parser.add_argument("--plain", choices=sorted(DLBENCH), help="one plain run, its img/s printed")
     args = parser.parse_args()
     if args.plain:
@@ -121,22 +131,26 @@ def main() -> None:
         for config in args.configs.split(","):
             sides = {"plain": lambda: plain_run(config, args.steps, args.seconds),
                      "dlbench": lambda: dlbench_run(config, args.steps, args.seconds, args.db)}
-            order = ["plain", "dlbench"] if i % 2 == 0 else ["dlbench", "plain"]
+            if args.old:
+                sides["old"] = lambda: dlbench_run(config, args.steps, args.seconds, args.db, args.old)
+            order = list(sides)[i % len(sides):] + list(sides)[:i % len(sides)]
             figures = {side: sides[side]() for side in order}
             rows.append({"pair": i + 1, "config": config, "first": order[0], **figures,
-                         "ratio": figures["dlbench"] / figures["plain"]})
-            print(f"pair {i + 1:2d} {config:7s} plain {figures['plain']:8,.0f}  dlbench {figures['dlbench']:8,.0f} img/s"
-                  f"  ratio {rows[-1]['ratio']:.3f} ({order[0]} first)", flush=True)
+                         **{f"{side} ratio": figures[side] / figures["plain"] for side in sides if side != "plain"}})
+            ratios = "  ".join(f"{side} {figures[side]:8,.0f} img/s" for side in sides)
+            print(f"pair {i + 1:2d} {config:8s} {ratios}  dlbench/plain {rows[-1]['dlbench ratio']:.3f}"
+                  + (f"  old/plain {rows[-1]['old ratio']:.3f}" if args.old else "") + f" ({order[0]} first)", flush=True)
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=1))
-    print("\n| configuration | pairs | plain img/s (min–max) | dlbench img/s (min–max) | dlbench/plain geomean (min–max) |")
-    print("| --- | ---: | --- | --- | --- |")
+    sides = ["dlbench", "old"] if args.old else ["dlbench"]
+    print("\n| configuration | side | pairs | img/s (min–max) | over plain, geomean (min–max) |")
+    print("| --- | --- | ---: | --- | --- |")
     for config in args.configs.split(","):
         mine = [r for r in rows if r["config"] == config]
-        ratios = [r["ratio"] for r in mine]
-        span = {side: f"{min(r[side] for r in mine):,.0f}–{max(r[side] for r in mine):,.0f}" for side in ("plain", "dlbench")}
-        print(f"| {config} | {len(mine)} | {span['plain']} | {span['dlbench']} | {geomean(ratios):.3f} "
-              f"({min(ratios):.2f}–{max(ratios):.2f}) |")
+        for side in ["plain", *sides]:
+            ratios = [r[f"{side} ratio"] for r in mine] if side != "plain" else [1.0]
+            print(f"| {config} | {side} | {len(mine)} | {min(r[side] for r in mine):,.0f}–{max(r[side] for r in mine):,.0f} | "
+                  f"{geomean(ratios):.3f} ({min(ratios):.3f}–{max(ratios):.3f}) |")
 
 
 if __name__ == "__main__":

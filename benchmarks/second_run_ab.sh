@@ -22,7 +22,7 @@ volume() {  # label, src folder, GPUs
   local t0 line out=$work/pred-$3.zarr
   t0=$(date +%s.%N)
   line=$(PYTHONPATH=$2 python3 -m dlbench run volume --model unet3d --input "$input" --output "$out" --overwrite \
-    --gpus "$3" --db "$work/ab-$shape-$3.db" 2>&1 | tail -1)
+    --gpus "$3" --db "$work/ab-$shape-$3.db" 2>&1 | grep -m1 '^ok ' || echo "failed")
   printf '%-6s %s, %d GPU(s): %5s s from Enter to prompt | %s | %s\n' "$1" "$shape" "$3" "$(since "$t0")" \
     "$(grep -o '[0-9.]* Mvox in [0-9.]* s = [0-9.]* Mvox/s' <<< "$line")" "$(grep -o '[0-9.]* s from start to result' <<< "$line")"
   [ "$line" = "${line#ok }" ] && echo "  ${line:0:300}"

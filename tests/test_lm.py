@@ -243,7 +243,7 @@ def test_lm_train_on_two_processes(db):
     assert "on 2 processes" in proc.stdout
     (r,) = _stored(db)
     m = r.measured
-    assert m.data.processes == 2 and [line.rank for line in m.data.per_rank] == [0, 1]
+    assert m.run.processes == 2 and [line.rank for line in m.data.per_rank] == [0, 1]
     assert m.throughput.value == pytest.approx(2 * 2 * 16 * m.window.steps / m.window.window_s)
     assert m.training.all_reduce.backend == "gloo"
 
@@ -256,7 +256,7 @@ def test_lm_infer_on_two_processes(db):
     assert "on 2 processes" in proc.stdout
     (r,) = _stored(db)
     m = r.measured
-    assert m.data.processes == 2 and len(m.data.per_rank) == 2
+    assert m.run.processes == 2 and len(m.data.per_rank) == 2
     assert len(r.samples["decode"]) == 2 * 2 * 3  # both ranks' 2 requests of 3 decode steps
     slowest = max(line.steps * line.phases["decode"].median_ms for line in m.data.per_rank)
     assert m.throughput.value > 0 and m.stats["decode"].n == 12 and slowest > 0

@@ -26,6 +26,7 @@ from dlbench.results.stats import latency_ms
 from dlbench.workloads import distributed, optimize
 from dlbench.workloads.lm import built, config, data_record, in_tokens, preflight, request_length, token_source
 from dlbench.workloads.pipeline import metrics_from_ranks, rank_payload
+from dlbench.workloads.runtime import casts_kept
 
 __all__ = ["run", "describe", "preflight"]
 
@@ -50,7 +51,7 @@ def run(spec, device: torch.device, progress: Progress):
     model_config = config(spec)
     prompt, new, batch = spec.opts.prompt, spec.opts.new_tokens, spec.batch
     length = request_length(spec, model_config)
-    with distributed.process_group(device) as group:
+    with distributed.process_group(device) as group, casts_kept(device):
         device = group.device
         source = token_source(spec, model_config, group)
         model = built(model_config, device, spec.seed).eval()

@@ -45,6 +45,7 @@ from dlbench.errors import UserError
 from dlbench.measure.loop import Progress, _no_progress
 from dlbench.results.measurement import Measurement, Run
 from dlbench.workloads import compiling, rewrites
+from dlbench.workloads.runtime import autocast_dtype
 
 # The same as spec.OPTIMIZE_LEVELS (which checks specs before any workload loads) and
 # report.optimize.LEVELS; written out here because workloads do not import the layers above them.
@@ -302,20 +303,10 @@ class StepGraphs:
             timer.mark(name)
 
 
-def _autocast_enabled(device_type: str) -> bool:
-    try:
-        return torch.is_autocast_enabled(device_type)
-    except TypeError:  # torch < 2.4 has no per-device query
-        return torch.is_autocast_enabled()
-
-
 def _autocast_without_cache(device: torch.device):
     """Graph capture under autocast needs its weight cache off (cached casts would outlive the capture)."""
-    if not _autocast_enabled(device.type):
-        return contextlib.nullcontext()
-    getter = getattr(torch, "get_autocast_dtype", None)
-    dtype = getter(device.type) if getter else torch.get_autocast_gpu_dtype()
-    return torch.autocast(device.type, dtype=dtype, cache_enabled=False)
+    dtype = autocast_dtype(device.type)
+    return torch.autocast(device.type, dtype=dtype, cache_enabled=False) if dtype else contextlib.nullcontext()
 
 
 def rewritten(model: nn.Module, training: bool) -> nn.Module:

@@ -46,6 +46,26 @@ def precision(mode: str, device: torch.device) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
+def autocast_dtype(device_type: str) -> torch.dtype | None:
+    """The type autocast casts to on this device, None where it is off."""
+    try:
+        enabled = torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4 has no per-device query
+        enabled = torch.is_autocast_enabled()
+    if not enabled:
+        return None
+    getter = getattr(torch, "get_autocast_dtype", None)
+    return getter(device_type) if getter else torch.get_autocast_gpu_dtype()
+
+
+def casts_kept(device: torch.device) -> contextlib.AbstractContextManager:
+    """Autocast's weight cache on for what runs inside, for work whose weights do not change: a
+    generation casts each weight once, as under a plain `with torch.autocast(...): generate(...)`,
+    not at every decode step (`precision` keeps the cache off for training's sake)."""
+    dtype = autocast_dtype(device.type)
+    return torch.autocast(device.type, dtype=dtype, cache_enabled=True) if dtype else contextlib.nullcontext()
+
+
 def is_oom(error: BaseException) -> bool:
     if isinstance(error, torch.cuda.OutOfMemoryError):
         return True
