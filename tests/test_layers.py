@@ -84,7 +84,7 @@ def test_reading_the_store_from_the_command_line_loads_no_torch(tmp_path):
 # since it runs the same code when it is called.
 LAYERS = [
     {"__init__", "errors", "units", "options", "paths", "scratch", "vision", "figures", "shorten", "plugins", "bytecode",
-     "descriptors"},
+     "descriptors", "cores"},
     {"results"},  # the record, its typed measurement and the store
     {"measure", "models", "data"},
     {"system"},

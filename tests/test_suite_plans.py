@@ -11,7 +11,7 @@ import pytest
 from dlbench import plugins, suites
 from dlbench.commands.suite import announce
 from dlbench.errors import UserError
-from dlbench.launch import isolated, slurm
+from dlbench.launch import isolated, placement, slurm
 from dlbench.launch.suiterun import make_plan
 from dlbench.results.record import Result
 from dlbench.results.store import Store
@@ -251,11 +251,13 @@ def test_slurm_options():
 
 
 def test_multi_gpu_specs_start_one_rank_per_gpu(tmp_path):
-    one = isolated.command(BenchmarkSpec(**TINY), tmp_path / "s", tmp_path / "r")
-    four = isolated.command(BenchmarkSpec(**{**TINY, "gpus": 4}), tmp_path / "s", tmp_path / "r")
+    one = placement.of(BenchmarkSpec(**TINY)).command(tmp_path / "s", tmp_path / "r")
+    four = placement.of(BenchmarkSpec(**{**TINY, "gpus": 4})).command(tmp_path / "s", tmp_path / "r")
     assert one[1:3] == ["-m", "dlbench.launch.worker"]
     assert four[1:6] == ["-m", "dlbench.launch.ranks", "4", "-m", "dlbench.launch.worker"]
     assert "torch.distributed.run" not in four  # one host: dlbench starts the ranks itself
+    modes = [placement.of(BenchmarkSpec(**{**TINY, "gpus": n})).mode(isolated) for n in (1, 4) for isolated in (False, True)]
+    assert modes == ["in-process", "isolated", "torchrun", "torchrun"]
 
 
 def test_plugins_register_models(monkeypatch):

@@ -88,8 +88,10 @@ def _head_start(plan: str | list[BenchmarkSpec], here: bool = True) -> Iterator[
     imports no torch before), else CUDA on this process's GPU (workloads/early.py). A check that
     fails stops them, and nothing ran. Yields the started ranks, or None. `here`: the first run is
     in this process (not with --repeat, whose runs are each a fresh one)."""
+    from dlbench.launch import placement
+
     first = None if plan == "auto" or not here else plan[0]
-    if first is not None and first.gpus > 1:
+    if first is not None and placement.of(first).ranks:
         from dlbench.launch import torchrun
 
         with torchrun.started(first) as ranks:
@@ -230,12 +232,12 @@ def preflight(spec: BenchmarkSpec, view: Terminal, batches: Sequence[int] | None
     batch of one that cannot train fails alone and larger ones go on. A workload that trains is
     checked in training mode at its smallest batch: sizes do not depend on the batch, and only a
     batch of one can leave BatchNorm a single value per channel."""
-    from dlbench.launch.inprocess import check_devices
+    from dlbench.launch import placement
     from dlbench.models import registry
     from dlbench.workloads import optimize
     from dlbench.workloads.runtime import resolve_device
 
-    check_devices(spec)
+    placement.of(spec).check()
     optimize.check_level(spec.optimize, resolve_device(spec.device))  # before its estimate is said
     workload = spec.declared
     if "input_shape" in workload.general:
@@ -368,10 +370,8 @@ def _search(spec: BenchmarkSpec, store: Store, extras: RunExtras, view: Terminal
 
 def _unstored(spec: BenchmarkSpec) -> Result:
     """Runs a spec without storing it (the probes of a batch search)."""
-    from dlbench.launch import torchrun
+    from dlbench.launch import placement, torchrun
     from dlbench.launch.execute import execute
-    from dlbench.system.info import fingerprint, launcher_fingerprint
 
-    if spec.gpus > 1:
-        return torchrun.run(spec, launcher_fingerprint())
-    return execute(spec, fingerprint())
+    place = placement.of(spec)
+    return (torchrun.run if place.ranks else execute)(spec, place.fingerprint())

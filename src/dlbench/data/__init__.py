@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 
+from dlbench.cores import decoding_workers, per_process
 from dlbench.errors import UserError
 from dlbench.options import Options, option
 
@@ -123,13 +124,10 @@ def workers(spec, world: int = 1) -> int:
     CPU path on every core"). Workers that only read files for the GPU to decode need fewer."""
     if spec.opts.workers is not None:
         return spec.opts.workers
-    share = _cores_per_process(world)
-    decoding = spec.opts.decode == "cpu" or spec.opts.cpu_share > 0
-    return max(1, share - 1) if decoding else min(8, share)
-
-
-def _cores_per_process(world: int) -> int:
-    return max(1, (os.cpu_count() or 1) // world)
+    cores = os.cpu_count() or 1
+    if spec.opts.decode == "cpu" or spec.opts.cpu_share > 0:
+        return decoding_workers(cores, world)
+    return min(8, per_process(cores, world))
 
 
 def check(spec, device: torch.device, shape: tuple[int, ...] | None = None) -> list[str]:
@@ -182,7 +180,7 @@ def volume_workers(spec, augment: str, world: int = 1) -> int:
     for GPU augmentation need fewer."""
     if spec.opts.workers is not None:
         return spec.opts.workers
-    share = _cores_per_process(world)
+    share = per_process(os.cpu_count() or 1, world)
     return share if augment == "cpu" else min(8, share)
 
 

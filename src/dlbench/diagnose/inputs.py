@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from dlbench.cores import decoding_workers
 from dlbench.diagnose.check import Cause, Check, Context, Kind
 from dlbench.diagnose.history import Against
 from dlbench.diagnose.host import contention
@@ -96,7 +97,7 @@ def input_cause(r: Result, seconds: float, p: Parts, record: Result | None) -> C
     if workers and cores and rate and p.step > p.data:
         fed = rate / (workers * gpus)
         needed = rate * p.step / (p.step - p.data)  # the rate with no wait
-        want = min(int(cores // gpus) - 1, math.ceil(needed / (fed * gpus)))
+        want = min(decoding_workers(int(cores), gpus), math.ceil(needed / (fed * gpus)))
         per_core = system.jpeg_decode_cpu_img_s_per_core
         text = (f"{wait}; {workers} loader workers per GPU delivered {sig(rate)} {unit} ({sig(fed)} per worker"
                 + (f"; JPEG decode alone measured {per_core:,.0f} img/s per core" if per_core else "")

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dlbench.errors import UserError
-from dlbench.launch import flopcount, interrupts, torchrun
+from dlbench.launch import flopcount, interrupts, placement, torchrun
 from dlbench.launch.view import Countdown, Heartbeat, one_line
 from dlbench.suites.estimate import countdown
 from dlbench.models import registry
@@ -23,7 +23,6 @@ from dlbench.results.measurement import Run, Window
 from dlbench.results.record import Result, now
 from dlbench.results.store import Store
 from dlbench.spec import BenchmarkSpec
-from dlbench.system.info import fingerprint, launcher_fingerprint
 from dlbench.system.records import SYSTEM_WORKLOAD, carried_ceiling, here
 from dlbench.launch.execute import execute, with_utilisation
 from dlbench.launch.tuning import for_workload
@@ -32,20 +31,6 @@ from dlbench.workloads.tuning import Tuned
 from dlbench.workloads.runtime import resolve_device
 
 Callback = Callable[[Result], None]
-
-
-def check_devices(spec: BenchmarkSpec) -> None:
-    """The device must exist; `gpus` processes need that many GPUs (any number on the CPU)."""
-    import torch
-
-    device = resolve_device(spec.device)
-    if spec.gpus > 1 and spec.device != "cpu":
-        present = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if spec.gpus > present:
-            raise UserError(f"--gpus {spec.gpus} asked for, but this machine has {present} GPU(s)"
-                            f"{'' if present else ' (use --device cpu to run the processes on the CPU)'}")
-    if spec.gpus > 1 and device.type == "cuda" and device.index not in (None, 0):
-        raise UserError("--gpus uses GPUs 0..N-1; pick visible GPUs with CUDA_VISIBLE_DEVICES instead of --device cuda:N")
 
 
 def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None = None,
@@ -60,7 +45,7 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
     spec's estimate in seconds (commands/run.py), which its progress counts down against."""
     specs = list(specs)
     for spec in specs:  # a device this machine lacks is a user error before anything runs
-        check_devices(spec)
+        placement.of(spec).check()
     console = console or Console(stderr=True)
     known = store.results(workload=SYSTEM_WORKLOAD)  # ceilings for FLOP utilisation
     results: list[Result] = []
@@ -89,8 +74,8 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                 heartbeat(f"{_label}: {stage}" + (f" {min(done, total)}/{total}" if total > 0 else ""))
 
             progress("starting", 0, 0)  # loading the model and data says nothing for a while
-            # torchrun's ranks measure; this process only starts them, and never initialises CUDA for it
-            system = launcher_fingerprint() if spec.gpus > 1 else fingerprint()
+            place = placement.of(spec)
+            system = place.fingerprint()
             with interrupts.pending(partial(store_interrupted, store.path, spec, system, suite, tag)) as settle:
                 try:
                     tuning = for_workload(store, spec, system, retune)
@@ -104,7 +89,7 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
                     raise
                 result.add(extra_metrics or Run(), Window(wall_to_result_s=round(since_start(), 2)))
                 # what the next run of this spec here is estimated from (suites/estimate.py wall_seconds)
-                result.traces.setdefault("launch", {"mode": "in-process", "wall_s": round(since_start() - begun, 3)})
+                result.traces.setdefault("launch", {"mode": place.mode(isolated=False), "wall_s": round(since_start() - begun, 3)})
                 # the ceiling is measured once here; later runs find it in the store
                 not_stored = store.add_kept([r for r in (ceiling, result) if r is not None])
                 if ceiling is not None:
@@ -159,7 +144,7 @@ def _run_one(spec: BenchmarkSpec, system: dict, known: list[Result], progress, s
              flops: int | None = None) -> tuple[Result, Result | None]:
     """The result, with its FLOP utilisation, and the ceiling measured for it where the store had none.
     `flops`: a step's count remembered for this work, for this process or every rank."""
-    if spec.gpus > 1:
+    if placement.of(spec).ranks:
         run = ranks.run if ranks is not None else partial(torchrun.run, spec)
         result = run(system, suite=suite, tag=tag, ceilings=here(known, system), progress=progress, tuned=tuned,
                      flops=flops)

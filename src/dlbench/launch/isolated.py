@@ -15,14 +15,13 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 from dlbench import scratch
-from dlbench.launch import forkserver, torchrun
+from dlbench.launch import forkserver, placement, torchrun
 from dlbench.launch.interrupts import Interrupts
 from dlbench.launch.worker import GO_WAIT, write_json
 from dlbench.models import registry
@@ -44,12 +43,6 @@ class Job:
     suite: str | None = None
     run: str | None = None
     tag: str | None = None
-
-
-def command(spec: BenchmarkSpec, spec_file: Path, result_file: Path) -> list[str]:
-    if spec.gpus > 1:
-        return torchrun.command(spec_file, result_file, spec.gpus)
-    return [sys.executable, "-m", "dlbench.launch.worker", str(spec_file), str(result_file)]
 
 
 _server: forkserver.Server | None = None  # while `preloaded`
@@ -86,11 +79,12 @@ class Worker:
         self.epoch = time.time()
         self.log = open(self.files["output.log"], "wb")  # noqa: SIM115 - closed by stop()
         env = _env(self.files["progress.json"])
-        if _server is not None and _server.alive() and spec.gpus == 1:
+        place = placement.of(spec)
+        if _server is not None and _server.alive() and not place.ranks:
             self.proc: subprocess.Popen | forkserver.Forked = _server.fork(
                 [str(self.files["spec.json"]), str(self.files["result.json"])], env, folder, self.files["output.log"])
         else:
-            self.proc = _start(command(spec, self.files["spec.json"], self.files["result.json"]), self.log, env)
+            self.proc = _start(place.command(self.files["spec.json"], self.files["result.json"]), self.log, env)
 
     def fits(self, spec: BenchmarkSpec) -> bool:
         """Whether this worker can run `spec`: started for the same spec and still waiting."""
@@ -146,7 +140,7 @@ def run(spec: BenchmarkSpec, system: dict, job: Job, *, timeout: float | None,
         else:
             result.started = began
     result.suite, result.run, result.tag = job.suite, job.run, job.tag
-    result.traces["launch"] = {"mode": "torchrun" if spec.gpus > 1 else "isolated",
+    result.traces["launch"] = {"mode": placement.of(spec).mode(isolated=True),
                                **({"forked": True} if isinstance(worker.proc, forkserver.Forked) else {}),
                                # from its process's start, as a run started when asked for takes
                                "wall_s": round(time.time() - worker.epoch - waited, 3),

@@ -128,7 +128,7 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
     resumes, for the line a stop ends with. `enough`: asked before each run whether the results so
     far suffice (`--repeat auto`), which ends the plan early. `ahead`: the first spec's worker, started
     while the plan was checked (isolated.py `started`)."""
-    from dlbench.launch import flopcount, isolated
+    from dlbench.launch import flopcount, isolated, placement
 
     outcome = Outcome()
     # the runs of `dlbench run --repeat` belong to no suite: their set is their tie
@@ -137,7 +137,7 @@ def run_suite(plan: Plan, store: Store, system: dict, *, tag: str | None, defaul
     again = again or f"dlbench suite {plan.suite.name}"
     with Interrupts() as interrupts, SuiteView(console, plan.suite.name, plan.estimates) as view, \
             interrupts_kept(lambda: _kept(plan, outcome, store.path, again)), \
-            isolated.preloaded(any(spec.gpus == 1 for spec in plan.todo)):
+            isolated.preloaded(any(not placement.of(spec).ranks for spec in plan.todo)):
         for index, spec in enumerate(plan.todo):
             if interrupts.count or (enough is not None and enough(outcome.results)):
                 break
