@@ -23,7 +23,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.nn as nn
@@ -249,14 +249,28 @@ class FoldRun:
     def summary(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k not in ("curve", "profile")}
 
+    def evaluated(self, per_class: list[float], loss: float, train_s: float, eval_s: float, wall_s: float,
+                  target: float) -> float:
+        """One evaluation after `train_s` of training since the last (`loss`: those steps' summed loss);
+        its mean DICE."""
+        steps_in_interval = self.steps - (self.curve[-1]["step"] if self.curve else 0)
+        self.train_s += train_s
+        self.eval_s += eval_s
+        self.wall_s = wall_s
+        score = sum(per_class) / len(per_class)
+        self.curve.append({"step": self.steps, "dice": score, "wall_s": wall_s,
+                           "loss": loss / steps_in_interval, "step_s": train_s / steps_in_interval})
+        self.final_dice, self.final_dice_per_class, self.best_dice = score, per_class, max(self.best_dice, score)
+        if score >= target and not self.reached:
+            self.reached, self.steps_to_target, self.time_to_target_s = True, self.steps, wall_s
+        return score
 
-def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]], geo: Geometry, fold: int,
-               group: distributed.Group, progress: Progress, profile: int = 0) -> FoldRun:
-    opts = spec.opts
-    train, val = split
-    device = group.device
+
+def _fold_model(spec, build, data: DeviceData, train: list[int], geo: Geometry, fold: int,
+                group: distributed.Group) -> tuple[nn.Module, dict]:
+    """The fold's fresh model, checked at the spec's level and wrapped for DDP; what optimize reports."""
     torch.manual_seed(spec.seed + fold)  # same initial weights on every process
-    model = build().to(device).train()
+    model = build().to(group.device).train()
     if spec.channels_last:
         model = model.to(memory_format=torch.channels_last)
     # The check's batch comes from its own generator: the training sequence stays the same at every level.
@@ -264,16 +278,20 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
     if spec.channels_last:
         check_x = check_x.contiguous(memory_format=torch.channels_last)
     model, optimized = optimize.prepare(spec, model, check_x, loss=lambda out: LOSS(out, check_y))
-    model = distributed.wrap(model, group)
+    return distributed.wrap(model, group), optimized
+
+
+def _fold_step(spec, model: nn.Module, data: DeviceData, train: list[int], geo: Geometry, fold: int,
+               group: distributed.Group) -> tuple[Callable[[], None], torch.Tensor]:
+    """The training step and the sum of its losses, kept on the device so a step does not wait for
+    the GPU; the evaluations read it."""
+    opts, device = spec.opts, group.device
     params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=opts.lr, **optimize.optimizer_kwargs(spec, params))
     scaler = torch.amp.GradScaler(device.type, enabled=spec.precision == "fp16")
     g = torch.Generator().manual_seed(spec.seed * 1000 + fold * 10 + group.rank)
     train_index = torch.tensor(train)
-    run = FoldRun(fold, len(train), len(val), optimize=optimized)
     loss_sum = torch.zeros((), device=device)
-    synchronize(device)
-    start = interval = time.perf_counter()
 
     def step() -> None:
         x, y = batch_of(data, train_index, geo.crop, spec.batch, opts.augment, g)
@@ -287,6 +305,19 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
         optimizer.zero_grad(set_to_none=True)
         loss_sum.add_(loss.detach())
 
+    return step, loss_sum
+
+
+def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]], geo: Geometry, fold: int,
+               group: distributed.Group, progress: Progress, profile: int = 0) -> FoldRun:
+    opts = spec.opts
+    train, val = split
+    device = group.device
+    model, optimized = _fold_model(spec, build, data, train, geo, fold, group)
+    step, loss_sum = _fold_step(spec, model, data, train, geo, fold, group)
+    run = FoldRun(fold, len(train), len(val), optimize=optimized)
+    synchronize(device)
+    start = interval = time.perf_counter()
     next_eval = opts.eval_every
     while True:
         step()
@@ -296,19 +327,10 @@ def train_fold(spec, build, data: DeviceData, split: tuple[list[int], list[int]]
             continue
         synchronize(device)
         now = time.perf_counter()
-        run.train_s += now - interval
-        steps_in_interval = run.steps - (run.curve[-1]["step"] if run.curve else 0)
         per_class = evaluate(model, data, val, geo, spec.batch, group)
         after = time.perf_counter()
-        run.eval_s += after - now
-        run.wall_s = after - start
-        score = sum(per_class) / len(per_class)
-        run.curve.append({"step": run.steps, "dice": score, "wall_s": run.wall_s,
-                          "loss": loss_sum.item() / steps_in_interval, "step_s": (now - interval) / steps_in_interval})
+        score = run.evaluated(per_class, loss_sum.item(), now - interval, after - now, after - start, opts.target_dice)
         loss_sum.zero_()
-        run.final_dice, run.final_dice_per_class, run.best_dice = score, per_class, max(run.best_dice, score)
-        if score >= opts.target_dice and not run.reached:
-            run.reached, run.steps_to_target, run.time_to_target_s = True, run.steps, run.wall_s
         next_eval = run.steps + _eval_interval(opts, score)
         out_of_time = opts.max_seconds is not None and run.wall_s >= opts.max_seconds
         # Every process stops at the same step if any is out of time (DDP needs them all in step).

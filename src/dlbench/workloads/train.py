@@ -17,6 +17,7 @@ time per iteration (mean, std, min, max), iterations per minute and days to
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import torch
 
@@ -113,6 +114,114 @@ def measured_steps(spec, loader) -> int | None:
     return epochs * len(loader)
 
 
+@dataclasses.dataclass
+class Trainer:
+    """One process's training as set up for the measured steps. `model` is the one stepped (under
+    DDP with several processes); with the whole step captured, `graphs` replays it from the static
+    `example` and `targets`, and `first` is the output those targets were shaped for."""
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    optimized: dict
+    example: torch.Tensor
+    scaler: torch.amp.GradScaler | None = None
+    graphs: optimize.StepGraphs | None = None
+    targets: torch.Tensor | None = None
+    first: torch.Tensor | None = None
+
+
+def build_trainer(spec, entry, shape: tuple[int, ...], group: distributed.Group) -> Trainer:
+    """The model, its input and optimizer, checked (and captured where it can be) at the spec's level."""
+    device = group.device
+    torch.manual_seed(spec.seed)
+    model = built_model(entry, shape, device, spec.channels_last).train()
+    example = random_input(spec.batch, shape, device, spec.channels_last, spec.seed)
+    scaler = torch.amp.GradScaler(device.type) if spec.precision == "fp16" and device.type == "cuda" else None
+    # One process without loss scaling: the whole step is captured (DDP's all-reduce and the
+    # scaler's check for infinities run on the host between kernels).
+    if spec.optimize in optimize.STEP_LEVELS and group.world == 1 and scaler is None:
+        return captured_trainer(spec, entry.task, model, example)
+    loss_fn = losses.loss_for(entry.task)
+    model, optimized = optimize.prepare(
+        spec, model, example,
+        loss=lambda out: loss_fn(primary_output(out), make_targets(entry.task, primary_output(out), spec.seed)))
+    model = distributed.wrap(model, group)
+    return Trainer(model, make_optimizer(spec, model.parameters(), entry.task), optimized, example, scaler)
+
+
+def captured_trainer(spec, task: str, model: torch.nn.Module, example: torch.Tensor) -> Trainer:
+    """The whole step in CUDA graphs, on static targets that the measured steps refill."""
+    loss_fn = losses.loss_for(task)
+    with torch.no_grad():
+        first = primary_output(model(example))
+    targets = make_targets(task, first, spec.seed)
+    optimizer = make_optimizer(spec, model.parameters(), task, capturable=True)
+    graphs, optimized = optimize.capture_step(
+        spec, model, example, lambda out: loss_fn(primary_output(out), targets), optimizer)
+    return Trainer(model, optimizer, optimized, example, graphs=graphs, targets=targets, first=first)
+
+
+def eager_step(t: Trainer, feeder: Feeder, task: str, seed: int) -> Callable:
+    loss_fn = losses.loss_for(task)
+    synthetic: dict[str, torch.Tensor] = {}
+
+    def step(timer) -> None:
+        x, y = feeder.next(timer)
+        out = primary_output(t.model(x))
+        if y is None:  # synthetic: one set of random targets, made once
+            y = synthetic.setdefault("targets", make_targets(task, out, seed))
+        loss = loss_fn(out, labels(task, y, out))
+        timer.mark("forward")
+        (t.scaler.scale(loss) if t.scaler else loss).backward()
+        timer.mark("backward")
+        if t.scaler:
+            t.scaler.step(t.optimizer)
+            t.scaler.update()
+        else:
+            t.optimizer.step()
+        t.optimizer.zero_grad(set_to_none=True)
+        timer.mark("optimizer")
+
+    return step
+
+
+def captured_step(t: Trainer, feeder: Feeder, task: str) -> Callable:
+    """The graphs read their input and targets from fixed tensors: each batch is copied into them."""
+    def step(timer) -> None:
+        x, y = feeder.next(timer)
+        t.example.copy_(x)
+        if y is not None:
+            t.targets.copy_(labels(task, y, t.first))
+        t.graphs.step(timer)
+
+    return step
+
+
+def measure_steps(spec, t: Trainer, task: str, loader, group: distributed.Group, progress: Progress):
+    """Every process's measured steps, gathered: (this process's measurement, the ranks' payloads)."""
+    feeder = Feeder(loader, group.device, spec.channels_last)
+    step = captured_step(t, feeder, task) if t.graphs is not None else eager_step(t, feeder, task, spec.seed)
+    try:
+        measured = distributed.measure(step, spec, group, progress, measured_steps(spec, loader))
+    finally:
+        feeder.close()
+    return measured, group.gather(rank_payload(measured.samples, spec.batch, feeder.host_waits))
+
+
+def training_figures(spec, task: str, ranks: list[dict], volume: bool, communication) -> Training:
+    """Volumes and the volumetric models are counted in the seeds' iterations; others only say what trained."""
+    iterations = iteration_metrics(ranks, spec.opts.extrapolate_iters) if volume or task in VOLUME_TASKS \
+        else Training()
+    return dataclasses.replace(iterations, task=task, optimizer=optimizer_name(spec, task), epochs=spec.opts.epochs,
+                               communication=communication.stored() if communication else None)
+
+
+def volume_figures(throughput: float, shape: tuple[int, ...], loader) -> Measurement:
+    """Patches from a volume: the throughput is in patches, and the augmentation is the loader's."""
+    return Measurement(throughput=Throughput(unit="patch/s"),
+                       training=Training(patches_per_s=throughput, patch=list(shape[-3:])),
+                       data=Data(augment=getattr(loader, "augment", None)))
+
+
 def run(spec, device: torch.device, progress: Progress):
     entry = registry.resolve(spec.model)
     if entry.task not in losses.LOSSES:
@@ -120,80 +229,22 @@ def run(spec, device: torch.device, progress: Progress):
     shape = input_shape(spec, entry)
     warnings = preflight(spec, device)
     with distributed.process_group(device) as group:
-        device = group.device
-        torch.manual_seed(spec.seed)
-        model = built_model(entry, shape, device, spec.channels_last).train()
-        loss_fn = losses.loss_for(entry.task)
-        example = random_input(spec.batch, shape, device, spec.channels_last, spec.seed)
-        scaler = torch.amp.GradScaler(device.type) if spec.precision == "fp16" and device.type == "cuda" else None
-        # One process without loss scaling: the whole step is captured (DDP's all-reduce and the
-        # scaler's check for infinities run on the host between kernels).
-        captured = spec.optimize in optimize.STEP_LEVELS and group.world == 1 and scaler is None
-        if captured:
-            with torch.no_grad():
-                first = primary_output(model(example))
-            targets = make_targets(entry.task, first, spec.seed)
-            optimizer = make_optimizer(spec, model.parameters(), entry.task, capturable=True)
-            graphs, optimized = optimize.capture_step(
-                spec, model, example, lambda out: loss_fn(primary_output(out), targets), optimizer)
-        else:
-            model, optimized = optimize.prepare(
-                spec, model, example,
-                loss=lambda out: loss_fn(primary_output(out), make_targets(entry.task, primary_output(out), spec.seed)))
-            model = distributed.wrap(model, group)
-            optimizer = make_optimizer(spec, model.parameters(), entry.task)
-        loader = data.make_loader(spec, device, train=True, shape=shape, rank=group.rank, world=group.world,
+        t = build_trainer(spec, entry, shape, group)
+        loader = data.make_loader(spec, group.device, train=True, shape=shape, rank=group.rank, world=group.world,
                                   target=entry.task)
-        feeder = Feeder(loader, device, spec.channels_last)
-        fixed: dict[str, torch.Tensor] = {}
-
-        def step(timer) -> None:
-            x, y = feeder.next(timer)
-            out = primary_output(model(x))
-            if y is None:  # synthetic: one set of random targets, made once
-                y = fixed.setdefault("targets", make_targets(entry.task, out, spec.seed))
-            loss = loss_fn(out, labels(entry.task, y, out))
-            timer.mark("forward")
-            (scaler.scale(loss) if scaler else loss).backward()
-            timer.mark("backward")
-            if scaler:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            timer.mark("optimizer")
-
-        def captured_step(timer) -> None:
-            x, y = feeder.next(timer)
-            example.copy_(x)
-            if y is not None:
-                targets.copy_(labels(entry.task, y, first))
-            graphs.step(timer)
-
-        try:
-            measured = distributed.measure(captured_step if captured else step, spec, group, progress, measured_steps(spec, loader))
-        finally:
-            feeder.close()
-        ranks = group.gather(rank_payload(measured.samples, spec.batch, feeder.host_waits))
-        communication = distributed.communication_facts(group, model)
+        measured, ranks = measure_steps(spec, t, entry.task, loader, group, progress)
+        communication = distributed.communication_facts(group, t.model)
     figures, samples = metrics_from_ranks(ranks, PHASES)
-    kind = data.parse_source(spec.opts.data)[0]
-    volume = kind == "volume"
-    unit = "patch" if volume else "img"
-    iterations = iteration_metrics(ranks, spec.opts.extrapolate_iters) if volume or entry.task in VOLUME_TASKS \
-        else Training()
-    training = dataclasses.replace(iterations, task=entry.task, optimizer=optimizer_name(spec, entry.task),
-                                   epochs=spec.opts.epochs,
-                                   communication=communication.stored() if communication else None)
+    volume = data.parse_source(spec.opts.data)[0] == "volume"
     own = Measurement(window=Window(warmup_steps=measured.warmup_steps, warmup_s=measured.warmup_s),
-                      data=Data(input_shape=[spec.batch, *shape], batch_per_process=spec.batch), training=training)
+                      data=Data(input_shape=[spec.batch, *shape], batch_per_process=spec.batch),
+                      training=training_figures(spec, entry.task, ranks, volume, communication))
     if volume:
-        own = combine(own, Measurement(throughput=Throughput(unit="patch/s"),
-                                       training=Training(patches_per_s=figures.throughput.value, patch=list(shape[-3:])),
-                                       data=Data(augment=getattr(loader, "augment", None))))
-    return combine(figures, Measurement(data=data_metrics(loader, warnings, spec.opts.data)), own, Measurement.read(optimized),
-                   measured.common_metrics(spec.batch, unit)), samples  # rank 0's GPU under DDP
+        own = combine(own, volume_figures(figures.throughput.value, shape, loader))
+    found = combine(figures, Measurement(data=data_metrics(loader, warnings, spec.opts.data)), own,
+                    Measurement.read(t.optimized),
+                    measured.common_metrics(spec.batch, "patch" if volume else "img"))  # rank 0's GPU under DDP
+    return found, samples
 
 
 def describe(m: Measurement) -> str:
