@@ -21,7 +21,7 @@ from dlbench.figures import DASH, fixed
 from dlbench.results.record import Result
 
 SELECTS = ("train", "infer", "smooth")  # the workloads of the publications' image tables
-BENCHMARK = {"infer": "Inference", "train": "Train", "smooth": "Smooth Inference"}
+BENCHMARK = phases.BENCHMARK  # the publication's name of each benchmark
 PRECISION = {"fp32": "FP32", "tf32": "TF32", "fp16": "mixed precision (fp16)", "bf16": "mixed precision (bf16)"}
 FULL, MIXED = ("fp32", "tf32"), ("fp16", "bf16")
 LATENCY = ["Batch size", "Resolution", "Throughput Avg [img/s]", "Latency Avg [ms]", "Latency 90% [ms]",

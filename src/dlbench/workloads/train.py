@@ -208,7 +208,7 @@ def measure_steps(spec, t: Trainer, task: str, loader, group: distributed.Group,
 
 
 def training_figures(spec, task: str, ranks: list[dict], volume: bool, communication) -> Training:
-    """Volumes and the volumetric models are counted in the seeds' iterations; others only say what trained."""
+    """Volumes and the volumetric models are counted in the publications' iterations; others only say what trained."""
     iterations = iteration_metrics(ranks, spec.opts.extrapolate_iters) if volume or task in VOLUME_TASKS \
         else Training()
     return dataclasses.replace(iterations, task=task, optimizer=optimizer_name(spec, task), epochs=spec.opts.epochs,
