@@ -59,20 +59,9 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
         overall = bar.add_task(f"suite {suite}" if suite else "benchmarks", total=len(specs))
         current = bar.add_task("", total=1)
         for index, spec in enumerate(specs):
-            guess = expected[index] if index < len(expected) else None
             begun = 0.0 if index == 0 else since_start()  # the first run's wait includes this process's start
-            since = time.monotonic() - (since_start() - begun)
-            bar.update(current, expected=guess, since=since)
-            heartbeat.clock = partial(lambda g, t: countdown(g, time.monotonic() - t), guess, since)
-
-            def progress(stage: str, done: int, total: int, _label=spec.label()) -> None:
-                # escaped: rich would take "[stage]" for a style tag and show nothing of it. A total of
-                # 0: a phase of unknown length (a compile), whose name tells its elapsed time; an
-                # empty bar of 1 keeps rich from calling it finished.
-                bar.update(current, description=escape(f"{_label} [{stage}]"), completed=min(done, total),
-                           total=max(1, total))
-                heartbeat(f"{_label}: {stage}" + (f" {min(done, total)}/{total}" if total > 0 else ""))
-
+            _count_down(bar, current, heartbeat, expected[index] if index < len(expected) else None, begun)
+            progress = _progress(bar, current, heartbeat, spec.label())
             progress("starting", 0, 0)  # loading the model and data says nothing for a while
             place = placement.of(spec)
             system = place.fingerprint()
@@ -109,6 +98,26 @@ def run_specs(specs: Iterable[BenchmarkSpec], store: Store, *, suite: str | None
             if on_result:
                 on_result(result)
     return results
+
+
+def _count_down(bar: Progress, task, heartbeat: Heartbeat, guess: float | None, begun: float) -> None:
+    """The run's countdown against its estimate `guess`, from `begun` (seconds after this process's start)."""
+    since = time.monotonic() - (since_start() - begun)
+    bar.update(task, expected=guess, since=since)
+    heartbeat.clock = partial(lambda g, t: countdown(g, time.monotonic() - t), guess, since)
+
+
+def _progress(bar: Progress, task, heartbeat: Heartbeat, label: str) -> Callable[[str, int, int], None]:
+    """The callback through which a run says its stage, on the bar and in the heartbeat's lines."""
+
+    def progress(stage: str, done: int, total: int) -> None:
+        # escaped: rich would take "[stage]" for a style tag and show nothing of it. A total of 0: a
+        # phase of unknown length (a compile), whose name tells its elapsed time; an empty bar of 1
+        # keeps rich from calling it finished.
+        bar.update(task, description=escape(f"{label} [{stage}]"), completed=min(done, total), total=max(1, total))
+        heartbeat(f"{label}: {stage}" + (f" {min(done, total)}/{total}" if total > 0 else ""))
+
+    return progress
 
 
 def store_interrupted(path, spec: BenchmarkSpec, system: dict, suite: str | None, tag: str | None) -> None:
