@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from dlbench.figures import Odd
-from dlbench.results.measurement import (ClassTime, Communication, GpuNeighbour, Measurement, Phase, Stats, Throughput,
-                                        Volume)
+from dlbench.results.measurement import (ClassTime, Communication, GpuFacts, GpuNeighbour, Measurement, Phase, Stats,
+                                        Throughput, Volume)
 from dlbench.results.record import Result, Setup, tamed
 from dlbench.results.store import Store
 
@@ -127,6 +127,21 @@ def test_the_gpus_other_processes_read_typed_without_the_runs_launcher():
                                  {"sm_share": 0.1}]}  # no pid: not a process dlbench can name
     assert Measurement.read(stored).neighbours.strangers == [GpuNeighbour(9, 0.6, 2.0, "python3 x.py")]
     assert Measurement.read({}).neighbours.strangers == []
+
+
+def test_the_surveys_gpu_facts_read_typed_and_stay_stored_as_they_were():
+    stored = [{"index": 0, "name": "NVIDIA H200", "pcie_gen": 5, "pcie_width_max": 16, "ecc": True,
+               "sm_clock_max_mhz": 1980, "power_limit_w": 700.0, "temperature_c": 45, "new_fact": "kept",
+               "other_processes": [{"pid": 7, "launcher": "dlbench suite"}, {"pid": 8}, "odd"]},
+              {"index": 1, "pcie_gen": "5", "ecc": 1, "power_limit_w": "700", "other_processes": "odd"}, "odd"]
+    system = Measurement.read({"gpu_facts": stored}).system
+    first, second = system.facts
+    assert (first.name, first.pcie_gen, first.pcie_width_max, first.ecc, first.sm_clock_max_mhz) == \
+        ("NVIDIA H200", 5, 16, True, 1980)
+    assert (first.other_processes, first.launcher_processes) == (1, 1)
+    assert second == GpuFacts(index=1)  # a value of the wrong type reads as unknown
+    assert system.facts_of(1) == second and system.facts_of(3) == GpuFacts()
+    assert system.to_metrics()["gpu_facts"] == stored
 
 
 def test_all_reduce_facts_are_stored_as_before_a_fact_not_known_left_out():

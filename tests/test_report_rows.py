@@ -146,11 +146,12 @@ def test_data_source_shows_the_resolved_path_when_the_record_holds_one():
 
 def test_the_system_facts_line_counts_launchers_apart_from_strangers():
     from dlbench.report.system import _facts_line
+    from dlbench.results.measurement import GpuFacts
 
-    line = _facts_line({"index": 0, "name": "NVIDIA H200", "other_processes": [
-        {"pid": 7, "memory_gb": 0.9, "launcher": "python3 bench.py"}, {"pid": 8, "memory_gb": 2.0}]})
+    line = _facts_line(GpuFacts.read({"index": 0, "name": "NVIDIA H200", "other_processes": [
+        {"pid": 7, "memory_gb": 0.9, "launcher": "python3 bench.py"}, {"pid": 8, "memory_gb": 2.0}]}))
     assert line == "GPU 0: NVIDIA H200, 1 other process(es) on it, 1 launcher process(es) on it"
-    assert _facts_line({"index": 0, "name": "H200", "other_processes": []}) == "GPU 0: H200"
+    assert _facts_line(GpuFacts.read({"index": 0, "name": "H200", "other_processes": []})) == "GPU 0: H200"
 
 
 def test_a_run_stopped_before_it_started_is_labelled_by_the_machine_it_was_asked_on():

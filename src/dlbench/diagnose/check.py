@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from dlbench.diagnose.history import Against
 from dlbench.report.parts import Parts, mean_step, parts
+from dlbench.results.measurement import GpuFacts
 from dlbench.results.record import Result
 
 
@@ -80,13 +80,12 @@ class Context:
         return mine - ((getattr(self.theirs, part) or 0.0) * self.parts.step / self.theirs.step if self.base else 0.0)
 
     @property
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> GpuFacts:
         """What the system record's survey found of the run's GPU (its link, clocks, power limit)."""
         if self.record is None:
-            return {}
+            return GpuFacts()
         index = int(str(self.run.measured.device or "cuda:0").partition(":")[2] or 0)
-        facts = self.record.measured.system.gpu_facts or []
-        return next((f for f in facts if f.get("index") == index), {})
+        return self.record.measured.system.facts_of(index)
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,12 @@ other processes computing on it (neighbours), and busy time lost to a lower SM c
 
 from __future__ import annotations
 
-from typing import Any
-
 from dlbench.diagnose.check import Cause, Check, Context, Found, Kind, label
 from dlbench.diagnose.history import Against
 from dlbench.diagnose.host import CONTENTION, contention
 from dlbench.figures import ms, percent
 from dlbench.report.parts import LAUNCH_BOUND_IDLE, Parts, parts
+from dlbench.results.measurement import GpuFacts
 from dlbench.results.record import Result
 from dlbench.workloads import declared
 
@@ -58,13 +57,13 @@ def neighbour_cause(r: Result, seconds: float) -> Cause:
     return NEIGHBOUR(f"{who} computed on {where} during the window: {named}", seconds)
 
 
-def clock_cause(r: Result, p: Parts, base: Against | None, facts: dict[str, Any]) -> Cause | None:
+def clock_cause(r: Result, p: Parts, base: Against | None, facts: GpuFacts) -> Cause | None:
     """Busy time lost to a lower SM clock than the baseline's (or, without one, than the GPU's
     maximum while a slowdown reason was flagged)."""
     monitor = r.measured.monitor
     reference = parts(base.other).clock_mhz if base else None
     if reference is None and monitor.throttled:
-        reference = facts.get("sm_clock_max_mhz")
+        reference = facts.sm_clock_max_mhz
     if not p.clock_mhz or not reference or p.clock_mhz > (1 - CLOCK_LOSS) * reference:
         return None
     busy = p.step - (p.idle or 0.0) - (p.data or 0.0)
@@ -75,13 +74,13 @@ def clock_cause(r: Result, p: Parts, base: Against | None, facts: dict[str, Any]
               f"{percent(monitor.throttled_share or 0)} of the readings"]
     if monitor.temperature_max_c is not None:
         parts_.append(f"up to {monitor.temperature_max_c:.0f} °C")
-    power, limit = monitor.power_mean_w, facts.get("power_limit_w")
+    power, limit = monitor.power_mean_w, facts.power_limit_w
     if power:
         parts_.append(f"{power:.0f} W mean" + (f" against a {limit:.0f} W limit" if limit else ""))
     return THROTTLED("; ".join(parts_), seconds)
 
 
-def power_note(r: Result, p: Parts, base: Against | None, facts: dict[str, Any]) -> str | Cause | None:
+def power_note(r: Result, p: Parts, base: Against | None, facts: GpuFacts) -> str | Cause | None:
     """A slowdown flag whose clock matches the baseline's (or the maximum) is said, not blamed; one
     with no clock to compare against is a cause of unknown size, unless it is only the power cap
     that a GPU at full load sits at."""
@@ -90,7 +89,7 @@ def power_note(r: Result, p: Parts, base: Against | None, facts: dict[str, Any])
     if not reasons:
         return None
     flagged = f"{', '.join(reasons)} flagged in {percent(monitor.throttled_share or 0)} of the readings"
-    reference = (parts(base.other).clock_mhz if base else None) or facts.get("sm_clock_max_mhz")
+    reference = (parts(base.other).clock_mhz if base else None) or facts.sm_clock_max_mhz
     clock = f"SM clock {p.clock_mhz:.0f} MHz" if p.clock_mhz else "no clock reading"
     if reference and p.clock_mhz:
         where = f"in {label(base.other)}" if base and parts(base.other).clock_mhz else "max"

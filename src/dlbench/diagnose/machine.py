@@ -25,13 +25,13 @@ def degraded_link(ctx: Context) -> Cause | None:
     system = record.measured.system if record else None
     copy = system.ceiling("h2d_pinned_gbs") if system else None
     busy = copy.details if copy else {}
-    width, width_max = busy.get("pcie_width") or facts.get("pcie_width"), facts.get("pcie_width_max")
+    width, width_max = busy.get("pcie_width") or facts.pcie_width, facts.pcie_width_max
     gen_busy = busy.get("pcie_gen")
-    if gen_busy and facts.get("pcie_gen_max") and gen_busy < facts["pcie_gen_max"]:
-        problems.append(f"PCIe gen {gen_busy} while copying, the slot allows gen {facts['pcie_gen_max']}")
+    if gen_busy and facts.pcie_gen_max and gen_busy < facts.pcie_gen_max:
+        problems.append(f"PCIe gen {gen_busy} while copying, the slot allows gen {facts.pcie_gen_max}")
     if width and width_max and width < width_max:
         problems.append(f"PCIe link x{width} of x{width_max}")
-    gen_max, gen_gpu = facts.get("pcie_gen_max"), facts.get("pcie_gen_gpu_max")
+    gen_max, gen_gpu = facts.pcie_gen_max, facts.pcie_gen_gpu_max
     if gen_max and gen_gpu and gen_max < gen_gpu:
         problems.append(f"slot allows PCIe gen {gen_max}, the GPU supports gen {gen_gpu}")
     h2d = system.h2d_pinned_gbs if system else None
@@ -65,9 +65,8 @@ def low_ceiling(ctx: Context) -> Cause | None:
         return None
     text = (f"a plain {precision} matmul reaches only {sig(measured, grouping=True)} TFLOP/s, "
             f"{percent(measured / peak)} of the datasheet's {sig(peak, grouping=True)}")
-    if facts.get("power_limit_w") and facts.get("power_limit_default_w") and \
-            facts["power_limit_w"] < facts["power_limit_default_w"]:
-        text += f"; power limit lowered to {facts['power_limit_w']:.0f} of {facts['power_limit_default_w']:.0f} W"
+    if facts.power_limit_w and facts.power_limit_default_w and facts.power_limit_w < facts.power_limit_default_w:
+        text += f"; power limit lowered to {facts.power_limit_w:.0f} of {facts.power_limit_default_w:.0f} W"
     return BELOW_DATASHEET(text + " (clocks, power limit, or a virtual/MIG slice)")
 
 

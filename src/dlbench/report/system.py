@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dlbench.figures import percent
 from dlbench.report.tables import Table
+from dlbench.results.measurement import GpuFacts
 from dlbench.results.record import Result
 from dlbench.system.records import is_survey, is_system_record, machine_key
 
@@ -24,25 +23,23 @@ def _number(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def _facts_line(facts: dict[str, Any]) -> str:
-    parts = [f"GPU {facts.get('index')}: {facts.get('name', '?')}"]
-    if facts.get("pcie_gen") is not None:
-        parts.append(f"PCIe gen {facts['pcie_gen']} x{facts.get('pcie_width')} "
-                     f"(max gen {facts.get('pcie_gen_max')} x{facts.get('pcie_width_max')})")
-    if facts.get("nvlinks_active") is not None:
-        parts.append(f"NVLink links active {facts['nvlinks_active']}")
-    if facts.get("ecc") is not None:
-        parts.append(f"ECC {'on' if facts['ecc'] else 'off'}")
-    if facts.get("sm_clock_max_mhz"):
-        parts.append(f"SM clock max {facts['sm_clock_max_mhz']} MHz")
-    if facts.get("power_limit_w"):
-        parts.append(f"power limit {facts['power_limit_w']:.0f} W")
-    found = facts.get("other_processes") or []
-    strangers = [p for p in found if not p.get("launcher")]
-    if strangers:
-        parts.append(f"{len(strangers)} other process(es) on it")
-    if len(strangers) < len(found):
-        parts.append(f"{len(found) - len(strangers)} launcher process(es) on it")
+def _facts_line(facts: GpuFacts) -> str:
+    parts = [f"GPU {facts.index}: {facts.name or '?'}"]
+    if facts.pcie_gen is not None:
+        parts.append(f"PCIe gen {facts.pcie_gen} x{facts.pcie_width} "
+                     f"(max gen {facts.pcie_gen_max} x{facts.pcie_width_max})")
+    if facts.nvlinks_active is not None:
+        parts.append(f"NVLink links active {facts.nvlinks_active}")
+    if facts.ecc is not None:
+        parts.append(f"ECC {'on' if facts.ecc else 'off'}")
+    if facts.sm_clock_max_mhz:
+        parts.append(f"SM clock max {facts.sm_clock_max_mhz} MHz")
+    if facts.power_limit_w:
+        parts.append(f"power limit {facts.power_limit_w:.0f} W")
+    if facts.other_processes:
+        parts.append(f"{facts.other_processes} other process(es) on it")
+    if facts.launcher_processes:
+        parts.append(f"{facts.launcher_processes} launcher process(es) on it")
     return ", ".join(parts)
 
 
@@ -63,7 +60,7 @@ def ceilings_table(record: Result) -> Table:
              f"Measured {record.started[:16].replace('T', ' ')} UTC, record {record.id[:8]}."]
     if not is_survey(record):
         notes.append("Measured by a benchmark that needed it for FLOP utilisation; `dlbench system` measures them all.")
-    notes += [_facts_line(f) for f in system.gpu_facts or []]
+    notes += [_facts_line(f) for f in system.facts]
     h2d = system.ceiling("h2d_pinned_gbs")
     busy = h2d.details if h2d else {}
     if busy.get("pcie_gen"):

@@ -480,6 +480,39 @@ class Ceiling:
 
 
 @dataclass(frozen=True)
+class GpuFacts:
+    """What NVML told a `dlbench system` survey of one GPU (measure/nvml.py `device_facts`), stored, one
+    mapping per GPU, under `gpu_facts`. A fact NVML did not give, or a value of the wrong type, reads as
+    None; the stored mapping's other keys (the clocks and temperature at rest) are not read."""
+    index: int | None = None  # the GPU's CUDA index
+    name: str | None = None
+    pcie_gen: int | None = None  # the link at rest: an idle GPU drops to a lower generation
+    pcie_width: int | None = None
+    pcie_gen_max: int | None = None  # what the slot allows
+    pcie_width_max: int | None = None
+    pcie_gen_gpu_max: int | None = None  # what the GPU supports
+    nvlinks_active: int | None = None
+    ecc: bool | None = None
+    sm_clock_max_mhz: float | None = None
+    power_limit_w: float | None = None
+    power_limit_default_w: float | None = None
+    # the compute processes on it beside the survey (stored as a list of them): strangers, and the
+    # processes that started the survey (marked `launcher`)
+    other_processes: int = 0
+    launcher_processes: int = 0
+
+    @classmethod
+    def read(cls, stored: Mapping[str, Any]) -> "GpuFacts":
+        hints = _hints(cls)
+        found = stored.get("other_processes")
+        found = [p for p in found if isinstance(p, Mapping)] if isinstance(found, list) else []
+        launchers = sum(1 for p in found if p.get("launcher"))
+        return cls(**{k: v for k, v in _known(cls, stored).items()
+                      if k not in ("other_processes", "launcher_processes") and _fits(v, hints[k])},
+                   other_processes=len(found) - launchers, launcher_processes=launchers)
+
+
+@dataclass(frozen=True)
 class System(Group):
     """A `dlbench system` record: the machine's ceilings (each also under its own name) and facts."""
     matmul_fp32_tflops: float | None = None
@@ -499,8 +532,17 @@ class System(Group):
     disk_read_gbs: float | None = None
     ceilings: dict[str, Any] | None = None  # name → {value, method, details}
     datasheet: dict[str, float] | None = None  # name → the datasheet's figure
-    gpu_facts: list[dict[str, Any]] | None = None
+    gpu_facts: list[dict[str, Any]] | None = None  # as stored: read it through `facts`
     unmeasured: dict[str, str] | None = None  # name → why not
+
+    @property
+    def facts(self) -> list[GpuFacts]:
+        """What NVML told the survey of each GPU, in the order stored."""
+        return [GpuFacts.read(f) for f in self.gpu_facts or [] if isinstance(f, Mapping)]
+
+    def facts_of(self, index: int) -> GpuFacts:
+        """The facts of the GPU of CUDA index `index`; all unknown where the survey has none of it."""
+        return next((f for f in self.facts if f.index == index), GpuFacts())
 
     def measured(self, name: str) -> float | None:
         """The ceiling `name` (one of the fields above) where it was measured: a positive number."""

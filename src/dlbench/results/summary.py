@@ -25,8 +25,7 @@ def _measured(m: Measurement) -> dict[str, Any]:
 
 
 def summary(result: Result) -> dict[str, Any]:
-    system, m = result.system or {}, result.measured
-    gpus = system.get("gpus") or []
+    machine, m = result.machine, result.measured
     row: dict[str, Any] = {"id": result.id, "started": result.started, "status": result.status,
                            **{key: result.spec.get(key) for key in _SPEC},
                            **_measured(m)}
@@ -38,10 +37,9 @@ def summary(result: Result) -> dict[str, Any]:
         stats = summarize(steps)
         row.update({f"step_ms_{k}": stats[k] * 1e3 for k in ("median", "mean", "p50", "p90", "p95", "p99")})
         row["steps"] = stats["n"]
-    row["system"] = {"label": result.system_label, "gpu": gpus[0].get("name") if gpus else None,
-                     "gpu_count": system.get("gpu_count"), "driver": system.get("driver"), "cuda": system.get("cuda"),
-                     "torch": system.get("torch"), "cpu": (system.get("cpu") or {}).get("model"),
-                     "host": system.get("host")}
+    row["system"] = {"label": result.system_label, "gpu": machine.gpus[0].name or None if machine.gpus else None,
+                     "gpu_count": machine.gpu_count, "driver": machine.driver, "cuda": machine.cuda,
+                     "torch": machine.torch, "cpu": machine.cpu.model, "host": machine.host or None}
     row.update({"suite": result.suite, "tag": result.tag, "error": result.error})
     return row
 
