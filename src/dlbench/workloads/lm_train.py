@@ -22,6 +22,7 @@ from dlbench.results.measurement import Measurement, Training, Window, combine
 from dlbench.workloads import distributed, optimize
 from dlbench.workloads.lm import built, config, data_record, in_tokens, preflight, token_source, train_context
 from dlbench.workloads.pipeline import metrics_from_ranks, phase_line, rank_payload
+from dlbench.workloads.runtime import backward_and_step, grad_scaler
 
 __all__ = ["run", "describe", "preflight"]
 
@@ -48,47 +49,43 @@ def loss_of(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+def _training_setup(spec, model, example: torch.Tensor, targets: torch.Tensor, scaler, group):
+    """(the model to step, its optimizer, the optimisation record, the captured step's graphs or None).
+    One process without loss scaling captures the whole step (as workloads/train.py does)."""
+
+    def loss(out: torch.Tensor) -> torch.Tensor:  # the check's: on the example's targets
+        return loss_of(out, targets)
+
+    if spec.optimize in optimize.STEP_LEVELS and group.world == 1 and scaler is None:
+        optimizer = make_optimizer(spec, model.parameters(), capturable=True)
+        graphs, optimized = optimize.capture_step(spec, model, example, loss, optimizer)
+        return model, optimizer, optimized, graphs
+    model, optimized = optimize.prepare(spec, model, example, loss=loss)
+    model = distributed.wrap(model, group)
+    return model, make_optimizer(spec, model.parameters()), optimized, None
+
+
 def run(spec, device: torch.device, progress: Progress):
     model_config = config(spec)
     context = train_context(spec, model_config)
     with distributed.process_group(device) as group:
-        device = group.device
         source = token_source(spec, model_config, group)
-        model = built(model_config, device, spec.seed).train()
         example, targets = split(source.take(spec.batch, context + 1))
-        scaler = torch.amp.GradScaler(device.type) if spec.precision == "fp16" and device.type == "cuda" else None
-        # One process without loss scaling: the whole step is captured (as workloads/train.py does).
-        captured = spec.optimize in optimize.STEP_LEVELS and group.world == 1 and scaler is None
-        if captured:
-            optimizer = make_optimizer(spec, model.parameters(), capturable=True)
-            graphs, optimized = optimize.capture_step(spec, model, example, lambda out: loss_of(out, targets),
-                                                      optimizer)
-        else:
-            model, optimized = optimize.prepare(spec, model, example, loss=lambda out: loss_of(out, targets))
-            model = distributed.wrap(model, group)
-            optimizer = make_optimizer(spec, model.parameters())
+        scaler = grad_scaler(spec, group.device)
+        model, optimizer, optimized, graphs = _training_setup(spec, built(model_config, group.device, spec.seed).train(),
+                                                       example, targets, scaler, group)
 
         def step(timer) -> None:
             x, y = split(source.take(spec.batch, context + 1, timer))
-            loss = loss_of(model(x), y)
-            timer.mark("forward")
-            (scaler.scale(loss) if scaler else loss).backward()
-            timer.mark("backward")
-            if scaler:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            timer.mark("optimizer")
+            backward_and_step(loss_of(model(x), y), optimizer, scaler, timer)
 
-        def captured_step(timer) -> None:
+        def captured_step(timer) -> None:  # the graphs read their input and targets from fixed tensors
             window = source.take(spec.batch, context + 1, timer)
             example.copy_(window[:, :-1])
             targets.copy_(window[:, 1:])
             graphs.step(timer)
 
-        measured = distributed.measure(captured_step if captured else step, spec, group, progress)
+        measured = distributed.measure(step if graphs is None else captured_step, spec, group, progress)
         per_step = spec.batch * context
         ranks = group.gather(rank_payload(measured.samples, per_step, source.host_waits))
         communication = distributed.communication_facts(group, model)

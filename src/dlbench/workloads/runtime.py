@@ -66,6 +66,27 @@ def casts_kept(device: torch.device) -> contextlib.AbstractContextManager:
     return torch.autocast(device.type, dtype=dtype, cache_enabled=True) if dtype else contextlib.nullcontext()
 
 
+def grad_scaler(spec, device: torch.device) -> torch.amp.GradScaler | None:
+    """fp16's gradient scaler where a training step needs one (fp16 on a GPU), else None."""
+    return torch.amp.GradScaler(device.type) if spec.precision == "fp16" and device.type == "cuda" else None
+
+
+def backward_and_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None,
+                      timer) -> None:
+    """The end of a training step after its forward pass, each part marked on `timer`: the backward
+    pass (of the scaled loss under fp16), the optimizer's step (through the scaler), gradients reset."""
+    timer.mark("forward")
+    (scaler.scale(loss) if scaler else loss).backward()
+    timer.mark("backward")
+    if scaler:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    timer.mark("optimizer")
+
+
 def is_oom(error: BaseException) -> bool:
     if isinstance(error, torch.cuda.OutOfMemoryError):
         return True

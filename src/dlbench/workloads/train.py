@@ -33,7 +33,7 @@ from dlbench.workloads import distributed, losses, optimize
 from dlbench.workloads.fwdbwd import primary_output
 from dlbench.workloads.pipeline import (Feeder, data_metrics, decoder_text, metrics_from_ranks, phase_line,
                                        rank_payload)
-from dlbench.workloads.runtime import built_model, random_input, resolve_device
+from dlbench.workloads.runtime import backward_and_step, built_model, grad_scaler, random_input, resolve_device
 
 
 PHASES = ("data", "h2d", "forward", "backward", "optimizer")
@@ -135,7 +135,7 @@ def build_trainer(spec, entry, shape: tuple[int, ...], group: distributed.Group)
     torch.manual_seed(spec.seed)
     model = built_model(entry, shape, device, spec.channels_last).train()
     example = random_input(spec.batch, shape, device, spec.channels_last, spec.seed)
-    scaler = torch.amp.GradScaler(device.type) if spec.precision == "fp16" and device.type == "cuda" else None
+    scaler = grad_scaler(spec, device)
     # One process without loss scaling: the whole step is captured (DDP's all-reduce and the
     # scaler's check for infinities run on the host between kernels).
     if spec.optimize in optimize.STEP_LEVELS and group.world == 1 and scaler is None:
@@ -169,17 +169,7 @@ def eager_step(t: Trainer, feeder: Feeder, task: str, seed: int) -> Callable:
         out = primary_output(t.model(x))
         if y is None:  # synthetic: one set of random targets, made once
             y = synthetic.setdefault("targets", make_targets(task, out, seed))
-        loss = loss_fn(out, labels(task, y, out))
-        timer.mark("forward")
-        (t.scaler.scale(loss) if t.scaler else loss).backward()
-        timer.mark("backward")
-        if t.scaler:
-            t.scaler.step(t.optimizer)
-            t.scaler.update()
-        else:
-            t.optimizer.step()
-        t.optimizer.zero_grad(set_to_none=True)
-        timer.mark("optimizer")
+        backward_and_step(loss_fn(out, labels(task, y, out)), t.optimizer, t.scaler, timer)
 
     return step
 
